@@ -1,0 +1,12 @@
+// End-to-end tier: real binaries (dist/bin + Debian's /usr/lib/cni) driven by cnitool and podman in
+// network namespaces. Needs root. Run serially: `jest -c e2e/jest.config.js --runInBand`.
+module.exports = {
+  ...require('../jest.preset.js'),
+  displayName: 'e2e',
+  rootDir: __dirname,
+  testMatch: ['<rootDir>/**/*.test.ts'],
+  testTimeout: 180_000,
+  maxWorkers: 1,
+  globalSetup: '<rootDir>/global-setup.ts',
+  globalTeardown: '<rootDir>/global-teardown.ts',
+};

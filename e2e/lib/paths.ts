@@ -1,0 +1,77 @@
+/**
+ * Where things are: the repository, the built plugins (dist/bin), Debian's Go reference plugins
+ * (/usr/lib/cni), cnitool (installed by tools/ci/setup.sh into ~/.cache/cnikit/bin), busybox.
+ */
+import { accessSync, constants, existsSync } from 'node:fs';
+import { homedir } from 'node:os';
+import { join, resolve } from 'node:path';
+
+export const REPO_ROOT = resolve(__dirname, '../..');
+/** Our built plugins; CNIKIT_DIST_BIN points the tests at another copy (e.g. an install in /opt/cni/bin). */
+export const DIST_BIN = process.env.CNIKIT_DIST_BIN ?? join(REPO_ROOT, 'dist/bin');
+export const REFERENCE_PLUGINS = process.env.CNIKIT_REFERENCE_PLUGINS ?? '/usr/lib/cni';
+/** CNI_PATH for every run: our plugins first, then Debian's Go reference plugins. */
+export const CNI_PATH = [DIST_BIN, REFERENCE_PLUGINS].join(':');
+export const IS_CI = ['1', 'true', 'yes'].includes((process.env.CI ?? '').toLowerCase());
+
+const isExecutable = (p: string): boolean => {
+  try {
+    accessSync(p, constants.X_OK);
+    return true;
+  } catch {
+    return false;
+  }
+};
+
+function findOnPath(name: string): string | undefined {
+  for (const dir of (process.env.PATH ?? '').split(':')) {
+    if (dir && isExecutable(join(dir, name))) return join(dir, name);
+  }
+  return undefined;
+}
+
+/** cnitool: $CNITOOL, else the copy tools/ci/setup.sh caches, else PATH. */
+export function cnitoolPath(): string {
+  const candidates = [
+    process.env.CNITOOL,
+    join(process.env.CNIKIT_CACHE ?? join(homedir(), '.cache/cnikit'), 'bin/cnitool'),
+    findOnPath('cnitool'),
+  ];
+  const found = candidates.find((c): c is string => !!c && isExecutable(c));
+  if (!found) throw new Error('cnitool not found: run `bash tools/ci/setup.sh` (installs it into ~/.cache/cnikit/bin)');
+  return found;
+}
+
+/** A statically linked busybox (Debian's busybox-static): the test image and `ping` everywhere. */
+export function busyboxPath(): string {
+  const found = [process.env.CNIKIT_BUSYBOX, '/usr/bin/busybox', '/bin/busybox'].find((c): c is string => !!c && isExecutable(c));
+  if (!found) throw new Error('busybox not found: apt-get install busybox-static (or run tools/ci/setup.sh)');
+  return found;
+}
+
+export const pluginPath = (name: string): string => join(DIST_BIN, name);
+export const referencePluginPath = (name: string): string => join(REFERENCE_PLUGINS, name);
+export const hasPlugin = (name: string): boolean => existsSync(pluginPath(name)) && isExecutable(pluginPath(name));
+
+/**
+ * `describe` for a suite that needs one of our built plugins. When dist/bin/<name> is missing the
+ * suite is skipped with a message, except under CI=true, where every test in it fails with a
+ * message saying the plugin was not built (a missing binary must never turn CI green).
+ */
+export function describeWithPlugin(name: string): jest.Describe {
+  if (hasPlugin(name)) return describe;
+  const why = `${pluginPath(name)} is missing: run \`npm run build\` first`;
+  if (!IS_CI) {
+    // eslint-disable-next-line no-console
+    console.warn(`[e2e] skipping tests of "${name}": ${why} (with CI=true these tests fail instead)`);
+    return describe.skip;
+  }
+  const failing = ((title: string, fn: () => void) =>
+    describe(title, () => {
+      beforeAll(() => {
+        throw new Error(`${why} (CI=true: tests that need it fail)`);
+      });
+      fn();
+    })) as jest.Describe;
+  return failing;
+}

@@ -1,0 +1,23 @@
+// Shared jest settings: TypeScript through swc (fast on 2 cores), workspace
+// packages resolved to their sources, ESM-only dependencies (execa and its
+// helpers) transformed to CommonJS so jest's module system can load them.
+const path = require('node:path');
+const esmOnly = [
+  'execa', 'figures', 'get-stream', 'human-signals', 'is-plain-obj', 'npm-run-path', 'path-key',
+  'pretty-ms', 'parse-ms', 'strip-final-newline', 'unicorn-magic', 'yoctocolors', '@sindresorhus',
+  'is-stream', 'is-unicode-supported',
+];
+module.exports = {
+  testEnvironment: 'node',
+  transform: {
+    '^.+\\.(t|j|mj)s$': ['@swc/jest', { jsc: { target: 'es2022', parser: { syntax: 'typescript' } }, module: { type: 'commonjs' } }],
+  },
+  transformIgnorePatterns: [`/node_modules/(?!(${esmOnly.join('|')})/)`],
+  moduleFileExtensions: ['ts', 'js', 'mjs', 'json', 'node'],
+  moduleNameMapper: {
+    '^@cnikit/netlib$': path.join(__dirname, 'packages/netlib/src/index.ts'),
+    '^@cnikit/meta$': path.join(__dirname, 'packages/meta/src/index.ts'),
+    '^@cnikit/netlib/testing$': path.join(__dirname, 'packages/netlib/src/testing/index.ts'),
+    '^@cnikit/kube(/testing)?$': path.join(__dirname, 'packages/kube/src$1/index.ts'),
+  },
+};

@@ -1,0 +1,279 @@
+/**
+ * Lease-based leader election on coordination.k8s.io/v1, following client-go's leaderelection package:
+ *
+ * - Candidates read the Lease every retry period. A lease held by someone else is valid until
+ *   `leaseDurationSeconds` after this candidate *observed* its last change, measured on the candidate's own
+ *   monotonic clock, so clock skew between machines does not matter. After that it takes the lease with an
+ *   optimistic-concurrency update (the Lease's resourceVersion): of several candidates only one write wins.
+ * - The leader renews every retry period. If no renewal has succeeded for `renewDeadline` (< lease duration)
+ *   it stops leading on its own, before any other candidate can consider the lease expired: there are never
+ *   two leaders, even when the leader is cut off from the API server.
+ * - On stop (with releaseOnCancel, the default) the leader first stops leading, then clears holderIdentity so
+ *   a successor takes over within one retry period instead of waiting out the lease.
+ *
+ * Defaults are client-go's / controller-runtime's: lease 15 s, renew deadline 10 s, retry period 2 s.
+ */
+import { performance } from 'node:perf_hooks';
+import { ResourceClient } from './client';
+import { KubeConfigError, isAlreadyExists, isConflict, isNotFound } from './errors';
+import { traceLogger, type Logger } from './log';
+import type { KubeMetrics } from './metrics';
+import { Leases, type Lease } from './resource';
+import { sleep } from './retry';
+import type { KubeTransport } from './transport';
+
+export interface LeaderElectionOptions {
+  transport: KubeTransport;
+  namespace: string;
+  /** Lease name. */
+  name: string;
+  /** This candidate's identity (unique per process: e.g. hostname + pid). */
+  identity: string;
+  leaseDurationMs?: number;
+  renewDeadlineMs?: number;
+  retryPeriodMs?: number;
+  /** Clear the lease on stop() so a successor need not wait for it to expire. Default true. */
+  releaseOnCancel?: boolean;
+  /** Called once leadership is acquired; `signal` aborts when leadership ends. */
+  onStartedLeading?(signal: AbortSignal): void | Promise<void>;
+  /** Called once when leadership ends (lost, or stop()). */
+  onStoppedLeading?(): void;
+  /** Called whenever the observed holder changes (including to this identity). */
+  onNewLeader?(identity: string): void;
+  metrics?: KubeMetrics;
+  logger?: Logger;
+}
+
+export const DEFAULT_LEASE_DURATION_MS = 15_000;
+export const DEFAULT_RENEW_DEADLINE_MS = 10_000;
+export const DEFAULT_RETRY_PERIOD_MS = 2_000;
+/** Retry periods are stretched by up to this fraction, at random, so candidates do not move in lockstep. */
+const JITTER = 0.2;
+
+/** Lease times are metav1.MicroTime: RFC 3339 with six fractional digits. */
+export function microTime(d: Date = new Date()): string {
+  return d.toISOString().replace(/\.(\d{3})Z$/, '.$1000Z');
+}
+
+type LeaseSpec = NonNullable<Lease['spec']>;
+
+export class LeaderElector {
+  readonly leaseDurationMs: number;
+  readonly renewDeadlineMs: number;
+  readonly retryPeriodMs: number;
+  private readonly leases: ResourceClient<Lease>;
+  private readonly log: Logger;
+  private observed: LeaseSpec | undefined;
+  private observedAt = 0;
+  private observedHolder: string | undefined;
+  private leading = false;
+  private lastRenew = 0;
+  private leadCtl: AbortController | undefined;
+  private readonly stopCtl = new AbortController();
+  private running: Promise<void> | undefined;
+
+  constructor(private readonly opts: LeaderElectionOptions) {
+    this.leaseDurationMs = opts.leaseDurationMs ?? DEFAULT_LEASE_DURATION_MS;
+    this.renewDeadlineMs = opts.renewDeadlineMs ?? DEFAULT_RENEW_DEADLINE_MS;
+    this.retryPeriodMs = opts.retryPeriodMs ?? DEFAULT_RETRY_PERIOD_MS;
+    if (!(this.leaseDurationMs > this.renewDeadlineMs)) {
+      throw new KubeConfigError(`leader election: leaseDuration (${this.leaseDurationMs} ms) must exceed renewDeadline (${this.renewDeadlineMs} ms)`);
+    }
+    if (!(this.renewDeadlineMs > this.retryPeriodMs * (1 + JITTER))) {
+      throw new KubeConfigError(`leader election: renewDeadline (${this.renewDeadlineMs} ms) must exceed retryPeriod*${1 + JITTER} (${this.retryPeriodMs} ms)`);
+    }
+    if (this.leaseDurationMs % 1000 !== 0) throw new KubeConfigError(`leader election: leaseDuration must be whole seconds, got ${this.leaseDurationMs} ms`);
+    if (!opts.identity) throw new KubeConfigError('leader election: identity is required');
+    this.leases = new ResourceClient(opts.transport, Leases, { namespace: opts.namespace });
+    this.log = opts.logger ?? traceLogger('kube.leader', { lease: `${opts.namespace}/${opts.name}`, identity: opts.identity });
+  }
+
+  get identity(): string {
+    return this.opts.identity;
+  }
+
+  isLeader(): boolean {
+    return this.leading;
+  }
+
+  /** The holder last observed in the Lease (may be this identity). */
+  get leader(): string | undefined {
+    return this.observedHolder;
+  }
+
+  /**
+   * Campaigns until leadership is acquired, then renews until it is lost or stop() is called. Resolves when
+   * leadership ends (or stop() is called before it was acquired). Call once.
+   */
+  run(): Promise<void> {
+    this.running ??= this.loop();
+    return this.running;
+  }
+
+  /** Stops campaigning/leading; with releaseOnCancel, releases a held lease. Resolves when done. */
+  async stop(): Promise<void> {
+    this.stopCtl.abort();
+    await this.running;
+  }
+
+  /**
+   * For /healthz (client-go's HealthzAdaptor): false while this process believes it leads but has not
+   * renewed for longer than the lease duration plus tolerance, i.e. a stuck leader.
+   */
+  healthy(toleranceMs = 20_000): boolean {
+    return !this.leading || performance.now() - this.lastRenew <= this.leaseDurationMs + toleranceMs;
+  }
+
+  private async loop(): Promise<void> {
+    const stop = this.stopCtl.signal;
+    // Campaign.
+    for (;;) {
+      if (stop.aborted) return;
+      const started = performance.now();
+      if (await this.tryAcquireOrRenew()) {
+        this.lastRenew = started;
+        break;
+      }
+      await sleep(this.jittered(), stop).catch(() => undefined);
+    }
+    this.startLeading();
+    // Renew.
+    let watchdog = this.armWatchdog();
+    try {
+      while (this.leading && !stop.aborted) {
+        await sleep(this.retryPeriodMs, stop).catch(() => undefined);
+        if (!this.leading || stop.aborted) break;
+        const started = performance.now();
+        const ok = await this.tryAcquireOrRenew(this.lastRenew + this.renewDeadlineMs - started);
+        if (!this.leading) break;
+        if (ok) {
+          this.lastRenew = started;
+          clearTimeout(watchdog);
+          watchdog = this.armWatchdog();
+        } else if (performance.now() - this.lastRenew >= this.renewDeadlineMs) {
+          this.stopLeading('renew deadline passed');
+        }
+      }
+    } finally {
+      clearTimeout(watchdog);
+    }
+    if (this.leading) {
+      this.stopLeading('stopped');
+      if (this.opts.releaseOnCancel ?? true) await this.release();
+    }
+  }
+
+  /** Ends leadership at lastRenew + renewDeadline even while a renewal request hangs. */
+  private armWatchdog(): NodeJS.Timeout {
+    const t = setTimeout(() => {
+      if (this.leading) this.stopLeading('renew deadline passed');
+    }, Math.max(0, this.lastRenew + this.renewDeadlineMs - performance.now()));
+    t.unref();
+    return t;
+  }
+
+  private jittered(): number {
+    return this.retryPeriodMs * (1 + Math.random() * JITTER);
+  }
+
+  private startLeading(): void {
+    this.leading = true;
+    this.leadCtl = new AbortController();
+    this.opts.metrics?.leaderStatus.set({ name: this.opts.name }, 1);
+    this.opts.metrics?.leaderTransitions.inc({ name: this.opts.name });
+    this.log.info('became leader');
+    if (this.opts.onStartedLeading) {
+      const signal = this.leadCtl.signal;
+      Promise.resolve()
+        .then(() => this.opts.onStartedLeading!(signal))
+        .catch((err: unknown) => this.log.error('onStartedLeading threw', { error: err }));
+    }
+  }
+
+  private stopLeading(why: string): void {
+    if (!this.leading) return;
+    this.leading = false;
+    this.leadCtl?.abort();
+    this.opts.metrics?.leaderStatus.set({ name: this.opts.name }, 0);
+    this.opts.metrics?.leaderTransitions.inc({ name: this.opts.name });
+    this.log.info('stopped leading', { why });
+    try {
+      this.opts.onStoppedLeading?.();
+    } catch (err) {
+      this.log.error('onStoppedLeading threw', { error: err });
+    }
+  }
+
+  private observe(spec: LeaseSpec): void {
+    const same = this.observed !== undefined
+      && this.observed.holderIdentity === spec.holderIdentity
+      && this.observed.renewTime === spec.renewTime
+      && this.observed.acquireTime === spec.acquireTime
+      && this.observed.leaseDurationSeconds === spec.leaseDurationSeconds
+      && this.observed.leaseTransitions === spec.leaseTransitions;
+    if (!same) {
+      this.observed = { ...spec };
+      this.observedAt = performance.now();
+    }
+    const holder = spec.holderIdentity ?? '';
+    if (holder !== '' && holder !== this.observedHolder) {
+      this.observedHolder = holder;
+      try {
+        this.opts.onNewLeader?.(holder);
+      } catch (err) {
+        this.log.error('onNewLeader threw', { error: err });
+      }
+    }
+  }
+
+  /** One attempt; true when this identity holds the lease afterwards. Errors count as "not acquired". */
+  private async tryAcquireOrRenew(timeoutMs?: number): Promise<boolean> {
+    const signal = timeoutMs !== undefined ? AbortSignal.timeout(Math.max(1, timeoutMs)) : undefined;
+    const id = this.opts.identity;
+    const durationSeconds = this.leaseDurationMs / 1000;
+    try {
+      const lease = await this.leases.find(this.opts.name, { signal });
+      const now = microTime();
+      if (!lease) {
+        const spec: LeaseSpec = { holderIdentity: id, leaseDurationSeconds: durationSeconds, acquireTime: now, renewTime: now, leaseTransitions: 0 };
+        await this.leases.create({ metadata: { name: this.opts.name, namespace: this.opts.namespace }, spec }, { signal });
+        this.observe(spec);
+        return true;
+      }
+      const old = lease.spec ?? {};
+      this.observe(old);
+      const holder = old.holderIdentity ?? '';
+      const validMs = (old.leaseDurationSeconds ?? durationSeconds) * 1000;
+      if (holder !== '' && holder !== id && this.observedAt + validMs > performance.now()) return false;
+      const spec: LeaseSpec = {
+        holderIdentity: id,
+        leaseDurationSeconds: durationSeconds,
+        renewTime: now,
+        acquireTime: holder === id ? old.acquireTime ?? now : now,
+        leaseTransitions: holder === id ? old.leaseTransitions ?? 0 : (old.leaseTransitions ?? 0) + 1,
+      };
+      await this.leases.update({ ...lease, spec }, { signal });
+      this.observe(spec);
+      return true;
+    } catch (err) {
+      if (!isConflict(err) && !isAlreadyExists(err)) this.log.warn('lease update failed', { error: err });
+      return false;
+    }
+  }
+
+  /** Clears holderIdentity if this identity still holds the lease (client-go's release). */
+  private async release(): Promise<void> {
+    try {
+      const lease = await this.leases.get(this.opts.name, { signal: AbortSignal.timeout(this.renewDeadlineMs) });
+      if (lease.spec?.holderIdentity !== this.opts.identity) return;
+      const now = microTime();
+      await this.leases.update({
+        ...lease,
+        spec: { holderIdentity: '', leaseDurationSeconds: 1, acquireTime: now, renewTime: now, leaseTransitions: lease.spec.leaseTransitions ?? 0 },
+      }, { signal: AbortSignal.timeout(this.renewDeadlineMs) });
+      this.log.info('released lease');
+    } catch (err) {
+      if (!isConflict(err) && !isNotFound(err)) this.log.warn('lease release failed', { error: err });
+    }
+  }
+}

@@ -1,0 +1,7 @@
+/**
+ * @cnikit/kube/testing: a real control plane for tests (etcd + kube-apiserver + kube-controller-manager's
+ * garbage collector, built and cached by tools/cluster/build.sh) and tools to break the network on purpose.
+ */
+export * from './cluster';
+export * from './tcp-proxy';
+export * from './kit';

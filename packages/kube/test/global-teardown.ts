@@ -1,0 +1,8 @@
+import { stopCluster } from '../src/testing/cluster';
+import { TEST_CLUSTER_ENV } from '../src/testing/kit';
+
+export default async function globalTeardown(): Promise<void> {
+  const dir = process.env[TEST_CLUSTER_ENV];
+  // CNIKIT_KEEP_CLUSTER=1 leaves the processes and logs for a post-mortem (stop with npm run cluster -- down --dir <dir>).
+  if (dir && !process.env.CNIKIT_KEEP_CLUSTER) await stopCluster(dir);
+}

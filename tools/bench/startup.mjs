@@ -1,0 +1,63 @@
+// Start-up of every executable: a CNI VERSION call timed against the bare start of
+// the runtime it embeds (`node -e 0`), peak RSS, size; Debian's Go plugins beside them.
+import * as fs from 'node:fs';
+import * as os from 'node:os';
+import * as path from 'node:path';
+import { alternate, mb, median, mib, ms, peakRssKiB, ratio, table, timeOnce } from './lib/measure.mjs';
+
+export const title = 'VERSION call vs bare runtime start (target <= 1.15x), peak RSS (target <= 70 MiB)';
+export const order = 10;
+
+const GO_PLUGINS = ['bridge', 'macvlan', 'host-local'].map((n) => `/usr/lib/cni/${n}`);
+
+/** A CNI VERSION call as a runtime makes it: env, config on stdin, no node on PATH. */
+const versionCall = (file, argv0) => ({
+  file, argv0,
+  env: { CNI_COMMAND: 'VERSION', PATH: '/nonexistent' },
+  input: '{"cniVersion":"1.1.0"}',
+});
+
+export function run(ctx) {
+  const bare = { file: ctx.node, args: ['-e', '0'], env: {} };
+  const subjects = [];
+  const exes = [...ctx.executables(ctx.binDir), ...ctx.executables(ctx.fixturesDir)];
+  if (exes.length === 0) ctx.skip(`no executables in ${ctx.binDir} or ${ctx.fixturesDir} (npm run build)`);
+  const linkDir = fs.mkdtempSync(path.join(os.tmpdir(), 'bench-mc-'));
+  try {
+    for (const file of exes) {
+      const label = path.relative(ctx.root, file);
+      if (path.basename(file) !== 'cnikit') {
+        subjects.push({ label, size: fs.statSync(file).size, cmd: versionCall(file) });
+        continue;
+      }
+      // The multi-call executable answers as the program it is named after: call it
+      // through a symlink, as an install's hard links do (same argv0 dispatch).
+      const first = multicallPrograms(file)[0];
+      if (!first) continue;
+      const link = path.join(linkDir, first);
+      fs.symlinkSync(file, link);
+      subjects.push({ label: `${label} as ${first}`, size: fs.statSync(file).size, cmd: versionCall(link) });
+    }
+    for (const go of GO_PLUGINS.filter((f) => fs.existsSync(f))) {
+      subjects.push({ label: `${go} (Go)`, size: fs.statSync(go).size, cmd: versionCall(go) });
+    }
+    const rows = [];
+    for (const s of subjects) {
+      const r = alternate(s.cmd, bare, ctx.runs);
+      rows.push([s.label, mb(s.size), ms(median(r.a)), ms(median(r.b)), ratio(median(r.ratios)), mib(peakRssKiB(s.cmd))]);
+      console.log(`  ${s.label}: pair ratios ${r.ratios.map((x) => x.toFixed(2)).join(' ')}`);
+    }
+    console.log('');
+    table(['executable', 'size', 'VERSION', 'node -e 0', 'median ratio', 'peak RSS'], rows);
+    console.log(`  (medians of ${ctx.runs} alternating pairs; node -e 0 peak RSS ${mib(peakRssKiB(bare))})`);
+  } finally {
+    fs.rmSync(linkDir, { recursive: true, force: true });
+  }
+}
+
+/** Program names inside a multi-call executable (`cnikit --list`). */
+export function multicallPrograms(file) {
+  timeOnce({ file, args: ['--list'] }); // fails loudly if the binary is broken
+  const { execFileSync } = process.getBuiltinModule('node:child_process');
+  return execFileSync(file, ['--list'], { encoding: 'utf8', env: {} }).split('\n').filter(Boolean);
+}
