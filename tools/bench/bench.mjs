@@ -24,7 +24,7 @@ const { values: opt } = parseArgs({
 /** Regular executable files of a directory, sorted; [] if it does not exist. */
 function executables(dir) {
   if (!fs.existsSync(dir)) return [];
-  return fs.readdirSync(dir).sort().map((n) => path.join(dir, n))
+  return fs.readdirSync(dir).sort().filter((n) => !n.startsWith('.')).map((n) => path.join(dir, n))
     .filter((f) => { const st = fs.statSync(f); return st.isFile() && (st.mode & 0o111) !== 0; });
 }
 

@@ -1,9 +1,10 @@
 // Start-up of every executable: a CNI VERSION call timed against the bare start of
 // the runtime it embeds (`node -e 0`), peak RSS, size; Debian's Go plugins beside them.
+import { spawnSync } from 'node:child_process';
 import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
-import { alternate, mb, median, mib, ms, peakRssKiB, ratio, table, timeOnce } from './lib/measure.mjs';
+import { alternate, mb, median, mib, ms, peakRssKiB, ratio, table } from './lib/measure.mjs';
 
 export const title = 'VERSION call vs bare runtime start (target <= 1.15x), peak RSS (target <= 70 MiB)';
 export const order = 10;
@@ -42,22 +43,30 @@ export function run(ctx) {
       subjects.push({ label: `${go} (Go)`, size: fs.statSync(go).size, cmd: versionCall(go) });
     }
     const rows = [];
+    const loads = [];
     for (const s of subjects) {
       const r = alternate(s.cmd, bare, ctx.runs);
       rows.push([s.label, mb(s.size), ms(median(r.a)), ms(median(r.b)), ratio(median(r.ratios)), mib(peakRssKiB(s.cmd))]);
       console.log(`  ${s.label}: pair ratios ${r.ratios.map((x) => x.toFixed(2)).join(' ')}`);
+      if (!s.label.endsWith('(Go)')) loads.push(`  ${s.label}: ${builtinsLoaded(s.cmd)}`);
     }
     console.log('');
     table(['executable', 'size', 'VERSION', 'node -e 0', 'median ratio', 'peak RSS'], rows);
     console.log(`  (medians of ${ctx.runs} alternating pairs; node -e 0 peak RSS ${mib(peakRssKiB(bare))})`);
+    console.log('\n  Node modules a VERSION call loads beyond the runtime\'s own start (each costs start-up; require them where used):');
+    loads.forEach((l) => console.log(l));
   } finally {
     fs.rmSync(linkDir, { recursive: true, force: true });
   }
 }
 
+/** What CNIKIT_STARTUP_REPORT (tools/build/runtime/launcher.ts) says the call loaded. */
+function builtinsLoaded(cmd) {
+  const r = spawnSync(cmd.file, [], { env: { ...cmd.env, CNIKIT_STARTUP_REPORT: '1' }, input: cmd.input, argv0: cmd.argv0, encoding: 'utf8' });
+  return /startup: loaded (.*)/.exec(r.stderr)?.[1] ?? 'unknown (built before CNIKIT_STARTUP_REPORT existed?)';
+}
+
 /** Program names inside a multi-call executable (`cnikit --list`). */
 export function multicallPrograms(file) {
-  timeOnce({ file, args: ['--list'] }); // fails loudly if the binary is broken
-  const { execFileSync } = process.getBuiltinModule('node:child_process');
-  return execFileSync(file, ['--list'], { encoding: 'utf8', env: {} }).split('\n').filter(Boolean);
+  return spawnSync(file, ['--list'], { encoding: 'utf8', env: {} }).stdout.split('\n').filter(Boolean);
 }

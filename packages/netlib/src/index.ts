@@ -14,6 +14,8 @@ export * as rule from './rule';
 export * as neigh from './neigh';
 export * as tc from './tc';
 export * as sysctl from './sysctl';
+export * as tunnel from './tunnel';
+export * as fou from './fou';
 export * from './cni';
 export * as ip from './ip';
 export * from './lock';

@@ -5,12 +5,12 @@
  * the primary one (the host's source address towards the overlay NIC) must
  * be pinned; the others may have come and gone.
  */
-import { CniError, ip, neigh, route, rule, type Netns } from '@cnikit/netlib';
+import { CniError, neigh, route, rule, type Netns } from '@cnikit/netlib';
 import { familyOf, hostCidr } from '@cnikit/meta';
 import type { RouterConfig } from './config';
 import { hasHostRule, hostRoute, hostSubnets, MAIN_TABLE, ownedHostRoutes } from './host';
 import { attachmentKey, fromPriority, ownTable, RTPROT_ROUTER } from './marks';
-import { familyIPs, prevRoutes, rulesAt, sharedRoutes, sharedRules } from './pod';
+import { familyIPs, podNextHops, prevRoutes, rulesAt, sharedRoutes, sharedRules } from './pod';
 import { lookScene } from './setup';
 
 type Route = route.Route;
@@ -50,8 +50,9 @@ export async function checkRouter(cfg: RouterConfig, hostNs: Netns, podNs: Netns
   // Pod, shared: routes and rules towards the primary host IP and the hijacked subnets, its neighbour.
   const primary = { v4: s.hostIPs.v4.slice(0, 1), v6: s.hostIPs.v6.slice(0, 1) };
   const tableRoutes = await route.list(podNs, { table: s.table });
-  for (const want of sharedRoutes(cfg, s.overlay.link.index, s.overlay.ips, primary, s.families, s.table)) {
-    if (!tableRoutes.some((r) => r.protocol === RTPROT_ROUTER && sameRoute(r, want))) {
+  for (const want of sharedRoutes(cfg, s.overlay.link.index, s.overlay.ips, primary, s.families, s.table, s.peer.linkLocal)) {
+    // eth0's own route to the same destination (moved there with it) is just as good.
+    if (!tableRoutes.some((r) => (r.protocol === RTPROT_ROUTER ? sameRoute(r, want) : r.dst === want.dst && r.oif === want.oif))) {
       problems.push(`pod route ${want.dst}${want.gw ? ` via ${want.gw}` : ''} dev ${s.overlay.link.name} table ${s.table} missing`);
     }
   }
@@ -63,7 +64,7 @@ export async function checkRouter(cfg: RouterConfig, hostNs: Netns, podNs: Netns
   }
   if (!cfg.sriov) {
     const pn = await neigh.list(podNs, { index: s.overlay.link.index });
-    for (const h of [...primary.v4, ...primary.v6].filter((h) => s.families.includes(ip.familyOf(h)))) {
+    for (const h of podNextHops(primary, s.families, s.peer.linkLocal)) {
       const n = pn.find((x) => x.ip === h);
       if (n === undefined || n.mac !== s.peer.link.mac || n.state !== neigh.NUD.PERMANENT) problems.push(`pod neighbour ${h} -> ${s.peer.link.mac} on ${s.overlay.link.name} missing`);
     }

@@ -8,9 +8,9 @@
  * and, shared by every attachment, `pref 1000 lookup <host_rule_table>` per
  * family while that table holds routes.
  */
-import { addr, ip, neigh, route, rule, withFileLock, type Netns } from '@cnikit/netlib';
+import { addr, ip, isExistsError, neigh, route, rule, type Netns } from '@cnikit/netlib';
 import { familyOf, hostCidr, ignoreNotFound } from '@cnikit/meta';
-import { HOST_LOCK_FILE, HOST_RULE_PRIORITY, RTPROT_ROUTER } from './marks';
+import { HOST_RULE_PRIORITY, RTPROT_ROUTER } from './marks';
 
 type Route = route.Route;
 
@@ -50,35 +50,42 @@ export async function hasHostRule(hostNs: Netns, family: 4 | 6, table: number): 
 }
 
 /**
- * Adds `pref 1000 lookup <table>` for `family` unless it is there. Taken under
- * the host lock, after the caller added its route to the table, so a
- * concurrent releaseHostRules either sees that route or runs before us.
+ * Adds `pref 1000 lookup <table>` for `family` unless it is there. Called
+ * after the caller added its route to the table. Returns whether it added it.
+ *
+ * No lock: ADDs and DELs of different attachments run concurrently, and they
+ * agree through an order of operations instead. ADD adds its route first, then
+ * this; releaseHostRules deletes the rule only if the table looked empty, then
+ * looks again and puts the rule back if a route arrived meanwhile. Whichever
+ * acts last sees the other's route, so once both are done the rule exists
+ * exactly when the table holds routes. (The runtime never runs ADD and DEL of
+ * one attachment at once.)
  */
 export async function ensureHostRule(hostNs: Netns, family: 4 | 6, table: number): Promise<boolean> {
-  return withFileLock(HOST_LOCK_FILE, async () => {
-    if (await hasHostRule(hostNs, family, table)) return false;
+  if (await hasHostRule(hostNs, family, table)) return false;
+  try {
     await rule.add(hostNs, { family, priority: HOST_RULE_PRIORITY, table });
-    return true;
-  });
+  } catch (e) {
+    if (isExistsError(e)) return false; // a concurrent ADD was first
+    throw e;
+  }
+  return true;
 }
 
 /** Removes the host rule of each (family, table) whose table no longer holds any route. Returns what it removed. */
 export async function releaseHostRules(hostNs: Netns, wanted: { family: 4 | 6; table: number }[]): Promise<string[]> {
   const seen = new Set<string>();
   const todo = wanted.filter((w) => w.table !== MAIN_TABLE && !seen.has(`${w.family}/${w.table}`) && seen.add(`${w.family}/${w.table}`));
-  if (todo.length === 0) return [];
-  return withFileLock(HOST_LOCK_FILE, async () => {
-    const removed: string[] = [];
-    for (const { family, table } of todo) {
-      if ((await route.list(hostNs, { family, table })).length > 0) continue;
-      for (const r of await rule.list(hostNs, family)) {
-        if (!isHostRule(r, table)) continue;
-        await ignoreNotFound(rule.del(hostNs, { family, priority: HOST_RULE_PRIORITY, table }));
-        removed.push(`ipv${family} rule pref ${HOST_RULE_PRIORITY} lookup ${table}`);
-      }
-    }
-    return removed;
-  });
+  const removed: string[] = [];
+  for (const { family, table } of todo) {
+    if ((await route.list(hostNs, { family, table })).length > 0) continue;
+    if (!(await hasHostRule(hostNs, family, table))) continue;
+    await ignoreNotFound(rule.del(hostNs, { family, priority: HOST_RULE_PRIORITY, table }));
+    // An ADD may have added its route between our look and the delete, and seen the rule still there.
+    if ((await route.list(hostNs, { family, table })).length > 0) await ensureHostRule(hostNs, family, table);
+    else removed.push(`ipv${family} rule pref ${HOST_RULE_PRIORITY} lookup ${table}`);
+  }
+  return removed;
 }
 
 /**

@@ -29,9 +29,6 @@ export const HIJACK_PRIORITY = 90;
 /** Priority of the host's `lookup <host_rule_table>` rule. */
 export const HOST_RULE_PRIORITY = 1000;
 
-/** Lock taken while the host rule is added or removed, so concurrent ADDs and DELs agree on whether it is needed. */
-export const HOST_LOCK_FILE = process.env['CNIKIT_ROUTER_LOCK'] ?? '/run/cnikit/router.lock';
-
 /**
  * The pod table that holds the overlay interface's routes once the chained NIC
  * owns main, and the routes towards the host and the hijacked subnets:

@@ -19,6 +19,12 @@ export interface Overlay {
 
 export interface HostPeer {
   link: Link;
+  /**
+   * The peer's IPv6 link-local address: the pod's IPv6 next hop. (A global
+   * host address as an on-link gateway is refused by the kernel when main
+   * routes it through another NIC, e.g. net1's subnet holding the host's IP.)
+   */
+  linkLocal?: string;
 }
 
 /** Global-scope addresses of a link, plain (no prefix), IPv4 first. */
@@ -54,7 +60,10 @@ export async function findHostPeer(hostNs: Netns, overlay: Overlay, families: Fa
         errors.push(`${ip}: no output interface`);
         continue;
       }
-      return { link: await link.get(hostNs, r.oif) };
+      const peer: HostPeer = { link: await link.get(hostNs, r.oif) };
+      const ll = (await addr.list(hostNs, { index: r.oif, family: 6 })).find((a) => a.scope === 253);
+      if (ll !== undefined) peer.linkLocal = ll.address.split('/')[0]!;
+      return peer;
     } catch (e) {
       errors.push(`${ip}: ${e instanceof Error ? e.message : String(e)}`);
     }

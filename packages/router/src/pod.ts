@@ -2,17 +2,22 @@
  * router's objects in the pod netns.
  *
  * Shared by every router NIC of the pod (created by the first, removed with
- * the last), in the overlay table T_o (eth0 -> 99):
- *   - `<host IP>/32 dev eth0 scope link src <eth0 IP>` and
- *     `<hijacked subnet> via <host IP> dev eth0 onlink src <eth0 IP>`, proto 158;
+ * the last), in the overlay table T_o (eth0 -> 99), proto 158:
+ *   - IPv4: `<host IP>/32 dev eth0 scope link src <eth0 IP>` and
+ *     `<hijacked subnet> via <first host IP> dev eth0 onlink src <eth0 IP>`;
+ *   - IPv6: the same destinations `via <host peer's link-local> dev eth0`
+ *     (the kernel refuses a global on-link IPv6 gateway that main routes
+ *     through another NIC, and a link-local next hop is what IPv6 wants);
  *   - rules `to <hijacked subnet>` and `to <host IP>/32` lookup T_o, priority 90;
  *   - when the chained NIC takes over main: eth0's own main routes moved to T_o
  *     and `from <eth0 IP> lookup T_o` (priority = T_o), so replies from the
  *     overlay address still leave through eth0;
- *   - PERMANENT neighbours <host IP> -> the host peer's MAC on eth0 (unless sriov).
- * Per chained NIC that keeps its routes apart (net2 -> table 101): its routes
- * moved to its table, `from <its IP>` and `to <its connected subnet>` rules
- * (priority = table number).
+ *   - PERMANENT neighbours for those next hops (IPv4 host IPs, the peer's IPv6
+ *     link-local) -> the host peer's MAC on eth0 (unless sriov).
+ * Per chained NIC: the routes prevResult lists for it (its default route) in
+ * the table its traffic uses; when it keeps its routes apart (net2 -> table
+ * 101), its routes moved there, `from <its IP>` and `to <its connected
+ * subnet>` rules (priority = table number).
  */
 import { isNotFoundError, ip, neigh, route, rule, type Netns, type Result, type UndoStack } from '@cnikit/netlib';
 import { hijackSubnets, hostCidr, ignoreNotFound, migrateRoutes, type HostIPs } from '@cnikit/meta';
@@ -30,26 +35,40 @@ const RTPROT_KERNEL = 2;
 export const familyIPs = (ips: string[], f: Family): string[] => ips.filter((i) => ip.familyOf(i) === f);
 const hostsOf = (h: HostIPs, f: Family): string[] => (f === 4 ? h.v4 : h.v6);
 
-/** Routes of the overlay table towards the host and the hijacked subnets, for the given families. */
-export function sharedRoutes(cfg: RouterConfig, overlayIndex: number, overlayIPs: string[], hostIPs: HostIPs, families: Family[], table: number): Route[] {
+/**
+ * Routes of the overlay table towards the host and the hijacked subnets, for
+ * the given families. IPv4: host IPs on-link, subnets via the first host IP
+ * (on-link). IPv6: everything via the host peer's link-local address.
+ */
+export function sharedRoutes(cfg: RouterConfig, overlayIndex: number, overlayIPs: string[], hostIPs: HostIPs, families: Family[], table: number, v6Gateway?: string): Route[] {
   const out: Route[] = [];
   for (const f of families) {
     const src = familyIPs(overlayIPs, f)[0];
     const hosts = hostsOf(hostIPs, f);
-    if (src === undefined || hosts.length === 0) continue;
+    if (src === undefined || hosts.length === 0 || (f === 6 && v6Gateway === undefined)) continue;
     const seen = new Set<string>();
     for (const h of hosts) {
       const dst = hostCidr(h);
       if (seen.has(dst)) continue;
       seen.add(dst);
-      out.push({ dst, family: f, oif: overlayIndex, scope: SCOPE_LINK, table, src, protocol: RTPROT_ROUTER });
+      if (f === 4) out.push({ dst, family: f, oif: overlayIndex, scope: SCOPE_LINK, table, src, protocol: RTPROT_ROUTER });
+      else out.push({ dst, family: f, gw: v6Gateway!, oif: overlayIndex, table, src, protocol: RTPROT_ROUTER });
     }
     for (const subnet of hijackSubnets(cfg)) {
       if (ip.familyOf(subnet) !== f || seen.has(subnet)) continue;
       seen.add(subnet);
-      out.push({ dst: subnet, family: f, gw: hosts[0]!, oif: overlayIndex, onlink: true, table, src, protocol: RTPROT_ROUTER });
+      if (f === 4) out.push({ dst: subnet, family: f, gw: hosts[0]!, oif: overlayIndex, onlink: true, table, src, protocol: RTPROT_ROUTER });
+      else out.push({ dst: subnet, family: f, gw: v6Gateway!, oif: overlayIndex, table, src, protocol: RTPROT_ROUTER });
     }
   }
+  return out;
+}
+
+/** The next hops the pod pins as PERMANENT neighbours on the overlay NIC: IPv4 host IPs, the peer's IPv6 link-local. */
+export function podNextHops(hostIPs: HostIPs, families: Family[], v6Gateway?: string): string[] {
+  const out: string[] = [];
+  if (families.includes(4)) out.push(...hostIPs.v4);
+  if (families.includes(6) && v6Gateway !== undefined) out.push(v6Gateway);
   return out;
 }
 
@@ -176,14 +195,18 @@ async function delRule(ns: Netns, r: Rule): Promise<void> {
  * Empties `table` of what router put there: its own routes are deleted, the
  * routes it moved there go back to main (those of a link that is gone are
  * dropped), the rules at `priorities` pointing at it are deleted. Returns the
- * host IPs its scope-link routes pointed at (for neighbour cleanup).
+ * next hops its routes used (IPv4 host IPs, IPv6 link-local gateways), for
+ * neighbour cleanup.
  */
 export async function emptyTable(ns: Netns, table: number, priorities: number[], log: (m: string, f?: Record<string, unknown>) => void): Promise<string[]> {
   for (const p of priorities) for (const r of await rulesAt(ns, table, p)) await delRule(ns, r);
   const hostIPs: string[] = [];
-  for (const r of await route.list(ns, { table })) {
+  // Routes without a gateway first: a gateway route needs its gateway reachable when it goes back to main.
+  const routes = (await route.list(ns, { table })).sort((a, b) => Number(a.gw !== undefined) - Number(b.gw !== undefined));
+  for (const r of routes) {
     if (r.protocol === RTPROT_ROUTER) {
-      if (r.gw === undefined && (r.dst.endsWith('/32') || r.dst.endsWith('/128'))) hostIPs.push(r.dst.split('/')[0]!);
+      if (r.gw === undefined && r.dst.endsWith('/32')) hostIPs.push(r.dst.split('/')[0]!);
+      if (r.gw !== undefined && isLinkLocal(r.gw) && !hostIPs.includes(r.gw)) hostIPs.push(r.gw);
       await ignoreNotFound(route.del(ns, { dst: r.dst, family: r.family, table, oif: r.oif, protocol: RTPROT_ROUTER }));
       continue;
     }

@@ -9,10 +9,11 @@
  *      main) and a PERMANENT neighbour <chained IP> -> eth0's MAC
  *   2. pod, once per pod (per family): routes to the host IPs and the hijacked
  *      subnets via eth0 in the overlay table, `to <them>` rules, PERMANENT
- *      neighbours <host IP> -> the peer's MAC on eth0
+ *      neighbours for their next hops -> the peer's MAC on eth0 (see pod.ts)
  *   3. pod, per chained NIC (migrate_route): the first one takes over main
  *      (eth0's routes move to the overlay table with `from <eth0 IP>` rules);
- *      a later one keeps its routes in its own table with `from <its IP>` rules
+ *      a later one keeps its routes in its own table with `from <its IP>` rules;
+ *      the NIC's prevResult routes (its default) where its traffic is routed
  *   4. rp_filter sysctls
  * Every kernel change is pushed on an undo stack; a failure unwinds it.
  */
@@ -34,7 +35,7 @@ import type { RouterConfig } from './config';
 import { ensureHostRule, hostRoute, hostSubnets, MAIN_TABLE, ownedHostRoutes, releaseHostRules } from './host';
 import { attachmentKey, overlayTable, ownTable, RTPROT_ROUTER } from './marks';
 import { familiesOf, findHostPeer, findOverlay, type Family, type HostPeer, type Overlay } from './overlay';
-import { addPrevRoutes, keepApart, moveToTable, prevRoutes, sharedFamilies, sharedRoutes, sharedRules } from './pod';
+import { addPrevRoutes, keepApart, moveToTable, podNextHops, prevRoutes, sharedFamilies, sharedRoutes, sharedRules } from './pod';
 
 
 export interface AddRequest {
@@ -89,6 +90,9 @@ export async function lookScene(cfg: RouterConfig, hostNs: Netns, podNs: Netns, 
     );
   }
   const peer = await findHostPeer(hostNs, overlay, families);
+  if (families.includes(6) && peer.linkLocal === undefined) {
+    throw new CniError(CniCode.InvalidNetworkConfig, `host interface ${peer.link.name} has no IPv6 link-local address`, `the pod's IPv6 traffic to the host goes through it; is IPv6 disabled on ${peer.link.name}?`);
+  }
   const hostIPs = await discoverHostIPs(hostNs, overlay.ips.filter((i) => families.includes(familyOf(i))));
   return { chainedIndex: chained.index, chainedIPs, overlay, peer, families, hostIPs, table: overlayTable(cfg.overlayInterface) };
 }
@@ -110,7 +114,7 @@ async function addHostSide(hostNs: Netns, cfg: RouterConfig, req: AddRequest, s:
   const wanted = s.chainedIPs.filter((i) => s.families.includes(familyOf(i))).map((i) => hostRoute(i, s.peer.link.index, key, subnets, cfg.hostRuleTable));
 
   // Pushed first so that it runs last on unwind, once our routes are gone: the host rule is
-  // released (under the lock), never deleted outright: another attachment may rely on it by now.
+  // released (deleted only if its table is empty), never deleted outright: another attachment may rely on it.
   const ruleTables = wanted.filter((w) => w.table !== MAIN_TABLE).map((w) => ({ family: w.family!, table: w.table! }));
   if (ruleTables.length > 0) undo.push('release host rules', async () => void (await releaseHostRules(hostNs, ruleTables)));
 
@@ -146,15 +150,20 @@ async function addShared(podNs: Netns, cfg: RouterConfig, s: Scene, families: Fa
     await moveToTable(podNs, s.overlay.link.index, ips, families, s.table, undo);
   }
   if (!cfg.sriov) {
-    for (const f of families) {
-      for (const h of f === 4 ? s.hostIPs.v4 : s.hostIPs.v6) {
-        await neigh.replace(podNs, { index: s.overlay.link.index, ip: h, mac: s.peer.link.mac, state: neigh.NUD.PERMANENT });
-        undo.push(`delete pod neighbour ${h}`, () => ignoreNotFound(neigh.del(podNs, { index: s.overlay.link.index, ip: h })));
-      }
+    for (const h of podNextHops(s.hostIPs, families, s.peer.linkLocal)) {
+      await neigh.replace(podNs, { index: s.overlay.link.index, ip: h, mac: s.peer.link.mac, state: neigh.NUD.PERMANENT });
+      undo.push(`delete pod neighbour ${h}`, () => ignoreNotFound(neigh.del(podNs, { index: s.overlay.link.index, ip: h })));
     }
   }
-  for (const r of sharedRoutes(cfg, s.overlay.link.index, s.overlay.ips, s.hostIPs, families, s.table)) {
-    await route.replace(podNs, r);
+  for (const r of sharedRoutes(cfg, s.overlay.link.index, s.overlay.ips, s.hostIPs, families, s.table, s.peer.linkLocal)) {
+    try {
+      await route.add(podNs, r);
+    } catch (e) {
+      // eth0's own route to that destination, moved here (a hijacked subnet that is also eth0's
+      // connected subnet): it already leads through eth0, and replacing it would lose it.
+      if (isExistsError(e)) continue;
+      throw e;
+    }
     undo.push(`delete pod route ${r.dst} table ${r.table}`, () => ignoreNotFound(route.del(podNs, r)));
   }
   for (const r of sharedRules(cfg, s.hostIPs, families, s.table)) {

@@ -7,8 +7,8 @@
  * nor the netns is needed), the neighbour entries they implied, and the host
  * rule once host_rule_table is empty. Absent objects are fine: DEL repeats.
  */
-import { CniCode, CniError, link, type Netns, type Result } from '@cnikit/netlib';
-import { attachmentIPs, linkIPs, type LogFn } from '@cnikit/meta';
+import { addr, CniCode, CniError, link, type Netns, type Result } from '@cnikit/netlib';
+import { attachmentIPs, type LogFn } from '@cnikit/meta';
 import { MAIN_TABLE, ownedHostRoutes, releaseHostRules, removeHostRoutes } from './host';
 import { attachmentKey, fromPriority, HIJACK_PRIORITY, networkTag, networkTagOfKey, overlayTable, ownTable } from './marks';
 import { dropNeighbours, dropOwnRoutes, emptyTable } from './pod';
@@ -27,12 +27,14 @@ export interface DelRequest {
 /** Names of the pod's other links whose addresses still have router host routes: other router NICs. */
 async function otherRouterNics(hostNs: Netns, podNs: Netns, skip: string[]): Promise<string[]> {
   const owned = new Set((await ownedHostRoutes(hostNs)).map((r) => r.dst.split('/')[0]!));
-  const out: string[] = [];
-  for (const l of await link.list(podNs)) {
-    if (skip.includes(l.name) || l.name === 'lo') continue;
-    if ((await linkIPs(podNs, l.name)).some((i) => owned.has(i))) out.push(l.name);
+  const names = new Map((await link.list(podNs)).map((l) => [l.index, l.name]));
+  const out = new Set<string>();
+  for (const a of await addr.list(podNs)) {
+    const name = names.get(a.index);
+    if (name === undefined || name === 'lo' || skip.includes(name) || a.scope !== 0) continue;
+    if (owned.has(a.address.split('/')[0]!)) out.add(name);
   }
-  return out;
+  return [...out];
 }
 
 async function delPodSide(req: DelRequest): Promise<void> {
@@ -48,10 +50,10 @@ async function delPodSide(req: DelRequest): Promise<void> {
     req.log('shared pod state kept for other router NICs', { others });
     return;
   }
-  const hostIPs = await emptyTable(podNs, tOverlay, [HIJACK_PRIORITY, fromPriority(tOverlay)], req.log);
+  const nextHops = await emptyTable(podNs, tOverlay, [HIJACK_PRIORITY, fromPriority(tOverlay)], req.log);
   const overlay = await link.find(podNs, req.overlayInterface);
-  if (overlay !== undefined) await dropNeighbours(podNs, overlay.index, hostIPs);
-  req.log('shared pod state removed', { overlayTable: tOverlay, hostIPs });
+  if (overlay !== undefined) await dropNeighbours(podNs, overlay.index, nextHops);
+  req.log('shared pod state removed', { overlayTable: tOverlay, nextHops });
 }
 
 export async function delRouter(req: DelRequest): Promise<void> {

@@ -55,7 +55,7 @@ export async function checkVeth(cfg: VethConfig, containerId: string, ifName: st
   for (const table of plan.tables) {
     const have = table === MAIN_TABLE ? main : [...(await route.list(podNs, { family: 4, table })), ...(await route.list(podNs, { family: 6, table }))];
     const viaVeth = have.filter((r) => r.oif === pod.index);
-    for (const h of pinned) {
+    for (const h of pinned.filter((x) => !x.toLowerCase().startsWith('fe80:'))) {
       if (!viaVeth.some((r) => r.dst === hostCidr(h))) problems.push(`pod route ${hostCidr(h)} dev ${POD_VETH} table ${table} missing`);
     }
     for (const subnet of hijackSubnets(cfg)) {

@@ -5,16 +5,14 @@
 import {
   CniCode,
   CniError,
-  NetnsNotFoundError,
   openNetns,
   validAttachments,
   type CmdArgs,
-  type Netns,
   type Result,
 } from '@cnikit/netlib';
 import { checkVeth } from './check';
 import { parseConfig } from './config';
-import { openLog } from '@cnikit/meta';
+import { openLog, openNetnsIfPresent } from '@cnikit/meta';
 import { addVeth } from './setup';
 import { delVeth, gcVeth } from './teardown';
 
@@ -36,22 +34,11 @@ export async function add(args: CmdArgs): Promise<Result> {
   }
 }
 
-/** The pod's netns, or undefined when the runtime sent none or it is already gone. */
-function openIfPresent(path: string): Netns | undefined {
-  if (path === '') return undefined;
-  try {
-    return openNetns(path);
-  } catch (e) {
-    if (e instanceof NetnsNotFoundError) return undefined;
-    throw e;
-  }
-}
-
 export async function del(args: CmdArgs): Promise<void> {
   const cfg = parseConfig(args.conf, false);
   if (cfg.skipCall) return;
   const log = openLog(cfg.logOptions, 'veth', args.containerId, args.ifName);
-  const podNs = openIfPresent(args.netns);
+  const podNs = openNetnsIfPresent(args.netns);
   try {
     log('DEL', { netns: args.netns, netnsPresent: podNs !== undefined });
     await delVeth({ containerId: args.containerId, ifName: args.ifName, podNs, prev: cfg.prevResult, log });

@@ -54,11 +54,23 @@ export function planTables(cfg: VethConfig, ifName: string, first: boolean): { t
   return { tables: first ? [MAIN_TABLE, t] : [t], migrateTo: t };
 }
 
-/** The pod routes for one table: host IPs on-link through veth0, hijacked subnets via the first host IP. */
+/**
+ * The next hop of hijacked subnets for a family: the first host IP for IPv4; for IPv6 the host
+ * end's EUI-64 link-local address. A global IPv6 next hop inside the chained interface's subnet is
+ * refused in a non-main table ("Nexthop has invalid gateway"), a link-local one on veth0 never is;
+ * a permanent neighbour pins it to the host end's MAC, so the host need not even own it.
+ */
+export function nextHop(family: 4 | 6, hostIPs: { v4: string[]; v6: string[] }, hostMac: string): string | undefined {
+  if (family === 4) return hostIPs.v4[0];
+  return hostIPs.v6.length > 0 ? ip.linkLocalFromMac(hostMac) : undefined;
+}
+
+/** The pod routes for one table: host IPs on-link through veth0, hijacked subnets via the next hop. */
 export function podRoutes(
   cfg: VethConfig,
   podVethIndex: number,
   hostIPs: { v4: string[]; v6: string[] },
+  hostMac: string,
   podIPs: string[],
   table: number,
 ): route.Route[] {
@@ -66,13 +78,14 @@ export function podRoutes(
   for (const family of [4, 6] as const) {
     const hosts = family === 4 ? hostIPs.v4 : hostIPs.v6;
     const src = podIPs.find((p) => familyOf(p) === family);
-    if (src === undefined || hosts.length === 0) continue;
+    const gw = nextHop(family, hostIPs, hostMac);
+    if (src === undefined || gw === undefined) continue;
     for (const h of hosts) {
       out.push({ dst: hostCidr(h), family, oif: podVethIndex, scope: SCOPE_LINK, table, src });
     }
     for (const subnet of hijackSubnets(cfg)) {
       if (ip.familyOf(subnet) !== family) continue;
-      out.push({ dst: subnet, family, gw: hosts[0]!, oif: podVethIndex, onlink: true, table, src });
+      out.push({ dst: subnet, family, gw, oif: podVethIndex, onlink: family === 4, table, src });
     }
   }
   return out;
@@ -186,7 +199,8 @@ export async function addVeth(cfg: VethConfig, req: AddRequest): Promise<Result>
       await neigh.replace(hostNs, { index: host.index, ip: p, mac: pod.mac, state: neigh.NUD.PERMANENT });
       undo.push(`delete host neighbour ${p}`, () => neigh.del(hostNs, { index: host.index, ip: p }));
     }
-    for (const h of [...hostIPs.v4, ...hostIPs.v6]) {
+    const v6Hop = nextHop(6, hostIPs, host.mac);
+    for (const h of [...hostIPs.v4, ...hostIPs.v6, ...(v6Hop ? [v6Hop] : [])]) {
       await neigh.replace(req.podNs, { index: pod.index, ip: h, mac: host.mac, state: neigh.NUD.PERMANENT });
     }
 
@@ -201,7 +215,7 @@ export async function addVeth(cfg: VethConfig, req: AddRequest): Promise<Result>
     const plan = planTables(cfg, req.ifName, first);
     if (plan.migrateTo !== undefined) await migrateRoutes(req.podNs, chained.index, podIPs, plan.migrateTo, undo);
     for (const table of plan.tables) {
-      for (const r of podRoutes(cfg, pod.index, hostIPs, podIPs, table)) {
+      for (const r of podRoutes(cfg, pod.index, hostIPs, host.mac, podIPs, table)) {
         await route.replace(req.podNs, r);
         undo.push(`delete pod route ${r.dst} table ${table}`, () => route.del(req.podNs, r));
       }

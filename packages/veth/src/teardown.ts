@@ -5,34 +5,12 @@
  * removes only that interface's host routes, neighbours, rules and table.
  * Absent netns, links, routes and rules are fine: DEL is idempotent.
  */
-import { addr, hostNetns, isNotFoundError, link, neigh, route, rule, type Netns, type Result } from '@cnikit/netlib';
-import { familyOf, hostCidr, podIPsOf, rulePriorityForTable, tableForInterface } from '@cnikit/meta';
+import { hostNetns, link, neigh, route, rule, type Netns, type Result } from '@cnikit/netlib';
+import { attachmentIPs, familyOf, hostCidr, ignoreNotFound, rulePriorityForTable, tableForInterface } from '@cnikit/meta';
 import { containerOfAlias, hostVethName } from './names';
 
-async function ignoreNotFound(p: Promise<unknown>): Promise<void> {
-  try {
-    await p;
-  } catch (e) {
-    if (!isNotFoundError(e)) throw e;
-  }
-}
-
-/** Pod IPs of the attachment: from prevResult when the runtime sent it, else read from the pod. */
-async function attachmentIPs(prev: Result | undefined, podNs: Netns | undefined, ifName: string): Promise<string[]> {
-  if (prev !== undefined) {
-    const ips = podIPsOf(prev, ifName);
-    if (ips.length > 0) return ips;
-  }
-  if (podNs === undefined) return [];
-  const l = await link.find(podNs, ifName);
-  if (l === undefined) return [];
-  return (await addr.list(podNs, { index: l.index }))
-    .filter((a) => a.scope === 0)
-    .map((a) => a.address.split('/')[0]!);
-}
-
 /** Removes the interface's `from <ip>` rules and its table's routes in the pod. */
-async function cleanPodTable(podNs: Netns, ifName: string, ips: string[]): Promise<void> {
+async function cleanPodTable(podNs: Netns, ifName: string): Promise<void> {
   const table = tableForInterface(ifName);
   for (const family of [4, 6] as const) {
     for (const r of await rule.list(podNs, family)) {
@@ -44,7 +22,6 @@ async function cleanPodTable(podNs: Netns, ifName: string, ips: string[]): Promi
       await ignoreNotFound(route.del(podNs, r));
     }
   }
-  void ips;
 }
 
 export async function delVeth(opts: {
@@ -56,7 +33,7 @@ export async function delVeth(opts: {
 }): Promise<void> {
   const hostNs = hostNetns();
   const ips = await attachmentIPs(opts.prev, opts.podNs, opts.ifName);
-  if (opts.podNs !== undefined) await cleanPodTable(opts.podNs, opts.ifName, ips);
+  if (opts.podNs !== undefined) await cleanPodTable(opts.podNs, opts.ifName);
 
   const host = await link.find(hostNs, hostVethName(opts.containerId));
   if (host === undefined) return;

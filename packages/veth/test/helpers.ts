@@ -62,10 +62,14 @@ export async function makeTopo(opts: { v6?: boolean } = {}): Promise<Topo> {
 }
 
 /** Adds a second macvlan NIC `net1` in another subnet (10.7.0.0/16 on br1) to the pod. */
-export async function addNet1(t: Topo): Promise<void> {
+export async function addNet1(t: Topo, opts: { v6?: boolean } = {}): Promise<void> {
   await sh(t.host, 'ip link add br1 type bridge && ip link set br1 up && ip addr add 10.7.0.1/16 dev br1');
   await sh(t.host, `ip link add mv1 link br1 type macvlan mode bridge && ip link set mv1 netns ${t.pod.name}`);
   await sh(t.pod, 'ip link set mv1 name net1 && ip addr add 10.7.1.5/16 dev net1 && ip link set net1 up && ip route add 10.8.0.0/16 via 10.7.0.254 dev net1 onlink');
+  if (opts.v6) {
+    await sh(t.host, 'ip addr add fd00:7::1/64 dev br1 nodad');
+    await sh(t.pod, 'ip addr add fd00:7::15/64 dev net1 nodad');
+  }
 }
 
 export function prevResult(version: string, ifName: string, ips: { address: string; gateway?: string }[], podNsPath: string): Record<string, unknown> {
@@ -118,4 +122,17 @@ export function vethConf(version: string, prev: Record<string, unknown> | undefi
 export async function json<T = unknown>(ns: TestNs, cmd: string): Promise<T> {
   const out = await sh(ns, cmd);
   return JSON.parse(out.trim() === '' ? '[]' : out) as T;
+}
+
+/** Another "host" on the pod's L2 segment: a macvlan of br0 in a namespace of its own, holding `cidr`. */
+export async function makeRogue(t: Topo, cidr: string): Promise<string> {
+  const rogue = await newNs('vr');
+  const prevCleanup = t.cleanup;
+  t.cleanup = async () => {
+    await rogue.cleanup();
+    await prevCleanup();
+  };
+  await sh(t.host, `ip link add rogue link br0 type macvlan mode bridge && ip link set rogue netns ${rogue.name}`);
+  await sh(rogue, `ip addr add ${cidr} dev rogue && ip link set rogue up`);
+  return 'ok';
 }

@@ -158,7 +158,8 @@ describe('veth dual-stack', () => {
     expect(add.raw).not.toContain('"code"');
     expect(add.code).toBe(0);
     const pr6 = await json<IpRoute[]>(t.pod, 'ip -6 -j route show');
-    expect(pr6.find((r) => r.dst === 'fd00:96::/108')).toMatchObject({ dev: 'veth0', gateway: 'fd00:6::1' });
+    expect(pr6.find((r) => r.dst === 'fd00:96::/108')).toMatchObject({ dev: 'veth0' });
+    expect(pr6.find((r) => r.dst === 'fd00:96::/108')?.gateway).toMatch(/^fe80::/);
     expect(pr6.find((r) => r.dst === 'fd00:6::1')?.dev).toBe('veth0');
     const hn6 = await json<IpNeigh[]>(t.host, 'ip -6 -j neigh show fd00:6::15');
     expect(hn6[0]?.state).toContain('PERMANENT');
@@ -167,6 +168,32 @@ describe('veth dual-stack', () => {
     await sh(t.pod, 'ping -c1 -W2 10.96.0.10');
     expect((await call(t, { command: 'CHECK', conf: { ...conf, prevResult: add.out } })).raw).toBe('');
     expect((await call(t, { command: 'DEL', conf: { ...conf, prevResult: add.out } })).code).toBe(0);
+    expect(await hostLeftovers(t)).toEqual([]);
+  });
+});
+
+describe('veth dual-stack with a secondary interface', () => {
+  beforeEach(async () => {
+    t = await makeTopo({ v6: true });
+    await addNet1(t, { v6: true });
+  });
+
+  it('net1 gets IPv4 and IPv6 veth routes in table 100 and its replies use them', async () => {
+    const v = '1.1.0';
+    const extra = { overlay_hijack_subnet: ['10.244.0.0/16', 'fd00:244::/64'], service_hijack_subnet: ['10.96.0.0/12', 'fd00:96::/108'] };
+    const add0 = await call(t, { command: 'ADD', conf: vethConf(v, prevResult(v, 'eth0', [{ address: '10.6.1.5/16' }, { address: 'fd00:6::15/64' }], t.pod.path), extra) });
+    expect(add0.raw).not.toContain('"code"');
+    const add1 = await call(t, { command: 'ADD', conf: vethConf(v, prevResult(v, 'net1', [{ address: '10.7.1.5/16' }, { address: 'fd00:7::15/64' }], t.pod.path), extra), ifName: 'net1' });
+    expect(add1.raw).not.toContain('"code"');
+    const t100 = await json<IpRoute[]>(t.pod, 'ip -6 -j route show table 100');
+    expect(t100.find((r) => r.dst === 'fd00:96::/108')).toMatchObject({ dev: 'veth0', prefsrc: 'fd00:7::15' });
+    const rules6 = await json<IpRule[]>(t.pod, 'ip -6 -j rule show');
+    expect(rules6.find((r) => r.src === 'fd00:7::15' && r.table === '100')).toBeDefined();
+    await sh(t.pod, 'ping -6 -c1 -W2 -I fd00:7::15 fd00:96::10');
+    await sh(t.pod, 'ping -6 -c1 -W2 fd00:96::10');
+    expect((await call(t, { command: 'CHECK', conf: vethConf(v, add1.out, extra), ifName: 'net1' })).raw).toBe('');
+    expect((await call(t, { command: 'DEL', conf: vethConf(v, add1.out, extra), ifName: 'net1' })).code).toBe(0);
+    expect((await call(t, { command: 'DEL', conf: vethConf(v, add0.out, extra) })).code).toBe(0);
     expect(await hostLeftovers(t)).toEqual([]);
   });
 });
@@ -253,5 +280,37 @@ describe('veth bad input changes nothing', () => {
     const main = await json<IpRoute[]>(t.pod, 'ip -j route show');
     expect(main.find((r) => r.dst === 'default')?.dev).toBe('eth0');
     expect(await json<IpRoute[]>(t.pod, 'ip -j route show table 99')).toEqual([]);
+  });
+});
+
+describe('veth ip_conflict and mac_prefix', () => {
+  beforeEach(async () => {
+    t = await makeTopo();
+  });
+  const v = '1.1.0';
+  const prev = (): Record<string, unknown> => prevResult(v, 'eth0', [{ address: '10.6.1.5/16' }], t.pod.path);
+
+  it('passes when nobody else answers for the pod IP', async () => {
+    const res = await call(t, { command: 'ADD', conf: vethConf(v, prev(), { ip_conflict: { enabled: true, interval: '100ms', retries: 2 } }) });
+    expect(res.code).toBe(0);
+  });
+
+  it('refuses when another host on the segment owns the pod IP, leaving nothing', async () => {
+    // A rogue neighbour: a macvlan of the same bridge in its own namespace, holding the pod's address.
+    const rogue = await (await import('./helpers')).makeRogue(t, '10.6.1.5/16');
+    expect(rogue).toBe('ok');
+    const res = await call(t, { command: 'ADD', conf: vethConf(v, prev(), { ip_conflict: { enabled: true, interval: '200ms', retries: 3 } }) });
+    expect(res.code).not.toBe(0);
+    expect(res.out?.['code']).toBe(101);
+    expect(String(res.out?.['details'])).toContain('10.6.1.5');
+    expect((await json<IpLink[]>(t.host, 'ip -j link show')).map((l) => l.ifname).filter((n) => n.startsWith('veth'))).toEqual([]);
+  });
+
+  it('mac_prefix sets the chained interface MAC from its IPv4 and reports it', async () => {
+    const res = await call(t, { command: 'ADD', conf: vethConf(v, prev(), { mac_prefix: '0a:1b' }) });
+    expect(res.code).toBe(0);
+    const eth0 = (await json<IpLink[]>(t.pod, 'ip -j link show eth0'))[0]!;
+    expect(eth0.address).toBe('0a:1b:0a:06:01:05');
+    expect((res.out?.['interfaces'] as { name: string; mac: string }[])[0]?.mac).toBe('0a:1b:0a:06:01:05');
   });
 });

@@ -71,3 +71,16 @@ export function table(header, rows) {
   const w = header.map((_, i) => Math.max(...all.map((r) => String(r[i]).length)));
   for (const r of all) console.log('  ' + r.map((c, i) => String(c).padEnd(w[i])).join('  ').trimEnd());
 }
+
+/**
+ * Mean CPU time (task-clock: user + system of every thread) in ms over `runs` runs, from
+ * perf stat; undefined without perf. Far less sensitive than wall time to other jobs
+ * sharing the machine, so it decides between build variants when wall times are noisy.
+ */
+export function cpuMs(cmd, runs) {
+  if (!fs.existsSync('/usr/bin/perf')) return undefined;
+  const r = spawnSync('/usr/bin/perf', ['stat', '-x,', '-e', 'task-clock', '-r', String(runs), cmd.file, ...(cmd.args ?? [])],
+    { env: cmd.env ?? {}, input: cmd.input ?? '', encoding: 'utf8' });
+  const line = r.stderr.split('\n').find((l) => l.includes('task-clock'));
+  return line ? Number(line.split(',')[0]) : undefined;
+}

@@ -56,9 +56,14 @@ export class TcpProxy {
     return `${u.protocol}//127.0.0.1:${this.port}`;
   }
 
-  /** Resets every open connection (both directions). */
+  /** Client connections currently open. */
+  get openConnections(): number {
+    return this.sockets.size / 2;
+  }
+
+  /** Resets every open connection (both directions); returns how many client connections were open. */
   dropAll(): number {
-    const n = this.sockets.size;
+    const n = this.openConnections;
     for (const s of this.sockets) s.resetAndDestroy();
     return n;
   }

@@ -33,4 +33,4 @@ export {
   size,
   splitCidr,
 } from './cidr';
-export { ipToMacV4 } from './mac';
+export { ipToMacV4, linkLocalFromMac } from './mac';

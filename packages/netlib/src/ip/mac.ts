@@ -20,3 +20,16 @@ export function ipToMacV4(prefix: string, ipv4: string): string {
     .join(':');
   return `${prefix.toLowerCase()}:${hex}`;
 }
+
+/**
+ * The EUI-64 IPv6 link-local address of a MAC (fe80:: + MAC with ff:fe in the
+ * middle and the universal/local bit flipped), as the kernel derives it with
+ * addr_gen_mode eui64. Used as an IPv6 next hop pinned by a permanent neighbour.
+ */
+export function linkLocalFromMac(mac: string): string {
+  const b = mac.split(':').map((h) => parseInt(h, 16));
+  if (b.length !== 6 || b.some((x) => Number.isNaN(x) || x < 0 || x > 255)) throw new TypeError(`invalid MAC ${JSON.stringify(mac)}`);
+  const e = [b[0]! ^ 0x02, b[1]!, b[2]!, 0xff, 0xfe, b[3]!, b[4]!, b[5]!];
+  const groups = [0, 2, 4, 6].map((i) => ((e[i]! << 8) | e[i + 1]!).toString(16));
+  return `fe80::${groups.join(':')}`;
+}

@@ -43,10 +43,31 @@ const DUMP_ATTEMPTS = 5;
  * to DUMP_ATTEMPTS times, after which it fails with EINTR.
  */
 export async function dump(ns: Netns, type: number, body: Buffer, what: What): Promise<Reply[]> {
+  const ch = channel(ns);
+  return oneDumpAtATime(ch, () => dumpOn(ch, type, body, what));
+}
+
+/**
+ * The kernel runs one dump per netlink socket at a time and answers EBUSY to a second
+ * one started meanwhile. Plugins never overlap dumps (one call per process), but a
+ * daemon serving many pods at once does: dumps on one socket wait their turn here.
+ */
+const dumpTails = new WeakMap<object, Promise<unknown>>();
+function oneDumpAtATime<T>(ch: object, fn: () => Promise<T>): Promise<T> {
+  const prev = dumpTails.get(ch) ?? Promise.resolve();
+  const run = prev.then(fn, fn);
+  dumpTails.set(
+    ch,
+    run.catch(() => undefined),
+  );
+  return run;
+}
+
+async function dumpOn(ch: ReturnType<typeof channel>, type: number, body: Buffer, what: What): Promise<Reply[]> {
   for (let attempt = 1; ; attempt++) {
     let result;
     try {
-      result = await channel(ns).exchange(type, NLM_F.DUMP, body);
+      result = await ch.exchange(type, NLM_F.DUMP, body);
     } catch (err) {
       throw toNetlinkError(what.op, what.object, err);
     }

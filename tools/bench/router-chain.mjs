@@ -1,0 +1,101 @@
+// Issue 3's benchmark: ADD+DEL of a Multus-style secondary network, macvlan +
+// host-local + router, against the same chain without router (Debian's Go plugins
+// only), each in a fresh pod netns whose eth0 already comes from an "overlay" (a veth
+// on a cni0 bridge, as Debian's bridge plugin leaves it). What router adds to the
+// chain is compared with the bare start of the runtime it embeds. Printed, never
+// asserted: the machine is shared and noisy.
+import { spawnSync } from 'node:child_process';
+import * as fs from 'node:fs';
+import * as os from 'node:os';
+import * as path from 'node:path';
+import { median, ms, ratio, table } from './lib/measure.mjs';
+
+export const title = 'ADD+DEL macvlan+host-local+router vs macvlan+host-local, on an overlay pod; router\'s share vs the bare runtime start';
+export const order = 31;
+
+const GO = '/usr/lib/cni';
+
+function ip(...args) {
+  const r = spawnSync('ip', args, { encoding: 'utf8' });
+  if (r.status !== 0) throw new Error(`ip ${args.join(' ')}: ${r.stderr.trim()}`);
+}
+
+export function run(ctx) {
+  const router = path.join(ctx.binDir, 'router');
+  if (!fs.existsSync(router)) return ctx.skip(`${router} not built (npm run build)`);
+  if (process.getuid?.() !== 0) return ctx.skip('needs root (network namespaces)');
+  for (const p of ['macvlan', 'host-local']) if (!fs.existsSync(path.join(GO, p))) return ctx.skip(`${GO}/${p} missing (apt-get install containernetworking-plugins)`);
+
+  const id = `rb${process.pid.toString(36)}`;
+  const host = `${id}-host`;
+  const work = fs.mkdtempSync(path.join(os.tmpdir(), 'cnikit-bench-router-'));
+  const pods = [];
+  try {
+    // host netns: mvmaster (macvlan parent, node IP 172.30.0.1/24) <-> mvpeer; cni0 10.244.0.1/24 (the overlay)
+    ip('netns', 'add', host);
+    ip('-n', host, 'link', 'add', 'mvmaster', 'type', 'veth', 'peer', 'name', 'mvpeer');
+    ip('-n', host, 'addr', 'add', '172.30.0.1/24', 'dev', 'mvmaster');
+    ip('-n', host, 'link', 'add', 'cni0', 'type', 'bridge');
+    ip('-n', host, 'addr', 'add', '10.244.0.1/24', 'dev', 'cni0');
+    for (const l of ['lo', 'mvmaster', 'mvpeer', 'cni0']) ip('-n', host, 'link', 'set', l, 'up');
+    const runs = Math.min(ctx.runs, 100);
+    const pairs = [];
+    for (let i = 0; i < runs + 1; i++) {
+      const pair = [`${id}-a${i}`, `${id}-b${i}`];
+      pair.forEach((n, j) => {
+        ip('netns', 'add', n);
+        pods.push(n);
+        // the pod's eth0 from the overlay, untimed: what the cluster network left before Multus' secondary one
+        const hostEnd = `ov${i}${j ? 'b' : 'a'}`;
+        ip('-n', host, 'link', 'add', hostEnd, 'type', 'veth', 'peer', 'name', 'eth0', 'netns', n);
+        ip('-n', host, 'link', 'set', hostEnd, 'master', 'cni0', 'up');
+        ip('-n', n, 'addr', 'add', `10.244.${1 + j}.${10 + i}/16`, 'dev', 'eth0');
+        ip('-n', n, 'link', 'set', 'eth0', 'up');
+        ip('-n', n, 'route', 'add', 'default', 'via', '10.244.0.1', 'dev', 'eth0');
+      });
+      pairs.push(pair.map((n) => `/var/run/netns/${n}`));
+    }
+    ip('-n', host, 'addr', 'del', '10.244.0.1/24', 'dev', 'cni0');
+    ip('-n', host, 'addr', 'add', '10.244.0.1/16', 'dev', 'cni0');
+    const job = {
+      node: ctx.node,
+      cniVersion: '1.0.0',
+      name: 'bench-router',
+      cniPath: `${GO}:${ctx.binDir}`,
+      plugins: { macvlan: path.join(GO, 'macvlan'), router },
+      macvlan: {
+        type: 'macvlan', master: 'mvmaster', mode: 'bridge',
+        ipam: { type: 'host-local', dataDir: path.join(work, 'ipam'), ranges: [[{ subnet: '172.30.0.0/24', gateway: '172.30.0.254' }]], routes: [{ dst: '0.0.0.0/0' }] },
+      },
+      router: {
+        type: 'router', overlay_hijack_subnet: ['10.244.0.0/16'], service_hijack_subnet: ['10.96.0.0/12'],
+        log_options: { log_level: 'info', log_file: path.join(work, 'router.log') },
+      },
+      netns: pairs,
+    };
+    const runner = path.join(import.meta.dirname, 'lib', 'router-chain-runner.mjs');
+    const r = spawnSync('ip', ['netns', 'exec', host, ctx.node, runner, JSON.stringify(job)], { encoding: 'utf8', maxBuffer: 16 << 20 });
+    if (r.status !== 0) throw new Error(`chain runner failed: ${r.stderr}`);
+    const res = JSON.parse(r.stdout);
+    // the first pair warmed page caches: drop it
+    const w = res.withRouter.slice(1), wo = res.without.slice(1), bare = res.bare.slice(1);
+    const withMed = median(w.map((t) => t.total));
+    const withoutMed = median(wo.map((t) => t.total));
+    const bareMed = median(bare);
+    const addMed = median(w.map((t) => t.routerAdd));
+    const delMed = median(w.map((t) => t.routerDel));
+    const pairsMed = median(w.map((t, i) => t.total - wo[i].total));
+    table(['what', 'median', 'ratio to node -e 0'], [
+      ['macvlan+host-local+router ADD+DEL', ms(withMed), ratio(withMed / bareMed)],
+      ['macvlan+host-local ADD+DEL (Go only)', ms(withoutMed), ratio(withoutMed / bareMed)],
+      ['what router adds (median of per-pair differences)', ms(pairsMed), ratio(pairsMed / bareMed)],
+      ['router ADD alone', ms(addMed), ratio(addMed / bareMed)],
+      ['router DEL alone', ms(delMed), ratio(delMed / bareMed)],
+      ['node -e 0 (bare runtime start)', ms(bareMed), '1.00x'],
+    ]);
+    console.log(`  (medians of ${w.length} alternating runs, each chain in a fresh pod netns with an overlay eth0)`);
+  } finally {
+    for (const n of [...pods, host]) spawnSync('ip', ['netns', 'del', n]);
+    fs.rmSync(work, { recursive: true, force: true });
+  }
+}
