@@ -5,6 +5,8 @@ module.exports = {
   displayName: 'e2e',
   rootDir: __dirname,
   testMatch: ['<rootDir>/**/*.test.ts'],
+  // the kernel lab is its own tier (qemu; e2e/kernel-lab/jest.config.js), run by tools/test-all.sh
+  testPathIgnorePatterns: ['/node_modules/', '<rootDir>/kernel-lab/'],
   testTimeout: 180_000,
   maxWorkers: 1,
   globalSetup: '<rootDir>/global-setup.ts',

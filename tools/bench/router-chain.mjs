@@ -61,6 +61,8 @@ export function run(ctx) {
       node: ctx.node,
       cniVersion: '1.0.0',
       name: 'bench-router',
+      meta: 'router',
+      ifName: 'net1',
       cniPath: `${GO}:${ctx.binDir}`,
       plugins: { macvlan: path.join(GO, 'macvlan'), router },
       macvlan: {
@@ -73,17 +75,17 @@ export function run(ctx) {
       },
       netns: pairs,
     };
-    const runner = path.join(import.meta.dirname, 'lib', 'router-chain-runner.mjs');
+    const runner = path.join(import.meta.dirname, 'lib', 'chain-runner.mjs');
     const r = spawnSync('ip', ['netns', 'exec', host, ctx.node, runner, JSON.stringify(job)], { encoding: 'utf8', maxBuffer: 16 << 20 });
     if (r.status !== 0) throw new Error(`chain runner failed: ${r.stderr}`);
     const res = JSON.parse(r.stdout);
     // the first pair warmed page caches: drop it
-    const w = res.withRouter.slice(1), wo = res.without.slice(1), bare = res.bare.slice(1);
+    const w = res.withMeta.slice(1), wo = res.without.slice(1), bare = res.bare.slice(1);
     const withMed = median(w.map((t) => t.total));
     const withoutMed = median(wo.map((t) => t.total));
     const bareMed = median(bare);
-    const addMed = median(w.map((t) => t.routerAdd));
-    const delMed = median(w.map((t) => t.routerDel));
+    const addMed = median(w.map((t) => t.metaAdd));
+    const delMed = median(w.map((t) => t.metaDel));
     const pairsMed = median(w.map((t, i) => t.total - wo[i].total));
     table(['what', 'median', 'ratio to node -e 0'], [
       ['macvlan+host-local+router ADD+DEL', ms(withMed), ratio(withMed / bareMed)],

@@ -44,6 +44,8 @@ export function run(ctx) {
       node: ctx.node,
       cniVersion: '1.0.0',
       name: 'bench-chain',
+      meta: 'veth',
+      ifName: 'eth0',
       cniPath: `${GO}:${ctx.binDir}`,
       plugins: { macvlan: path.join(GO, 'macvlan'), veth },
       macvlan: {
@@ -61,12 +63,12 @@ export function run(ctx) {
     if (r.status !== 0) throw new Error(`chain runner failed: ${r.stderr}`);
     const res = JSON.parse(r.stdout);
     // the first pair warmed page caches: drop it
-    const w = res.withVeth.slice(1), wo = res.without.slice(1), bare = res.bare.slice(1);
+    const w = res.withMeta.slice(1), wo = res.without.slice(1), bare = res.bare.slice(1);
     const withMed = median(w.map((t) => t.total));
     const withoutMed = median(wo.map((t) => t.total));
     const bareMed = median(bare);
-    const vethAdd = median(w.map((t) => t.vethAdd));
-    const vethDel = median(w.map((t) => t.vethDel));
+    const vethAdd = median(w.map((t) => t.metaAdd));
+    const vethDel = median(w.map((t) => t.metaDel));
     table(['what', 'median', 'ratio to node -e 0'], [
       ['macvlan+host-local+veth ADD+DEL', ms(withMed), ratio(withMed / bareMed)],
       ['macvlan+host-local ADD+DEL (Go only)', ms(withoutMed), ratio(withoutMed / bareMed)],

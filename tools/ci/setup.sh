@@ -7,7 +7,8 @@
 #   3. npm dependencies (`npm ci`), skipped when node_modules is already in step with the lockfile.
 # On a machine that already has everything it only checks, in a few seconds.
 #
-# Usage: bash tools/ci/setup.sh [--quiet]
+#   4. the kernel lab's qemu, guest kernel and initramfs (e2e/kernel-lab/build.sh), unless --minimal.
+# Usage: bash tools/ci/setup.sh [--quiet] [--minimal]
 # Env:   CNIKIT_CACHE (default ~/.cache/cnikit), CNIKIT_FORCE_NPM_CI=1 (always run npm ci),
 #        CNIKIT_SKIP_NPM=1 (leave node_modules alone).
 set -euo pipefail
@@ -19,8 +20,14 @@ APT_PACKAGES=(
   make g++ python3 ca-certificates
 )
 
-QUIET=0
-[[ "${1:-}" == "--quiet" || "${1:-}" == "-q" ]] && QUIET=1
+QUIET=0 MINIMAL=0
+for arg in "$@"; do
+  case "$arg" in
+    --quiet|-q) QUIET=1 ;;
+    --minimal) MINIMAL=1 ;; # what the demo needs: no kernel lab (qemu + a Debian kernel)
+    *) echo "usage: bash tools/ci/setup.sh [--quiet] [--minimal]" >&2; exit 2 ;;
+  esac
+done
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 CACHE="${CNIKIT_CACHE:-$HOME/.cache/cnikit}"
@@ -145,6 +152,16 @@ else
   die "cannot create a network namespace (ip netns add)"
 fi
 say "netns, veth, macvlan, bridge: ok"
+
+# ---------------------------------------------------------------------------------------------
+if [[ $MINIMAL == 0 && -f "$ROOT/e2e/kernel-lab/build.sh" ]]; then
+  step "kernel lab (e2e/kernel-lab/build.sh: qemu, Debian kernel, initramfs)"
+  if [[ $QUIET == 1 ]]; then
+    bash "$ROOT/e2e/kernel-lab/build.sh" --quiet >/dev/null || die "e2e/kernel-lab/build.sh failed"
+  else
+    bash "$ROOT/e2e/kernel-lab/build.sh" || die "e2e/kernel-lab/build.sh failed"
+  fi
+fi
 
 say ""
 say "setup done in $(( $(date +%s) - T0 ))s (cnitool: $CACHE/bin/cnitool)"

@@ -42,4 +42,5 @@ test('cluster up / status / down, with kubectl in between', async () => {
     for (const pid of Object.values(state?.pids ?? {})) expect(isAlive(pid as number)).toBe(false);
   }
   await expect(run(process.execPath, [cli, 'status', '--dir', dir], { cwd: root })).rejects.toMatchObject({ code: 1 });
+  fs.rmSync(path.dirname(dir), { recursive: true, force: true });
 }, 90_000);

@@ -6,7 +6,6 @@
  * then collected asynchronously from the host namespace. Used by tests and by code
  * that must drive iptables/nft inside a container.
  */
-import { spawn } from 'node:child_process';
 import { runInNetns, type Netns } from './handle';
 
 export interface ExecResult {
@@ -30,6 +29,8 @@ export interface ExecOptions {
  * non-zero status is not an error). Rejects when the program cannot be started.
  */
 export function execInNetns(ns: Netns, cmd: string, args: readonly string[] = [], opts: ExecOptions = {}): Promise<ExecResult> {
+  // Required here, not at the top: most plugin calls never exec, and node:child_process costs ms to load.
+  const { spawn } = require('node:child_process') as typeof import('node:child_process');
   return new Promise<ExecResult>((resolve, reject) => {
     const child = runInNetns(ns, () =>
       spawn(cmd, args, {

@@ -4,7 +4,7 @@
  * Kept here rather than in src/ip (CIDR math on `ip-address`) so that kernel calls
  * do not pay for loading that library; these are the only conversions they need.
  */
-import { isIPv4, isIPv6 } from 'node:net';
+import { tryParseIp } from '../ip/parse';
 
 export type Family = 4 | 6;
 export const AF_INET = 2;
@@ -26,8 +26,10 @@ export interface Prefix {
 
 /** Parses an IPv4 or IPv6 address; throws TypeError on anything else (zone ids included). */
 export function parseIp(ip: string): { family: Family; bytes: Buffer } {
-  if (isIPv4(ip)) return { family: 4, bytes: Buffer.from(ip.split('.').map(Number)) };
-  if (isIPv6(ip) && !ip.includes('%')) return { family: 6, bytes: parseIPv6(ip) };
+  // netlib's own parser, not node:net's isIP: node:net drags streams and sockets into every plugin start.
+  const v = tryParseIp(ip);
+  if (v?.family === 4) return { family: 4, bytes: Buffer.from(ip.split('.').map(Number)) };
+  if (v?.family === 6) return { family: 6, bytes: parseIPv6(ip) };
   throw new TypeError(`invalid IP address ${JSON.stringify(ip)}`);
 }
 

@@ -1,0 +1,213 @@
+/**
+ * Coil with the built executables (dist/bin/coil, coild, coil-ipam-controller) against a real
+ * kube-apiserver started for this file: two "nodes" (network namespaces on a bridge), each served by its own
+ * coild process (--netns, --node-name, own socket), the controller under leader election, pods set up by
+ * the `coil` binary. Real traffic between nodes, a coild restart, freed blocks, the metrics and health
+ * endpoints. The API is driven with node:https and the cluster's admin certificate (no client library).
+ */
+import { spawn, type ChildProcess } from 'node:child_process';
+import * as fs from 'node:fs';
+import * as https from 'node:https';
+import * as os from 'node:os';
+import * as path from 'node:path';
+import { load, loadAll } from 'js-yaml';
+import { startCluster, stopCluster, freePort, type ClusterInfo } from '../../packages/kube/src/testing/cluster';
+import { Netns, deleteAllNamespaces, eventually, hasPlugin, pluginPath, run, REPO_ROOT } from '../lib';
+
+const BINARIES = ['coil', 'coild', 'coil-ipam-controller'];
+const describeBuilt = BINARIES.every(hasPlugin) ? describe : describe.skip;
+
+let cluster: ClusterInfo;
+let kubeconfig: string;
+let tls: { ca: Buffer; cert: Buffer; key: Buffer };
+const work = fs.mkdtempSync(path.join(os.tmpdir(), 'coil-e2e-'));
+const procs = new Set<ChildProcess>();
+
+function api<T = Record<string, unknown>>(method: string, p: string, body?: unknown, contentType = 'application/json'): Promise<{ status: number; body: T }> {
+  return new Promise((resolve, reject) => {
+    const data = body === undefined ? undefined : JSON.stringify(body);
+    const req = https.request(`${cluster.server}${p}`, {
+      method, ...tls, headers: { Accept: 'application/json', ...(data ? { 'Content-Type': contentType, 'Content-Length': Buffer.byteLength(data) } : {}) },
+    }, (res) => {
+      let text = '';
+      res.setEncoding('utf8');
+      res.on('data', (c: string) => { text += c; });
+      res.on('end', () => {
+        let parsed: unknown = {};
+        try {
+          parsed = text ? JSON.parse(text) : {};
+        } catch {
+          parsed = { text }; // e.g. "404 page not found" while a CRD is being established
+        }
+        resolve({ status: res.statusCode ?? 0, body: parsed as T });
+      });
+    });
+    req.on('error', reject);
+    req.end(data);
+  });
+}
+const coilPath = (plural: string, name = ''): string => `/apis/coil.cybozu.com/v2/${plural}${name ? `/${name}` : ''}`;
+
+function http(url: string): Promise<{ status: number; text: string }> {
+  return new Promise((resolve, reject) => {
+    require('node:http').get(url, (res: import('node:http').IncomingMessage) => {
+      let text = '';
+      res.on('data', (c: Buffer) => { text += c.toString(); });
+      res.on('end', () => resolve({ status: res.statusCode ?? 0, text }));
+    }).on('error', reject);
+  });
+}
+
+function start(bin: string, args: string[], log: string): ChildProcess {
+  const out = fs.openSync(path.join(work, log), 'a');
+  const child = spawn(pluginPath(bin), args, { stdio: ['ignore', out, out] });
+  procs.add(child);
+  child.on('exit', () => procs.delete(child));
+  return child;
+}
+
+async function stop(child: ChildProcess): Promise<void> {
+  if (child.exitCode !== null) return;
+  const exited = new Promise((r) => child.once('exit', r));
+  child.kill('SIGTERM');
+  await exited;
+}
+
+interface Node { name: string; ns: Netns; ip: string; socket: string; metrics: number; health: number; proc?: ChildProcess }
+
+async function startCoild(n: Node): Promise<void> {
+  n.proc = start('coild', [
+    '--kubeconfig', kubeconfig, '--netns', n.ns.path, '--node-name', n.name, '--socket', n.socket,
+    '--metrics-addr', `127.0.0.1:${n.metrics}`, '--health-addr', `127.0.0.1:${n.health}`,
+  ], `${n.name}.log`);
+  await eventually(async () => {
+    const r = await http(`http://127.0.0.1:${n.health}/readyz`);
+    if (r.status !== 200) throw new Error(`coild ${n.name} not ready: ${r.status}`);
+  }, 30_000, 100);
+}
+
+async function coil(n: Node, command: string, pod: Netns, containerId: string, extra: Record<string, unknown> = {}): Promise<{ code: number | null; out: Record<string, unknown> | undefined }> {
+  const conf = { cniVersion: '1.0.0', name: 'k8s-pod-network', type: 'coil', socket: n.socket, ...extra };
+  const r = await run([pluginPath('coil')], {
+    input: JSON.stringify(conf),
+    env: {
+      CNI_COMMAND: command, CNI_CONTAINERID: containerId, CNI_NETNS: pod.path, CNI_IFNAME: 'eth0', CNI_PATH: path.dirname(pluginPath('coil')),
+      CNI_ARGS: 'IgnoreUnknown=1;K8S_POD_NAMESPACE=default;K8S_POD_NAME=p',
+    },
+  });
+  return { code: r.code, out: r.stdout.trim() ? (JSON.parse(r.stdout) as Record<string, unknown>) : undefined };
+}
+
+/** BIRD's part: `to` learns `from`'s table-119 routes via from's LAN address. */
+async function importRoutes(from: Node, to: Node): Promise<void> {
+  const routes = await from.ns.ipJson<{ dst: string; protocol?: string }>('route', 'show', 'table', '119');
+  for (const r of routes) await to.ns.ip('route', 'replace', r.dst, 'via', from.ip, 'proto', '186');
+}
+
+describeBuilt('coil executables (two nodes, real API server)', () => {
+  const nodes: Node[] = [];
+  let ctlMetrics: number;
+
+  beforeAll(async () => {
+    cluster = await startCluster({ stateDir: path.join(work, 'cluster'), buildScript: path.join(REPO_ROOT, 'tools/cluster/build.sh') });
+    kubeconfig = cluster.kubeconfig;
+    const kc = load(fs.readFileSync(kubeconfig, 'utf8')) as { clusters: { cluster: Record<string, string> }[]; users: { user: Record<string, string> }[] };
+    tls = {
+      ca: Buffer.from(kc.clusters[0]!.cluster['certificate-authority-data']!, 'base64'),
+      cert: Buffer.from(kc.users[0]!.user['client-certificate-data']!, 'base64'),
+      key: Buffer.from(kc.users[0]!.user['client-key-data']!, 'base64'),
+    };
+    for (const crd of loadAll(fs.readFileSync(path.join(REPO_ROOT, 'packages/coil/config/crds.yaml'), 'utf8'))) {
+      expect((await api('POST', '/apis/apiextensions.k8s.io/v1/customresourcedefinitions', crd)).status).toBe(201);
+    }
+    await eventually(async () => {
+      for (const plural of ['addresspools', 'addressblocks', 'blockrequests']) {
+        const r = await api('GET', coilPath(plural));
+        if (r.status !== 200) throw new Error(`CRD ${plural} not served yet: ${r.status}`);
+      }
+    }, 30_000, 200);
+    expect((await api('POST', coilPath('addresspools'), {
+      apiVersion: 'coil.cybozu.com/v2', kind: 'AddressPool', metadata: { name: 'default' }, spec: { blockSizeBits: 4, subnets: [{ ipv4: '10.130.0.0/24' }] },
+    })).status).toBe(201);
+
+    const lan = await Netns.create('coillan');
+    await lan.ip('link', 'add', 'br0', 'type', 'bridge');
+    await lan.ip('link', 'set', 'br0', 'up');
+    for (const i of [1, 2]) {
+      const ns = await Netns.create(`coilnode${i}`);
+      const n: Node = { name: `node${i}`, ns, ip: `10.98.0.${i}`, socket: path.join(work, `coild${i}.sock`), metrics: await freePort(), health: await freePort() };
+      await ns.ip('link', 'add', 'eth0', 'type', 'veth', 'peer', 'name', `lan${i}`, 'netns', lan.name);
+      await lan.ip('link', 'set', `lan${i}`, 'master', 'br0', 'up');
+      await ns.ip('addr', 'add', `${n.ip}/24`, 'dev', 'eth0');
+      await ns.ip('link', 'set', 'eth0', 'up');
+      await ns.execOk(['sysctl', '-qw', 'net.ipv4.ip_forward=1']);
+      expect((await api('POST', '/api/v1/nodes', { apiVersion: 'v1', kind: 'Node', metadata: { name: n.name } })).status).toBe(201);
+      const st = await api('PATCH', `/api/v1/nodes/${n.name}/status`, { status: { addresses: [{ type: 'InternalIP', address: n.ip }] } }, 'application/merge-patch+json');
+      expect(st.status).toBe(200);
+      nodes.push(n);
+    }
+    ctlMetrics = await freePort();
+    const ctlHealth = await freePort();
+    start('coil-ipam-controller', [
+      '--kubeconfig', kubeconfig, '--metrics-addr', `127.0.0.1:${ctlMetrics}`, '--health-addr', `127.0.0.1:${ctlHealth}`,
+      '--leader-election-namespace', 'kube-system',
+    ], 'controller.log');
+    for (const n of nodes) await startCoild(n);
+  }, 180_000);
+
+  afterAll(async () => {
+    for (const p of [...procs]) await stop(p);
+    await deleteAllNamespaces();
+    if (cluster) await stopCluster(cluster);
+  });
+
+  it('pods on two nodes talk; a coild restart keeps the state; DEL frees the blocks; metrics and health answer', async () => {
+    const [n1, n2] = nodes as [Node, Node];
+    const pa = await Netns.create('coilpod');
+    const pb = await Netns.create('coilpod');
+    const pc = await Netns.create('coilpod');
+    const ra = await coil(n1, 'ADD', pa, 'ctr-a');
+    expect(ra.code).toBe(0);
+    const rb = await coil(n2, 'ADD', pb, 'ctr-b');
+    expect(rb.code).toBe(0);
+    const ip = (r: typeof ra): string => (r.out!['ips'] as { address: string }[])[0]!.address.split('/')[0]!;
+    await importRoutes(n1, n2);
+    await importRoutes(n2, n1);
+    await pa.execOk(['ping', '-c', '2', '-W', '2', ip(rb)]);
+    await pb.execOk(['ping', '-c', '2', '-W', '2', ip(ra)]);
+    expect((await coil(n1, 'CHECK', pa, 'ctr-a', { prevResult: ra.out })).code).toBe(0);
+
+    // Restart node 1's coild: the pod keeps its address, the next pod gets another one from the same block.
+    await stop(n1.proc!);
+    await startCoild(n1);
+    const rc = await coil(n1, 'ADD', pc, 'ctr-c');
+    expect(rc.code).toBe(0);
+    expect(ip(rc)).not.toBe(ip(ra));
+    const blocks = await api<{ items: unknown[] }>('GET', `${coilPath('addressblocks')}?labelSelector=coil.cybozu.com%2Fnode%3Dnode1`);
+    expect(blocks.body.items).toHaveLength(1);
+    await pc.execOk(['ping', '-c', '1', '-W', '2', ip(rb)]);
+
+    const m = await http(`http://127.0.0.1:${n1.metrics}/metrics`);
+    expect(m.text).toMatch(/grpc_server_handled_total\{[^}]*grpc_method="Add"[^}]*\} 1/);
+    await eventually(async () => {
+      const cm = await http(`http://127.0.0.1:${ctlMetrics}/metrics`);
+      if (!/coil_controller_max_blocks\{pool="default"\} 16/.test(cm.text) || !/coil_controller_allocated_blocks\{pool="default"\} 2/.test(cm.text)) throw new Error(cm.text.slice(0, 200));
+    }, 15_000, 200);
+
+    for (const [n, p, id] of [[n1, pa, 'ctr-a'], [n2, pb, 'ctr-b'], [n1, pc, 'ctr-c']] as const) {
+      expect((await coil(n, 'DEL', p, id)).code).toBe(0);
+      expect((await coil(n, 'DEL', p, id)).code).toBe(0);
+    }
+    await eventually(async () => {
+      const left = await api<{ items: unknown[] }>('GET', coilPath('addressblocks'));
+      if (left.body.items.length !== 0) throw new Error(`${left.body.items.length} blocks left`);
+    }, 15_000, 200);
+    expect((await n1.ns.ipJson('route', 'show', 'table', '119'))).toEqual([]);
+  });
+
+  it('coil answers STATUS 50 when coild is not running', async () => {
+    const pod = await Netns.create('coilpod');
+    const r = await coil({ ...nodes[0]!, socket: path.join(work, 'none.sock') }, 'STATUS', pod, 'x', { cniVersion: '1.1.0' });
+    expect(r.out?.['code']).toBe(50);
+  });
+});

@@ -1,0 +1,30 @@
+/**
+ * The plugin's side of the agent protocol: one JSON line out, one JSON line back, over a UNIX socket.
+ * Kept apart from agent.ts so the plugin's bundle holds no Kubernetes client.
+ */
+import * as net from 'node:net';
+import type { Lease } from './pool';
+
+export const DEFAULT_SOCKET = '/run/cilium-eni-ipam/agent.sock';
+
+export interface AgentRequest { op: 'add' | 'del' | 'status'; owner: string }
+export type AgentReply =
+  | { ok: true; lease?: Lease; released?: string[]; pool?: number; used?: number; free?: number }
+  | { ok: false; code: number; msg: string };
+
+/** The client side (the plugin): one request, one reply, with a timeout. */
+export function agentRequest(socketPath: string, req: AgentRequest, timeoutMs = 10_000): Promise<AgentReply> {
+  return new Promise((resolve, reject) => {
+    const sock = net.createConnection(socketPath);
+    let buf = '';
+    const t = setTimeout(() => { sock.destroy(); reject(new Error(`agent ${socketPath}: no answer in ${timeoutMs} ms`)); }, timeoutMs);
+    sock.setEncoding('utf8');
+    sock.on('connect', () => sock.write(`${JSON.stringify(req)}\n`));
+    sock.on('data', (d: string) => { buf += d; });
+    sock.on('end', () => {
+      clearTimeout(t);
+      try { resolve(JSON.parse(buf) as AgentReply); } catch (e) { reject(new Error(`agent ${socketPath}: bad reply ${JSON.stringify(buf.slice(0, 200))}`, { cause: e })); }
+    });
+    sock.on('error', (e) => { clearTimeout(t); reject(e); });
+  });
+}

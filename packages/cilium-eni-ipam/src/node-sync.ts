@@ -1,0 +1,344 @@
+/**
+ * The operator's work for one CiliumNode: read the instance's ENIs from EC2, publish them as the pool,
+ * allocate up to the watermark (assign on an ENI with room, else create + attach a new ENI), and run the
+ * operator side of the release handshake. Pure of Kubernetes: takes the node, returns what to write.
+ */
+import { ip as ipm } from '@cnikit/netlib';
+import { Ec2Error, type Ec2Api, type Ec2Eni, type Ec2Subnet, type Ec2Vpc } from './ec2';
+import { maxUsableIps, type InstanceLimits, type LimitsTable } from './limits';
+import { planAllocation, type AllocationPlan, type NodeIpamParams } from './prealloc';
+import { matchesTags, selectSubnet } from './subnets';
+import {
+  DEFAULT_MAX_ABOVE_WATERMARK, DEFAULT_PRE_ALLOCATE, type AllocationIP, type CiliumNode, type Eni, type ReleaseState,
+} from './types';
+
+export const TAG_CLUSTER = 'io.cilium/cluster-name';
+export const TAG_MANAGED = 'io.cilium/cilium-managed';
+const PREFIX_LEN = 28;
+const PREFIX_IPS = 16;
+
+export interface NodeSyncOptions {
+  clusterName: string;
+  limits: LimitsTable;
+  /** Release excess IPs through the handshake (Cilium's --aws-release-excess-ips). Default false. */
+  releaseExcess?: boolean;
+  /** How long an IP must stay in excess before it is marked. Default 180 s. */
+  excessDelayMs?: number;
+  /** Actions (assign/create) per sync before handing the node back. Default 4. */
+  maxActions?: number;
+  now?: () => number;
+}
+
+export interface NodeSyncResult {
+  pool: Record<string, AllocationIP>;
+  enis: Record<string, Eni>;
+  releaseIps: Record<string, ReleaseState>;
+  plan: AllocationPlan;
+  error?: string;
+  /** Resync soon (handshake in flight, or allocation left unfinished). */
+  again: boolean;
+  actions: string[];
+}
+
+/**
+ * Caches subnets/VPCs for a minute (Cilium's instances cache). An allocation marks subnets stale; a stale
+ * cache is refreshed at most once per second across all nodes (Cilium: "at most once per second").
+ */
+export class Ec2Cache {
+  private subnets?: { at: number; v: Promise<Ec2Subnet[]> };
+  private vpcs?: { at: number; v: Promise<Ec2Vpc[]> };
+  private stale = false;
+  constructor(private readonly ec2: Ec2Api, private readonly ttlMs = 60_000, private readonly minRefreshMs = 1000) {}
+  getSubnets(): Promise<Ec2Subnet[]> {
+    const age = this.subnets ? Date.now() - this.subnets.at : Infinity;
+    if (age > this.ttlMs || (this.stale && age > this.minRefreshMs)) {
+      const v = this.ec2.describeSubnets();
+      this.subnets = { at: Date.now(), v };
+      this.stale = false;
+      v.catch(() => { this.subnets = undefined; });
+    }
+    return this.subnets!.v;
+  }
+  getVpcs(): Promise<Ec2Vpc[]> {
+    if (!this.vpcs || Date.now() - this.vpcs.at > this.ttlMs) {
+      const v = this.ec2.describeVpcs();
+      this.vpcs = { at: Date.now(), v };
+      v.catch(() => { this.vpcs = undefined; });
+    }
+    return this.vpcs.v;
+  }
+  invalidateSubnets(): void { this.stale = true; }
+  /**
+   * Books addresses taken by an allocation against the cached subnet, so that subnet choice stays right
+   * without a DescribeSubnets after every allocation; the 60 s refresh corrects any drift.
+   */
+  consume(subnetId: string, n: number): void {
+    void this.subnets?.v.then((list) => {
+      const s = list.find((x) => x.id === subnetId);
+      if (s) s.availableAddresses = Math.max(0, s.availableAddresses - n);
+    }, () => undefined);
+  }
+}
+
+export function ipamParams(node: CiliumNode): NodeIpamParams {
+  const i = node.spec.ipam ?? {};
+  return {
+    preAllocate: i['pre-allocate'] ?? DEFAULT_PRE_ALLOCATE,
+    minAllocate: i['min-allocate'] ?? 0,
+    maxAllocate: i['max-allocate'] ?? 0,
+    maxAboveWatermark: i['max-above-watermark'] ?? DEFAULT_MAX_ABOVE_WATERMARK,
+  };
+}
+
+export function instanceIdOf(node: CiliumNode): string | undefined {
+  return node.spec['instance-id'] || node.spec.eni?.['instance-id'] || undefined;
+}
+
+/** A MAC as the kernel prints it; emulators sometimes answer garbage, then one is derived from the ENI id. */
+export function normalizeMac(mac: string, eniId: string): string {
+  if (/^[0-9a-f]{2}(:[0-9a-f]{2}){5}$/i.test(mac)) return mac.toLowerCase();
+  const hex = eniId.replace(/[^0-9a-f]/gi, '').padStart(10, '0').slice(-10);
+  return `02:${hex.match(/../g)!.join(':')}`.toLowerCase();
+}
+
+export function prefixIps(prefix: string): string[] {
+  const n = Number(ipm.size(prefix));
+  return Array.from({ length: n }, (_, k) => ipm.nthAddress(prefix, k));
+}
+
+/** Per-node memory of the operator: when each IP became excess (for the 180 s delay), ENIs in flight. */
+export interface NodeMemory {
+  excessSince: Map<string, number>;
+  /** ENIs this operator created for the node, not yet seen attached in a describe. */
+  pendingEnis: Map<string, number>;
+}
+export const newMemory = (): NodeMemory => ({ excessSince: new Map(), pendingEnis: new Map() });
+
+export class NodeSyncer {
+  readonly cache: Ec2Cache;
+  constructor(private readonly ec2: Ec2Api, private readonly opts: NodeSyncOptions) {
+    this.cache = new Ec2Cache(ec2);
+  }
+
+  private now(): number { return (this.opts.now ?? Date.now)(); }
+
+  async sync(node: CiliumNode, mem: NodeMemory, pendingPods = 0): Promise<NodeSyncResult> {
+    const actions: string[] = [];
+    const releaseIps: Record<string, ReleaseState> = { ...(node.status?.ipam?.['release-ips'] ?? {}) };
+    const used = node.status?.ipam?.used ?? {};
+    const params = ipamParams(node);
+    const instanceId = instanceIdOf(node);
+    const fail = (error: string): NodeSyncResult => ({
+      pool: node.spec.ipam?.pool ?? {}, enis: node.status?.eni?.enis ?? {}, releaseIps, error, again: false, actions,
+      plan: { needed: 0, surge: 0, excess: 0, toAllocate: 0 },
+    });
+    if (!instanceId) return fail('spec.instance-id is empty: the agent has not published its instance');
+    const eniSpec = node.spec.eni ?? {};
+    const limits = this.opts.limits.get(eniSpec['instance-type']);
+    if (!limits) return fail(`instance type ${JSON.stringify(eniSpec['instance-type'])} is not in the limits table (override with --instance-limits)`);
+    const firstIndex = eniSpec['first-interface-index'] ?? 0;
+
+    let attached = await this.ec2.describeNetworkInterfaces({ instanceId });
+    if (attached.length === 0) {
+      const inst = await this.ec2.describeInstance(instanceId);
+      if (!inst || inst.state === 'terminated' || inst.state === 'shutting-down') {
+        return { ...fail(`instance ${instanceId} is ${inst?.state ?? 'gone'}`), pool: {}, enis: {} };
+      }
+    }
+    for (const e of attached) mem.pendingEnis.delete(e.id);
+    const vpcs = await this.cache.getVpcs();
+    const usable = (e: Ec2Eni): boolean => (e.deviceIndex ?? 0) >= firstIndex && !matchesTags(e.tags, eniSpec['exclude-interface-tags']);
+    const usePD = eniSpec['use-prefix-delegation'] === true && limits.hypervisor === 'nitro';
+
+    const view = (): { pool: Record<string, AllocationIP>; enis: Record<string, Eni> } => {
+      const pool: Record<string, AllocationIP> = {};
+      const enis: Record<string, Eni> = {};
+      for (const e of attached) {
+        const vpc = vpcs.find((v) => v.id === e.vpcId);
+        enis[e.id] = {
+          id: e.id, ip: e.ip, mac: normalizeMac(e.mac, e.id), number: e.deviceIndex ?? 0,
+          subnet: { id: e.subnetId, cidr: this.subnetCidr(e.subnetId) },
+          vpc: { id: e.vpcId, 'primary-cidr': vpc?.primaryCidr, cidrs: vpc?.cidrs ?? (vpc ? [vpc.primaryCidr] : []) },
+          addresses: e.addresses, prefixes: e.prefixes, 'security-groups': e.securityGroups, tags: e.tags, description: e.description,
+        };
+        if (!usable(e)) continue;
+        const ips = [...e.addresses, ...e.prefixes.flatMap(prefixIps)];
+        if (eniSpec['use-primary-address'] && e.ip) ips.push(e.ip);
+        for (const a of ips) pool[a] = { resource: e.id };
+      }
+      return { pool, enis };
+    };
+    // Subnet CIDRs for the ENI view and the result's gateway.
+    this.subnetList = await this.cache.getSubnets();
+
+    let { pool } = view();
+    let plan = planAllocation(params, Object.keys(pool).length, Object.keys(used).length, pendingPods);
+    let error: string | undefined;
+    const maxActions = this.opts.maxActions ?? 4;
+    let remaining = plan.toAllocate;
+    for (let n = 0; remaining > 0 && n < maxActions; n++) {
+      try {
+        const got = await this.allocateOnce(node, attached, mem, limits, firstIndex, usable, usePD, remaining, actions);
+        if (got === 0) { error = error ?? `node ${node.metadata.name} cannot take more IPs: ENIs and subnets at capacity (needed ${remaining})`; break; }
+        remaining -= got;
+      } catch (e) {
+        error = e instanceof Error ? e.message : String(e);
+        break;
+      }
+    }
+    ({ pool } = view());
+    const enis = view().enis;
+    const available = Object.keys(pool).length;
+    const capacity = maxUsableIps(limits, firstIndex) * (usePD ? PREFIX_IPS : 1);
+    if (remaining > 0 && !error && available >= capacity) error = `node at capacity: ${available}/${capacity} IPs`;
+    plan = { ...plan };
+
+    // Release handshake (operator side).
+    let again = remaining > 0 && !error;
+    const excessNow = planAllocation(params, available, Object.keys(used).length, pendingPods).excess;
+    for (const [ipAddr, state] of Object.entries(releaseIps)) {
+      if (!(ipAddr in pool) && state !== 'released') { delete releaseIps[ipAddr]; continue; }
+      if (state === 'do-not-release') { delete releaseIps[ipAddr]; mem.excessSince.delete(ipAddr); }
+    }
+    if (this.opts.releaseExcess) {
+      const handshaking = Object.entries(releaseIps).filter(([, s]) => s === 'marked-for-release' || s === 'ready-for-release').length;
+      if (excessNow <= 0) {
+        mem.excessSince.clear();
+        // Abort marks that are no longer excess (the agent has not agreed yet).
+        for (const [ipAddr, s] of Object.entries(releaseIps)) if (s === 'marked-for-release') delete releaseIps[ipAddr];
+      } else {
+        // Free IPs, from the ENI with the most free ones first, none in a handshake.
+        const free = Object.keys(pool).filter((a) => !(a in used) && !(a in releaseIps) && !this.inPrefix(a, attached));
+        const toMark = Math.max(0, excessNow - handshaking);
+        const cands = free.sort().slice(-toMark || free.length);
+        const t = this.now();
+        const keep = new Set(toMark > 0 ? cands : []);
+        for (const k of [...mem.excessSince.keys()]) if (!keep.has(k)) mem.excessSince.delete(k);
+        for (const a of keep) {
+          const since = mem.excessSince.get(a) ?? t;
+          mem.excessSince.set(a, since);
+          if (t - since >= (this.opts.excessDelayMs ?? 180_000)) { releaseIps[a] = 'marked-for-release'; mem.excessSince.delete(a); }
+          else again = true;
+        }
+      }
+      // Agent agreed: unassign, grouped by ENI.
+      const ready = Object.entries(releaseIps).filter(([a, s]) => s === 'ready-for-release' && a in pool && !(a in used)).map(([a]) => a);
+      const byEni = new Map<string, string[]>();
+      for (const a of ready) byEni.set(pool[a].resource!, [...(byEni.get(pool[a].resource!) ?? []), a]);
+      for (const [eniId, ips] of byEni) {
+        try {
+          await this.ec2.unassignPrivateIpAddresses(eniId, ips);
+          actions.push(`unassign ${ips.length} from ${eniId}`);
+          const e = attached.find((x) => x.id === eniId);
+          if (e) e.addresses = e.addresses.filter((a) => !ips.includes(a));
+          for (const a of ips) { releaseIps[a] = 'released'; delete pool[a]; }
+        } catch (err) {
+          error = err instanceof Error ? err.message : String(err);
+        }
+      }
+      if (Object.values(releaseIps).some((s) => s === 'marked-for-release')) again = true;
+    }
+    attached = attached.slice();
+    return { pool, enis, releaseIps, plan, error, again, actions };
+  }
+
+  private subnetList: Ec2Subnet[] = [];
+  private subnetCidr(id: string): string | undefined {
+    return this.subnetList.find((s) => s.id === id)?.cidr;
+  }
+  private inPrefix(a: string, enis: Ec2Eni[]): boolean {
+    return enis.some((e) => e.prefixes.some((p) => ipm.contains(p, a)));
+  }
+
+  /** One EC2 allocation action; returns the number of IPs gained (0 = nothing possible). */
+  private async allocateOnce(node: CiliumNode, attached: Ec2Eni[], mem: NodeMemory, limits: InstanceLimits, firstIndex: number,
+    usable: (e: Ec2Eni) => boolean, usePD: boolean, want: number, actions: string[]): Promise<number> {
+    const slotsOf = (e: Ec2Eni): number => limits.ipv4 - 1 - e.addresses.length - e.prefixes.length;
+    const withRoom = attached.filter((e) => usable(e) && slotsOf(e) > 0).sort((a, b) => slotsOf(b) - slotsOf(a) || (a.deviceIndex ?? 0) - (b.deviceIndex ?? 0));
+    if (withRoom.length > 0) {
+      const e = withRoom[0];
+      if (usePD) {
+        const count = Math.min(slotsOf(e), Math.ceil(want / PREFIX_IPS));
+        try {
+          const prefixes = (await this.ec2.assignPrefixes(e.id, count)).filter((p) => !e.prefixes.includes(p));
+          if (prefixes.length > 0) {
+            e.prefixes.push(...prefixes);
+            this.cache.consume(e.subnetId, prefixes.length * PREFIX_IPS);
+            actions.push(`assign ${prefixes.length} prefixes on ${e.id}`);
+            return prefixes.length * PREFIX_IPS;
+          }
+          actions.push(`prefix assignment on ${e.id} returned nothing: falling back to /32`);
+        } catch (err) {
+          if (!(err instanceof Ec2Error) || !['InsufficientCidrBlocks', 'InsufficientFreeAddressesInSubnet', 'InvalidParameterValue', 'UnsupportedOperation'].includes(err.code)) throw err;
+          actions.push(`prefix assignment on ${e.id} failed (${err.code}): falling back to /32`);
+        }
+      }
+      const count = Math.min(slotsOf(e), want);
+      const got = (await this.ec2.assignPrivateIpAddresses(e.id, count)).filter((a) => a !== e.ip && !e.addresses.includes(a));
+      e.addresses.push(...got);
+      actions.push(`assign ${got.length} on ${e.id}`);
+      this.cache.consume(e.subnetId, got.length);
+      return got.length;
+    }
+    // A new ENI: only while the instance has a free slot, counting ENIs created but not seen yet (no endless creation).
+    const inFlight = [...mem.pendingEnis.keys()].filter((id) => !attached.some((e) => e.id === id)).length;
+    if (attached.length + inFlight >= limits.adapters) return 0;
+    const eniSpec = node.spec.eni ?? {};
+    const subnet = selectSubnet(await this.cache.getSubnets(), {
+      ...eniSpec, 'vpc-id': eniSpec['vpc-id'] ?? attached[0]?.vpcId, 'node-subnet-id': eniSpec['node-subnet-id'] ?? attached.find((e) => e.deviceIndex === 0)?.subnetId,
+    });
+    // Nothing fits: re-read subnets on the next sync (at most once a second) before concluding for good.
+    if (!subnet) this.cache.invalidateSubnets();
+    if (!subnet) throw new Error(`no subnet with free addresses matches node ${node.metadata.name} (vpc ${eniSpec['vpc-id']}, az ${eniSpec['availability-zone']})`);
+    let groups = eniSpec['security-groups'] ?? [];
+    if (groups.length === 0 && Object.keys(eniSpec['security-group-tags'] ?? {}).length > 0) groups = await this.ec2.describeSecurityGroups(eniSpec['security-group-tags']!);
+    if (groups.length === 0) groups = attached.find((e) => e.deviceIndex === 0)?.securityGroups ?? [];
+    const perEni = limits.ipv4 - 1;
+    const secondaryCount = usePD ? 0 : Math.min(want, perEni, subnet.availableAddresses - 1);
+    const prefixCount = usePD ? Math.min(perEni, Math.ceil(want / PREFIX_IPS)) : 0;
+    const eni = await this.ec2.createNetworkInterface({
+      subnetId: subnet.id, securityGroups: groups, description: `Cilium-CNI (${instanceIdOf(node)})`,
+      tags: { [TAG_CLUSTER]: this.opts.clusterName, [TAG_MANAGED]: 'true' }, secondaryCount, prefixCount,
+    });
+    mem.pendingEnis.set(eni.id, this.now());
+    this.cache.consume(subnet.id, 1 + eni.addresses.length + eni.prefixes.length * PREFIX_IPS);
+    const taken = new Set(attached.map((e) => e.deviceIndex ?? 0));
+    let index = Math.max(firstIndex, 1);
+    let attachmentId: string | undefined;
+    for (let tries = 0; tries < 3 && !attachmentId; tries++) {
+      while (taken.has(index)) index++;
+      if (index >= limits.adapters) break;
+      try {
+        attachmentId = await this.ec2.attachNetworkInterface(eni.id, instanceIdOf(node)!, index);
+      } catch (err) {
+        // Device index taken behind our back: try the next one; anything else rolls the ENI back.
+        if (err instanceof Ec2Error && /InvalidParameterValue|AttachmentLimitExceeded|index/i.test(`${err.code} ${err.message}`) && tries < 2) { taken.add(index); continue; }
+        await this.ec2.deleteNetworkInterface(eni.id).catch(() => undefined);
+        mem.pendingEnis.delete(eni.id);
+        throw err;
+      }
+    }
+    if (!attachmentId) {
+      await this.ec2.deleteNetworkInterface(eni.id).catch(() => undefined);
+      mem.pendingEnis.delete(eni.id);
+      return 0;
+    }
+    if (eniSpec['delete-on-termination'] !== false) await this.ec2.setDeleteOnTermination(eni.id, attachmentId);
+    eni.deviceIndex = index;
+    eni.attachmentId = attachmentId;
+    eni.instanceId = instanceIdOf(node);
+    eni.addresses = eni.addresses.filter((a) => a !== eni.ip);
+    attached.push(eni);
+    mem.pendingEnis.delete(eni.id);
+    actions.push(`create ${eni.id} in ${subnet.id} at index ${index} with ${usePD ? `${eni.prefixes.length} prefixes` : `${eni.addresses.length} IPs`}`);
+    if (usePD && eni.prefixes.length === 0 && prefixCount > 0) {
+      // The emulator or EC2 handed out no prefix: fill the ENI with /32s instead.
+      const got = await this.ec2.assignPrivateIpAddresses(eni.id, Math.min(want, perEni));
+      eni.addresses.push(...got.filter((a) => a !== eni.ip && !eni.addresses.includes(a)));
+      actions.push(`prefix creation returned nothing: ${eni.addresses.length} /32s on ${eni.id}`);
+    }
+    return eni.addresses.length + eni.prefixes.length * PREFIX_IPS;
+  }
+}
+
+export const PREFIX = { len: PREFIX_LEN, ips: PREFIX_IPS };

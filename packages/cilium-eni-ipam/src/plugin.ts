@@ -1,0 +1,66 @@
+/**
+ * The cilium-eni-ipam CNI IPAM plugin: asks the node agent for an IP over its UNIX socket, sets up the ENI
+ * routing in the host netns, and returns the IP with the ENI's data: the interface entry carries the ENI MAC
+ * (name `eni<number>`, the ENI's interface number), the gateway is the subnet's router, routes cover the VPC CIDRs.
+ */
+import { CniCode, CniError, TransientError, hostNetns, ip as ipm, optionalPrevResultOf, type CmdArgs, type Result } from '@cnikit/netlib';
+import { agentRequest, type AgentReply, type AgentRequest } from './agent-client';
+import { parseConfig, type PluginConfig } from './config';
+import { setupEniRouting, teardownEniRouting } from './routing';
+
+const ownerOf = (a: CmdArgs): string => `${a.containerId}/${a.ifName}`;
+
+async function ask(cfg: PluginConfig, req: AgentRequest): Promise<Extract<AgentReply, { ok: true }>> {
+  let reply: AgentReply;
+  try {
+    reply = await agentRequest(cfg.socket, req, cfg.timeoutMs);
+  } catch (e) {
+    throw new TransientError(`cilium-eni-ipam: agent unreachable at ${cfg.socket}`, (e as Error).message, { cause: e });
+  }
+  if (!reply.ok) throw new CniError(reply.code, 'cilium-eni-ipam: agent refused', reply.msg);
+  return reply;
+}
+
+export async function add(args: CmdArgs): Promise<Result> {
+  const cfg = parseConfig(args.conf);
+  const { lease } = await ask(cfg, { op: 'add', owner: ownerOf(args) });
+  if (!lease) throw new CniError(CniCode.Internal, 'cilium-eni-ipam: agent answered without a lease');
+  const { eni } = lease;
+  if (cfg.routing) {
+    try {
+      await setupEniRouting(hostNetns(), lease.ip, eni, cfg);
+    } catch (e) {
+      await teardownEniRouting(hostNetns(), lease.ip, cfg).catch(() => undefined);
+      await ask(cfg, { op: 'del', owner: ownerOf(args) }).catch(() => undefined);
+      throw e;
+    }
+  }
+  const prefix = eni.subnetCidr ? ipm.parseCidr(eni.subnetCidr).prefix : 32;
+  return {
+    cniVersion: '1.1.0',
+    interfaces: [{ name: `eni${eni.number}`, mac: eni.mac }],
+    ips: [{ address: `${lease.ip}/${prefix}`, gateway: eni.gateway, interface: 0 }],
+    routes: eni.vpcCidrs.map((dst) => ({ dst, gw: eni.gateway })),
+  };
+}
+
+export async function del(args: CmdArgs): Promise<void> {
+  const cfg = parseConfig(args.conf);
+  const prev = optionalPrevResultOf(args.conf);
+  const ips = new Set((prev?.ips ?? []).map((i) => ipm.parseCidr(i.address).address));
+  try {
+    const { released } = await ask(cfg, { op: 'del', owner: ownerOf(args) });
+    for (const a of released ?? []) ips.add(a);
+  } catch (e) {
+    // The agent gone is not the pod's problem on DEL: rules are still removed; the agent restores from status.
+    if (!(e instanceof TransientError)) throw e;
+  }
+  if (cfg.routing) for (const a of ips) await teardownEniRouting(hostNetns(), a, cfg);
+}
+
+/** Ready when the agent answers and has a free IP. */
+export async function status(args: CmdArgs): Promise<void> {
+  const cfg = parseConfig(args.conf);
+  const r = await ask(cfg, { op: 'status', owner: '' }).catch((e) => { throw new CniError(CniCode.NotAvailable, 'cilium-eni-ipam: agent not available', (e as Error).message); });
+  if (!r.free) throw new CniError(CniCode.NotAvailable, 'cilium-eni-ipam: no free IP on this node yet', `pool ${r.pool}, used ${r.used}`);
+}

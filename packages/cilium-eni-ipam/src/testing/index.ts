@@ -1,0 +1,4 @@
+export * from './moto';
+export * from './ec2-fixture';
+export * from './fault-proxy';
+export * from './alloc-sim';

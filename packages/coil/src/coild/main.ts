@@ -1,0 +1,87 @@
+/**
+ * coild: the node daemon. IPAM from the node's address blocks, pod network setup, route export to
+ * table 119; gRPC for the `coil` CNI binary on /run/coild.sock; metrics on :9384, health on :9385.
+ */
+import './tune';
+import { Command } from 'commander';
+import { HealthServer, KubeMetrics, connect } from '@cnikit/kube';
+import { hostNetns, openNetns } from '@cnikit/netlib';
+import { Registry, collectDefaultMetrics } from 'prom-client';
+import { parseDuration, parseListenAddr } from '../util';
+import { Coild } from './coild';
+import { CoildServer } from './server';
+
+async function main(): Promise<void> {
+  const int = (v: string): number => {
+    const n = Number(v);
+    if (!Number.isInteger(n) || n < 0) throw new Error(`not a non-negative integer: ${v}`);
+    return n;
+  };
+  const o = new Command('coild')
+    .option('--metrics-addr <addr>', 'bind address of the metrics endpoint', ':9384')
+    .option('--health-addr <addr>', 'bind address of the health/readiness probes', ':9385')
+    .option('--socket <path>', 'UNIX domain socket path', '/run/coild.sock')
+    .option('--pod-table-id <n>', 'routing table for pod routes', int, 116)
+    .option('--pod-rule-prio <n>', 'priority of the ip rule to the pod table', int, 2000)
+    .option('--export-table-id <n>', 'routing table to export address blocks to', int, 119)
+    .option('--protocol-id <n>', 'route protocol number of Coil routes', int, 30)
+    .option('--compat-calico', 'name host veths like Calico (veth + sha1(namespace.pod))', false)
+    .option('--enable-ipam', 'enable IPAM and pod networking', true)
+    .option('--enable-egress', 'egress NAT client side (not implemented in this build)', false)
+    .option('--egress-port <n>', 'FoU port of egress NAT', int, 5555)
+    .option('--backend <name>', 'NAT backend: iptables | nftables', 'iptables')
+    .option('--addressblock-gc-interval <duration>', 'interval of the unused address block GC', '5m')
+    .option('--kubeconfig <path>', 'kubeconfig (default: in-cluster / $KUBECONFIG)')
+    .option('--netns <path>', 'do the node-side network work in this namespace instead of coild\'s own (tests)')
+    .option('--node-name <name>', 'node name (default $COIL_NODE_NAME)')
+    .parse()
+    .opts<{
+      metricsAddr: string; healthAddr: string; socket: string; podTableId: number; podRulePrio: number; exportTableId: number;
+      protocolId: number; compatCalico: boolean; enableEgress: boolean; addressblockGcInterval: string; kubeconfig?: string; netns?: string; nodeName?: string;
+    }>();
+  const nodeName = o.nodeName ?? process.env.COIL_NODE_NAME;
+  if (!nodeName) throw new Error('COIL_NODE_NAME (or --node-name) is required');
+  if (o.enableEgress) throw new Error('--enable-egress: egress NAT is not implemented in this build');
+  const registry = new Registry();
+  collectDefaultMetrics({ register: registry });
+  const kubeMetrics = new KubeMetrics({ registry });
+  const transport = connect({ kubeconfig: o.kubeconfig, observer: kubeMetrics.observeRequests() });
+  const coild = new Coild({
+    transport, nodeName, hostNs: o.netns ? openNetns(o.netns) : hostNetns(),
+    podTableId: o.podTableId, podRulePrio: o.podRulePrio, exportTableId: o.exportTableId, protocolId: o.protocolId,
+    compatCalico: o.compatCalico, gcIntervalMs: parseDuration(o.addressblockGcInterval),
+  });
+  // Start-up talks to the API server (blocks, nodes, namespaces): retry while it is not ready yet
+  // (429 while storage initialises, connection refused) instead of dying on the first answer.
+  for (let attempt = 1; ; attempt++) {
+    try {
+      await coild.start();
+      break;
+    } catch (err) {
+      if (attempt >= 60) throw err;
+      process.stderr.write(`coild: start-up failed (attempt ${attempt}), retrying: ${(err as Error).message}\n`);
+      await coild.stop().catch(() => undefined);
+      await new Promise((r) => setTimeout(r, Math.min(500 * attempt, 5000)));
+    }
+  }
+  const server = new CoildServer(coild, { socketPath: o.socket, registry });
+  await server.listen();
+  const m = parseListenAddr(o.metricsAddr);
+  const h = parseListenAddr(o.healthAddr);
+  const metrics = await new HealthServer({ host: m.host || '0.0.0.0', port: m.port, registry }).listen();
+  const health = await new HealthServer({ host: h.host || '0.0.0.0', port: h.port }).addReadyCheck('coild', () => coild.isReady()).listen();
+  process.stderr.write(`coild: node ${nodeName} serving on ${o.socket}\n`);
+  const shutdown = async (): Promise<void> => {
+    await server.close().catch(() => undefined);
+    await coild.stop().catch(() => undefined);
+    await Promise.all([metrics.close(), health.close()]);
+    process.exit(0);
+  };
+  process.once('SIGTERM', () => void shutdown());
+  process.once('SIGINT', () => void shutdown());
+}
+
+main().catch((err: unknown) => {
+  process.stderr.write(`coild: ${(err as Error).stack ?? String(err)}\n`);
+  process.exit(1);
+});

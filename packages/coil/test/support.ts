@@ -1,0 +1,63 @@
+// Shared by the Coil test files: the cluster started by globalSetup, Coil's CRDs installed once, polling.
+import { Nodes, ResourceClient, installCrd, type KubeTransport, type Node } from '@cnikit/kube';
+import { testCluster, transportFor } from '@cnikit/kube/testing';
+import { coilCrds } from '../src/api/crds';
+import { AddressBlocks, AddressPools, BlockRequests, type AddressBlock, type AddressPool, type BlockRequest } from '../src/api/types';
+
+export const cluster = testCluster();
+
+export function transport(): KubeTransport {
+  return transportFor(cluster);
+}
+
+let installed: Promise<void> | undefined;
+export function installCoilCrds(t: KubeTransport): Promise<void> {
+  installed ??= (async () => {
+    for (const crd of coilCrds()) await installCrd(t, crd);
+  })();
+  return installed;
+}
+
+export function clients(t: KubeTransport): {
+  pools: ResourceClient<AddressPool>; blocks: ResourceClient<AddressBlock>; requests: ResourceClient<BlockRequest>; nodes: ResourceClient<Node>;
+} {
+  return {
+    pools: new ResourceClient(t, AddressPools),
+    blocks: new ResourceClient(t, AddressBlocks),
+    requests: new ResourceClient(t, BlockRequests),
+    nodes: new ResourceClient(t, Nodes),
+  };
+}
+
+export async function createNode(t: KubeTransport, name: string, internalIP = '10.0.0.1', ipv6?: string): Promise<Node> {
+  const nodes = new ResourceClient(t, Nodes);
+  await nodes.create({ metadata: { name } });
+  const addresses = [{ type: 'InternalIP', address: internalIP }, ...(ipv6 ? [{ type: 'InternalIP', address: ipv6 }] : [])];
+  return nodes.patchStatus(name, { status: { addresses } });
+}
+
+/** Polls fn until it returns a truthy value or the timeout passes. */
+export async function eventually<T>(what: string, fn: () => T | Promise<T>, timeoutMs = 15_000, everyMs = 50): Promise<NonNullable<T>> {
+  const deadline = Date.now() + timeoutMs;
+  let last: T | undefined;
+  let lastErr: unknown;
+  for (;;) {
+    try {
+      last = await fn();
+      if (last) return last as NonNullable<T>;
+    } catch (err) {
+      lastErr = err;
+    }
+    if (Date.now() > deadline) {
+      throw new Error(`timed out after ${timeoutMs} ms waiting for ${what} (last ${JSON.stringify(last)}${lastErr ? `, error ${(lastErr as Error).message}` : ''})`);
+    }
+    await new Promise((r) => setTimeout(r, everyMs));
+  }
+}
+
+let seq = 0;
+/** A short unique name (pool names end up in block names and request names). */
+export function uname(prefix: string): string {
+  seq++;
+  return `${prefix}${process.pid.toString(36)}${Date.now().toString(36).slice(-3)}${seq}`;
+}

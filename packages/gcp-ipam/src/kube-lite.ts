@@ -1,0 +1,120 @@
+/**
+ * A minimal API-server client for the short-lived IPAM process: reads a kubeconfig (client certificate, bearer
+ * token or token file; CA data or file) with js-yaml and speaks JSON over node:https with one keep-alive agent.
+ * It exists because @kubernetes/client-node (behind @cnikit/kube's connect()) costs tens of milliseconds to load
+ * on every CNI call; long-running tools (provisioner, tests) use @cnikit/kube itself.
+ */
+import * as fs from 'node:fs';
+import * as http from 'node:http';
+import * as https from 'node:https';
+import * as path from 'node:path';
+
+export class KubeApiError extends Error {
+  readonly status: number;
+  readonly reason: string;
+  constructor(method: string, urlPath: string, status: number, reason: string, message: string) {
+    super(`kube: ${method} ${urlPath}: ${status} ${reason}: ${message}`);
+    this.name = 'KubeApiError';
+    this.status = status;
+    this.reason = reason;
+  }
+}
+
+export const isNotFound = (e: unknown): boolean => e instanceof KubeApiError && e.status === 404;
+export const isAlreadyExists = (e: unknown): boolean => e instanceof KubeApiError && e.status === 409 && e.reason === 'AlreadyExists';
+export const isConflict = (e: unknown): boolean => e instanceof KubeApiError && e.status === 409 && e.reason === 'Conflict';
+
+export interface KubeLite {
+  readonly server: string;
+  request<T>(method: string, urlPath: string, body?: unknown, contentType?: string): Promise<T>;
+  close(): void;
+}
+
+interface KubeconfigFile {
+  clusters?: { name: string; cluster: { server: string; 'certificate-authority'?: string; 'certificate-authority-data'?: string; 'insecure-skip-tls-verify'?: boolean } }[];
+  users?: { name: string; user: { 'client-certificate'?: string; 'client-certificate-data'?: string; 'client-key'?: string; 'client-key-data'?: string; token?: string; tokenFile?: string } }[];
+  contexts?: { name: string; context: { cluster: string; user: string } }[];
+  'current-context'?: string;
+}
+
+/** Reads a kubeconfig file; errors name the file and the missing part. */
+export function kubeFromFile(file: string, opts: { timeoutMs?: number } = {}): KubeLite {
+  const { load } = require('js-yaml') as typeof import('js-yaml');
+  const dir = path.dirname(file);
+  const kc = load(fs.readFileSync(file, 'utf8')) as KubeconfigFile;
+  const ctxName = kc['current-context'];
+  const ctx = kc.contexts?.find((c) => c.name === ctxName)?.context ?? kc.contexts?.[0]?.context;
+  const cluster = kc.clusters?.find((c) => c.name === ctx?.cluster)?.cluster ?? kc.clusters?.[0]?.cluster;
+  const user = kc.users?.find((u) => u.name === ctx?.user)?.user ?? kc.users?.[0]?.user ?? {};
+  if (!cluster?.server) throw new Error(`kubeconfig ${file}: no cluster server`);
+  const rd = (data: string | undefined, f: string | undefined): Buffer | undefined =>
+    data ? Buffer.from(data, 'base64') : f ? fs.readFileSync(path.resolve(dir, f)) : undefined;
+  const tls: https.AgentOptions = {
+    keepAlive: true,
+    ca: rd(cluster['certificate-authority-data'], cluster['certificate-authority']),
+    cert: rd(user['client-certificate-data'], user['client-certificate']),
+    key: rd(user['client-key-data'], user['client-key']),
+    rejectUnauthorized: !cluster['insecure-skip-tls-verify'],
+  };
+  const token = user.token ?? (user.tokenFile ? fs.readFileSync(user.tokenFile, 'utf8').trim() : undefined);
+  return new Client(cluster.server, tls, token, opts.timeoutMs ?? 15_000);
+}
+
+/** In-cluster: the service account's token and CA (the installer and provisioner run as pods). */
+export function kubeInCluster(): KubeLite {
+  const sa = '/var/run/secrets/kubernetes.io/serviceaccount';
+  const host = process.env.KUBERNETES_SERVICE_HOST;
+  const port = process.env.KUBERNETES_SERVICE_PORT ?? '443';
+  if (!host) throw new Error('kube: not in a cluster (KUBERNETES_SERVICE_HOST unset) and no kubeconfig given');
+  return new Client(`https://${host.includes(':') ? `[${host}]` : host}:${port}`,
+    { keepAlive: true, ca: fs.readFileSync(`${sa}/ca.crt`) }, fs.readFileSync(`${sa}/token`, 'utf8').trim(), 15_000);
+}
+
+class Client implements KubeLite {
+  private readonly agent: http.Agent;
+  private readonly url: URL;
+  constructor(readonly server: string, tls: https.AgentOptions, private readonly token: string | undefined, private readonly timeoutMs: number) {
+    this.url = new URL(server);
+    this.agent = this.url.protocol === 'https:' ? new https.Agent(tls) : new http.Agent({ keepAlive: true });
+  }
+
+  /** Retries 429 (e.g. "storage is (re)initializing" after a CRD appears) and 503 a few times. */
+  async request<T>(method: string, urlPath: string, body?: unknown, contentType = 'application/json'): Promise<T> {
+    for (let attempt = 1; ; attempt++) {
+      try {
+        return await this.once<T>(method, urlPath, body, contentType);
+      } catch (err) {
+        if (!(err instanceof KubeApiError && (err.status === 429 || err.status === 503)) || attempt >= 6) throw err;
+        await new Promise((r) => setTimeout(r, 50 * 2 ** attempt));
+      }
+    }
+  }
+
+  private once<T>(method: string, urlPath: string, body: unknown, contentType: string): Promise<T> {
+    const data = body === undefined ? undefined : JSON.stringify(body);
+    const headers: Record<string, string> = { Accept: 'application/json', 'User-Agent': 'gcp-ipam' };
+    if (this.token) headers.Authorization = `Bearer ${this.token}`;
+    if (data !== undefined) { headers['Content-Type'] = contentType; headers['Content-Length'] = String(Buffer.byteLength(data)); }
+    const mod = this.url.protocol === 'https:' ? https : http;
+    return new Promise<T>((resolve, reject) => {
+      const req = mod.request(new URL(urlPath, this.url), { method, headers, agent: this.agent, timeout: this.timeoutMs }, (res) => {
+        const chunks: Buffer[] = [];
+        res.on('data', (c: Buffer) => chunks.push(c));
+        res.on('error', reject);
+        res.on('end', () => {
+          const text = Buffer.concat(chunks).toString('utf8');
+          const status = res.statusCode ?? 0;
+          let parsed: { reason?: string; message?: string } | undefined;
+          try { parsed = text ? JSON.parse(text) : undefined; } catch { parsed = undefined; }
+          if (status >= 400) reject(new KubeApiError(method, urlPath, status, parsed?.reason ?? String(status), parsed?.message ?? text.slice(0, 300)));
+          else resolve(parsed as T);
+        });
+      });
+      req.on('timeout', () => req.destroy(new Error(`kube: ${method} ${urlPath}: timeout after ${this.timeoutMs} ms`)));
+      req.on('error', reject);
+      req.end(data);
+    });
+  }
+
+  close(): void { this.agent.destroy(); }
+}

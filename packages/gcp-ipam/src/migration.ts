@@ -1,0 +1,136 @@
+/**
+ * Pod IP live migration. The destination pod carries live.cast.ai/ip (the IP it wants) and
+ * live.cast.ai/original-instance (the VM the IP is attached to). Unlike the anchor, the claim is verified
+ * against the API server before anything moves:
+ *   - the IP is a valid host address of this pool, and allocated;
+ *   - the allocation sits on the named instance, in the destination pod's namespace;
+ *   - its owner pod is marked live.cast.ai/move-out-ip=<that IP> (or is gone after a DEL that saw the mark);
+ *   - the destination replaces it: same controller (ownerReference uid) or the same pod name.
+ * Then: allocation -> Migrating (resourceVersion-guarded: one winner), detach from the source VM, attach here
+ * (through the node's coalescer), allocation -> Allocated under the new owner. If the attach fails the alias
+ * goes back on the source and the allocation back to its source owner; if the detach fails nothing moved.
+ */
+import { CniError, TransientError, ip as ipmath } from '@cnikit/netlib';
+import { reservedIps, replaceAllocation, getAllocation, type Owner } from './allocator';
+import { applyChanges } from './coalescer';
+import { isConflict } from './kube-lite';
+import { controllerUid, getPod, type Ctx, type PodLite } from './context';
+import { ANN_IP, ANN_MOVE_OUT_IP, ANN_ORIGINAL_INSTANCE, allocationName, type IPAllocation, type IPPool } from './types';
+
+/** Code 121: the migration claim does not hold; nothing was changed. */
+export class MigrationRefusedError extends CniError {
+  constructor(reason: string, details: string) {
+    super(121, `gcp-ipam: migration refused: ${reason}`, details);
+    this.name = 'MigrationRefusedError';
+  }
+}
+
+const GCE_NAME_RE = /^[a-z]([-a-z0-9]{0,61}[a-z0-9])?$/;
+const ZONE_RE = /^[a-z]+-[a-z]+[0-9]+-[a-z]$/;
+
+/** "vm", "zone/vm" or "zones/zone/instances/vm" (optionally with a projects/... prefix) -> { zone?, instance }. */
+export function parseInstanceRef(v: string): { zone?: string; instance: string } | undefined {
+  const m = v.match(/^(?:(?:projects\/[a-z][-a-z0-9]{4,28}[a-z0-9]\/)?zones\/([^/]+)\/instances\/([^/]+)|([^/]+)\/([^/]+)|([^/]+))$/);
+  if (!m) return undefined;
+  const zone = m[1] ?? m[3];
+  const instance = (m[2] ?? m[4] ?? m[5])!;
+  if (!GCE_NAME_RE.test(instance) || (zone !== undefined && !ZONE_RE.test(zone))) return undefined;
+  return zone ? { zone, instance } : { instance };
+}
+
+const show = (v: string): string => JSON.stringify(v.length > 80 ? `${v.slice(0, 80)}...` : v);
+
+export async function migrateIn(ctx: Ctx, pool: IPPool, pod: PodLite, owner: Owner): Promise<IPAllocation> {
+  const ann = pod.metadata.annotations ?? {};
+  const want = ann[ANN_IP]!;
+  const podRef = `${pod.metadata.namespace}/${pod.metadata.name}`;
+  if (!ipmath.isValidIp(want) || ipmath.familyOf(want) !== 4 || want.includes('/')) {
+    throw new MigrationRefusedError(`${ANN_IP} is not an IPv4 address`, `pod ${podRef}: ${ANN_IP}=${show(want)}`);
+  }
+  if (!ipmath.contains(pool.spec.cidr, want) || reservedIps(pool.spec.cidr).has(want)) {
+    throw new MigrationRefusedError(`${want} is not a host address of IPPool ${pool.metadata.name} (${pool.spec.cidr})`, `pod ${podRef}`);
+  }
+  const fromRaw = ann[ANN_ORIGINAL_INSTANCE];
+  const from = fromRaw === undefined ? undefined : parseInstanceRef(fromRaw);
+  if (!from) throw new MigrationRefusedError(`${ANN_ORIGINAL_INSTANCE} missing or not an instance name`, `pod ${podRef}: ${ANN_ORIGINAL_INSTANCE}=${show(fromRaw ?? '')}`);
+
+  const name = allocationName(pool.metadata.name, want);
+  const alloc = await getAllocation(ctx.kube, name);
+  if (!alloc) throw new MigrationRefusedError(`${want} is not allocated: nothing to move`, `pod ${podRef}, IPAllocation ${name} not found`);
+  if (alloc.spec.containerID === owner.containerID && alloc.spec.podUID === owner.podUID && alloc.spec.phase === 'Allocated') return alloc; // repeated ADD
+  if (alloc.spec.phase === 'Migrating') throw new TransientError('gcp-ipam: migration in progress', `${want} is being moved by pod ${alloc.spec.podNamespace}/${alloc.spec.podName}`);
+  const srcZone = alloc.spec.zone || ctx.cfg.zone;
+  if (alloc.spec.instance !== from.instance || (from.zone && from.zone !== srcZone)) {
+    throw new MigrationRefusedError(`${want} is not attached to ${fromRaw}`, `it is on ${srcZone}/${alloc.spec.instance} (pod ${alloc.spec.podNamespace}/${alloc.spec.podName})`);
+  }
+  if (alloc.spec.podNamespace !== pod.metadata.namespace) {
+    throw new MigrationRefusedError(`${want} belongs to another namespace`, `owner ${alloc.spec.podNamespace}/${alloc.spec.podName}, claimant ${podRef}`);
+  }
+  const src = alloc.spec.podName ? await getPod(ctx.kube, alloc.spec.podNamespace, alloc.spec.podName) : undefined;
+  const srcIsOwner = src !== undefined && src.metadata.uid === alloc.spec.podUID;
+  if (srcIsOwner) {
+    if (src.metadata.annotations?.[ANN_MOVE_OUT_IP] !== want) {
+      throw new MigrationRefusedError(`source pod ${alloc.spec.podNamespace}/${alloc.spec.podName} is not marked ${ANN_MOVE_OUT_IP}=${want}`, `claimant ${podRef}`);
+    }
+  } else if (!alloc.spec.movingOut) {
+    throw new MigrationRefusedError(`the owner of ${want} was not marked ${ANN_MOVE_OUT_IP}`, `owner ${alloc.spec.podNamespace}/${alloc.spec.podName} (uid ${alloc.spec.podUID}) is gone, claimant ${podRef}`);
+  }
+  const srcController = srcIsOwner ? controllerUid(src) : alloc.spec.podOwnerUID;
+  const replaces = (srcController !== undefined && srcController === controllerUid(pod)) || alloc.spec.podName === pod.metadata.name;
+  if (!replaces) {
+    throw new MigrationRefusedError(`pod ${podRef} does not replace ${alloc.spec.podNamespace}/${alloc.spec.podName}`, 'neither the same controller nor the same name');
+  }
+
+  // claim the move: one writer wins through the resourceVersion
+  const before = alloc.spec;
+  let cur: IPAllocation;
+  try {
+    cur = await replaceAllocation(ctx.kube, {
+      ...alloc,
+      spec: { ...before, ...owner, phase: 'Migrating', movingOut: false, allocatedAt: before.allocatedAt,
+        migration: { fromInstance: `${srcZone}/${before.instance}`, fromPod: `${before.podNamespace}/${before.podName}`, fromPodUID: before.podUID, startedAt: new Date().toISOString() } },
+    });
+  } catch (err) {
+    if (isConflict(err)) throw new TransientError('gcp-ipam: migration raced with another writer', `IPAllocation ${name} changed; retry`, { cause: err });
+    throw err;
+  }
+  const restore = async (): Promise<void> => {
+    for (let i = 0; i < 5; i++) {
+      const now = await getAllocation(ctx.kube, name);
+      if (!now) return;
+      try {
+        await replaceAllocation(ctx.kube, { ...now, spec: { ...before } });
+        return;
+      } catch (err) {
+        if (!isConflict(err)) throw err;
+      }
+    }
+  };
+  const sameVm = before.instance === ctx.cfg.instance && srcZone === ctx.cfg.zone;
+  if (!sameVm) {
+    try {
+      await ctx.gce.updateAliases(srcZone, before.instance, ctx.cfg.networkInterface, (c) => applyChanges(c, [{ op: 'remove', ip: want }]));
+    } catch (err) {
+      await restore();
+      throw new CniError(120, 'gcp-ipam: migration: detach from source failed, nothing moved', `${want} from ${srcZone}/${before.instance}: ${(err as Error).message}`, { cause: err });
+    }
+  }
+  try {
+    await ctx.coalescer.apply({ op: 'add', ip: want, rangeName: pool.spec.secondaryRangeName });
+  } catch (err) {
+    let back = 'reattached to the source';
+    if (!sameVm) {
+      try {
+        await ctx.gce.updateAliases(srcZone, before.instance, ctx.cfg.networkInterface,
+          (c) => applyChanges(c, [{ op: 'add', ip: want, rangeName: pool.spec.secondaryRangeName }]));
+      } catch (e2) {
+        back = `reattach to the source failed too (${(e2 as Error).message}); the allocation stays with the source owner`;
+      }
+    }
+    await restore();
+    throw new CniError(120, 'gcp-ipam: migration: attach failed, IP returned to its source', `${want}: ${(err as Error).message}; ${back}`, { cause: err });
+  }
+  const { migration: _m, ...rest } = cur.spec;
+  void _m;
+  return replaceAllocation(ctx.kube, { ...cur, spec: { ...rest, phase: 'Allocated' } });
+}

@@ -1,0 +1,320 @@
+// A local fake of the parts of the GCE compute API (and Network Connectivity internalRanges) gcp-ipam uses,
+// following the API reference: instances.get; instances.updateNetworkInterface (fingerprint required -> 400,
+// stale -> 412 conditionNotMet, requestId makes a retry return the same operation, a second update while one
+// runs on the instance -> 400 resourceNotReady); zoneOperations get/wait with a configurable duration
+// (default 3 s, the anchor's measured alias-update latency); 403 rateLimitExceeded on demand or above a QPS.
+// An alias /32 attached to another instance makes the operation finish with an error (IP in use).
+//
+// Only erasable TypeScript (no enums, no parameter properties) and Node built-ins: the benchmark imports this
+// file directly with Node's type stripping.
+import * as http from 'node:http';
+import { createHash, randomUUID } from 'node:crypto';
+
+export interface FakeAlias { ipCidrRange: string; subnetworkRangeName?: string }
+export interface FakeNic { name: string; network: string; subnetwork: string; networkIP: string; fingerprint: string; aliasIpRanges: FakeAlias[] }
+export interface FakeInstance { name: string; zone: string; networkInterfaces: FakeNic[]; busyUntil: number }
+interface FakeOp {
+  name: string; zone?: string; region?: string; operationType: string; targetLink: string; doneAt: number;
+  apply?: () => string | undefined; error?: { code: string; message: string }; done: boolean;
+}
+export interface Injected { status: number; reason: string; message?: string }
+export interface FakeGceOptions {
+  project?: string;
+  /** How long each updateNetworkInterface / subnetworks.patch operation stays RUNNING. Default 3000 ms. */
+  opDurationMs?: number;
+  /** Above this many mutating calls per second: 403 rateLimitExceeded. Default unlimited. */
+  mutateQps?: number;
+  /** Reject an update while another operation runs on the same instance (400 resourceNotReady). Default true. */
+  rejectWhileBusy?: boolean;
+}
+
+const fp = (v: unknown): string => createHash('sha256').update(JSON.stringify(v) + randomUUID()).digest('base64').slice(0, 12);
+
+export class FakeGce {
+  readonly project: string;
+  opDurationMs: number;
+  mutateQps: number;
+  rejectWhileBusy: boolean;
+  readonly instances = new Map<string, FakeInstance>();
+  readonly subnets = new Map<string, { name: string; region: string; network: string; ipCidrRange: string; fingerprint: string; secondaryIpRanges: { rangeName: string; ipCidrRange?: string; reservedInternalRange?: string }[] }>();
+  readonly internalRanges = new Map<string, { name: string; network: string; ipCidrRange: string; prefixLength?: number; usage?: string }>();
+  readonly ops = new Map<string, FakeOp>();
+  readonly requestIds = new Map<string, string>();
+  /** Calls per kind: "instances.get", "instances.updateNetworkInterface", "zoneOperations.wait", ... */
+  readonly calls: Record<string, number> = {};
+  /** Every accepted updateNetworkInterface: instance and the aliases it asked for. */
+  readonly updates: { instance: string; aliases: string[]; at: number }[] = [];
+  private readonly injected = new Map<string, Injected[]>();
+  private recentMutations: number[] = [];
+  private server: http.Server | undefined;
+  private opSeq = 0;
+  url = '';
+
+  constructor(opts: FakeGceOptions = {}) {
+    this.project = opts.project ?? 'test-project';
+    this.opDurationMs = opts.opDurationMs ?? 3000;
+    this.mutateQps = opts.mutateQps ?? Infinity;
+    this.rejectWhileBusy = opts.rejectWhileBusy ?? true;
+  }
+
+  addInstance(zone: string, name: string, networkIP = '10.0.0.2'): FakeInstance {
+    const inst: FakeInstance = {
+      name, zone, busyUntil: 0,
+      networkInterfaces: [{ name: 'nic0', network: `projects/${this.project}/global/networks/default`,
+        subnetwork: `projects/${this.project}/regions/${zone.replace(/-[a-z]$/, '')}/subnetworks/default`, networkIP, fingerprint: fp(name), aliasIpRanges: [] }],
+    };
+    this.instances.set(`${zone}/${name}`, inst);
+    return inst;
+  }
+
+  addSubnet(region: string, name: string, ipCidrRange: string, network = `projects/${this.project}/global/networks/default`): void {
+    this.subnets.set(`${region}/${name}`, { name, region, network, ipCidrRange, fingerprint: fp(name), secondaryIpRanges: [] });
+  }
+
+  aliasesOf(zone: string, name: string): string[] {
+    this.settleAll();
+    return (this.instances.get(`${zone}/${name}`)?.networkInterfaces[0]?.aliasIpRanges ?? []).map((a) => a.ipCidrRange);
+  }
+
+  /** The next `count` calls of `kind` (e.g. "instances.updateNetworkInterface") fail with this error. */
+  inject(kind: string, err: Injected, count = 1): void {
+    const q = this.injected.get(kind) ?? [];
+    for (let i = 0; i < count; i++) q.push(err);
+    this.injected.set(kind, q);
+  }
+
+  resetCounters(): void {
+    for (const k of Object.keys(this.calls)) delete this.calls[k];
+    this.updates.length = 0;
+  }
+
+  async start(port = 0): Promise<string> {
+    this.server = http.createServer((req, res) => { this.handle(req, res).catch((err: Error) => this.send(res, 500, errorBody(500, 'backendError', err.message))); });
+    this.server.keepAliveTimeout = 60_000;
+    await new Promise<void>((resolve) => this.server!.listen(port, '127.0.0.1', () => resolve()));
+    const addr = this.server.address() as { port: number };
+    this.url = `http://127.0.0.1:${addr.port}`;
+    return this.url;
+  }
+
+  /** Compute API base for GceClient's `endpoint`. */
+  get computeEndpoint(): string { return `${this.url}/compute/v1`; }
+  get networkConnectivityEndpoint(): string { return `${this.url}/v1`; }
+
+  async stop(): Promise<void> {
+    if (!this.server) return;
+    this.server.closeAllConnections();
+    await new Promise<void>((resolve) => this.server!.close(() => resolve()));
+    this.server = undefined;
+  }
+
+  private send(res: http.ServerResponse, status: number, body: unknown): void {
+    const text = JSON.stringify(body);
+    res.writeHead(status, { 'Content-Type': 'application/json', 'Content-Length': Buffer.byteLength(text) });
+    res.end(text);
+  }
+
+  private count(kind: string): Injected | undefined {
+    this.calls[kind] = (this.calls[kind] ?? 0) + 1;
+    const q = this.injected.get(kind);
+    return q && q.length ? q.shift() : undefined;
+  }
+
+  private rateLimited(): boolean {
+    if (!Number.isFinite(this.mutateQps)) return false;
+    const now = Date.now();
+    this.recentMutations = this.recentMutations.filter((t) => now - t < 1000);
+    if (this.recentMutations.length >= this.mutateQps) return true;
+    this.recentMutations.push(now);
+    return false;
+  }
+
+  private newOp(kind: string, target: string, where: { zone?: string; region?: string }, apply?: () => string | undefined): FakeOp {
+    const op: FakeOp = { name: `operation-${Date.now()}-${++this.opSeq}`, operationType: kind, targetLink: target, doneAt: Date.now() + this.opDurationMs, apply, done: false, ...where };
+    this.ops.set(op.name, op);
+    return op;
+  }
+
+  private settleAll(): void {
+    for (const op of this.ops.values()) if (!op.done) this.settle(op);
+  }
+
+  private settle(op: FakeOp): void {
+    if (op.done || Date.now() < op.doneAt) return;
+    op.done = true;
+    const err = op.apply?.();
+    if (err) op.error = { code: 'IP_IN_USE_BY_ANOTHER_RESOURCE', message: err };
+  }
+
+  private opJson(op: FakeOp): unknown {
+    this.settle(op);
+    const base = `${this.url}/compute/v1/projects/${this.project}/${op.zone ? `zones/${op.zone}` : `regions/${op.region}`}/operations/${op.name}`;
+    return {
+      kind: 'compute#operation', name: op.name, operationType: op.operationType, targetLink: op.targetLink, selfLink: base,
+      status: op.done ? 'DONE' : 'RUNNING', ...(op.zone ? { zone: op.zone } : { region: op.region }),
+      ...(op.error ? { error: { errors: [op.error] }, httpErrorStatusCode: 400 } : {}),
+    };
+  }
+
+  private async body(req: http.IncomingMessage): Promise<Record<string, unknown>> {
+    const chunks: Buffer[] = [];
+    for await (const c of req) chunks.push(c as Buffer);
+    const text = Buffer.concat(chunks).toString('utf8');
+    if (!text) return {};
+    return JSON.parse(text) as Record<string, unknown>;
+  }
+
+  private async handle(req: http.IncomingMessage, res: http.ServerResponse): Promise<void> {
+    const u = new URL(req.url ?? '/', 'http://x');
+    const p = u.pathname;
+    this.settleAll();
+    let m: RegExpMatchArray | null;
+    const method = req.method ?? 'GET';
+    const fail = (inj: Injected | undefined): boolean => {
+      if (!inj) return false;
+      this.send(res, inj.status, errorBody(inj.status, inj.reason, inj.message ?? inj.reason));
+      return true;
+    };
+
+    if ((m = p.match(/^\/compute\/v1\/projects\/([^/]+)\/zones\/([^/]+)\/instances\/([^/]+)$/)) && method === 'GET') {
+      if (fail(this.count('instances.get'))) return;
+      const inst = this.instances.get(`${m[2]}/${m[3]}`);
+      if (!inst) return this.send(res, 404, errorBody(404, 'notFound', `The resource 'projects/${m[1]}/zones/${m[2]}/instances/${m[3]}' was not found`));
+      return this.send(res, 200, { kind: 'compute#instance', name: inst.name, zone: inst.zone, networkInterfaces: inst.networkInterfaces });
+    }
+    if ((m = p.match(/^\/compute\/v1\/projects\/([^/]+)\/zones\/([^/]+)\/instances\/([^/]+)\/updateNetworkInterface$/)) && (method === 'PATCH' || method === 'POST')) {
+      const body = await this.body(req);
+      if (fail(this.count('instances.updateNetworkInterface'))) return;
+      if (this.rateLimited()) return this.send(res, 403, errorBody(403, 'rateLimitExceeded', 'Rate Limit Exceeded'));
+      const requestId = u.searchParams.get('requestId');
+      if (requestId && this.requestIds.has(requestId)) return this.send(res, 200, this.opJson(this.ops.get(this.requestIds.get(requestId)!)!));
+      const inst = this.instances.get(`${m[2]}/${m[3]}`);
+      if (!inst) return this.send(res, 404, errorBody(404, 'notFound', `instance ${m[3]} not found`));
+      const nicName = u.searchParams.get('networkInterface');
+      if (!nicName) return this.send(res, 400, errorBody(400, 'required', "Required field 'networkInterface' not specified"));
+      const nic = inst.networkInterfaces.find((n) => n.name === nicName);
+      if (!nic) return this.send(res, 400, errorBody(400, 'invalid', `Invalid value for field 'networkInterface': '${nicName}'`));
+      if (typeof body.fingerprint !== 'string' || body.fingerprint === '') {
+        return this.send(res, 400, errorBody(400, 'required', "Required field 'resource.fingerprint' not specified"));
+      }
+      if (body.fingerprint !== nic.fingerprint) {
+        return this.send(res, 412, errorBody(412, 'conditionNotMet', "Supplied fingerprint does not match current metadata fingerprint."));
+      }
+      if (this.rejectWhileBusy && Date.now() < inst.busyUntil) {
+        return this.send(res, 400, errorBody(400, 'resourceNotReady', `The resource 'projects/${m[1]}/zones/${m[2]}/instances/${m[3]}' is not ready`));
+      }
+      const aliases = Array.isArray(body.aliasIpRanges) ? (body.aliasIpRanges as FakeAlias[]) : [];
+      for (const a of aliases) {
+        if (typeof a.ipCidrRange !== 'string' || !/^\d+\.\d+\.\d+\.\d+(\/\d+)?$/.test(a.ipCidrRange)) {
+          return this.send(res, 400, errorBody(400, 'invalid', `Invalid value for field 'resource.aliasIpRanges': ${JSON.stringify(a)}`));
+        }
+      }
+      nic.fingerprint = fp(aliases);
+      inst.busyUntil = Date.now() + this.opDurationMs;
+      this.updates.push({ instance: inst.name, aliases: aliases.map((a) => a.ipCidrRange), at: Date.now() });
+      const op = this.newOp('updateNetworkInterface', `instances/${inst.name}`, { zone: inst.zone }, () => {
+        for (const a of aliases) {
+          for (const other of this.instances.values()) {
+            if (other === inst) continue;
+            if (other.networkInterfaces.some((n) => n.aliasIpRanges.some((o) => o.ipCidrRange === a.ipCidrRange))) {
+              return `IP '${a.ipCidrRange}' is already being used by another resource: instance ${other.name}`;
+            }
+          }
+        }
+        nic.aliasIpRanges = aliases.map((a) => ({ ...a }));
+        nic.fingerprint = fp(aliases);
+        return undefined;
+      });
+      if (requestId) this.requestIds.set(requestId, op.name);
+      return this.send(res, 200, this.opJson(op));
+    }
+    if ((m = p.match(/^\/compute\/v1\/projects\/([^/]+)\/(zones|regions)\/([^/]+)\/operations\/([^/]+)(\/wait)?$/))) {
+      const wait = Boolean(m[5]);
+      if (fail(this.count(`${m[2] === 'zones' ? 'zone' : 'region'}Operations.${wait ? 'wait' : 'get'}`))) return;
+      const op = this.ops.get(m[4]!);
+      if (!op) return this.send(res, 404, errorBody(404, 'notFound', `operation ${m[4]} not found`));
+      if (wait && !op.done) {
+        // like the real wait: returns when DONE or after a while (capped here at 2 min)
+        await new Promise((r) => setTimeout(r, Math.max(0, Math.min(op.doneAt - Date.now(), 120_000))));
+      }
+      return this.send(res, 200, this.opJson(op));
+    }
+    if ((m = p.match(/^\/compute\/v1\/projects\/([^/]+)\/regions\/([^/]+)\/subnetworks\/([^/]+)$/))) {
+      const sn = this.subnets.get(`${m[2]}/${m[3]}`);
+      if (method === 'GET') {
+        if (fail(this.count('subnetworks.get'))) return;
+        if (!sn) return this.send(res, 404, errorBody(404, 'notFound', `subnetwork ${m[3]} not found`));
+        return this.send(res, 200, { kind: 'compute#subnetwork', ...sn });
+      }
+      const body = await this.body(req);
+      if (fail(this.count('subnetworks.patch'))) return;
+      if (!sn) return this.send(res, 404, errorBody(404, 'notFound', `subnetwork ${m[3]} not found`));
+      if (typeof body.fingerprint !== 'string') return this.send(res, 400, errorBody(400, 'required', "Required field 'resource.fingerprint' not specified"));
+      if (body.fingerprint !== sn.fingerprint) return this.send(res, 412, errorBody(412, 'conditionNotMet', 'Supplied fingerprint does not match current fingerprint.'));
+      const ranges = (body.secondaryIpRanges as { rangeName: string; ipCidrRange?: string; reservedInternalRange?: string }[] | undefined) ?? sn.secondaryIpRanges;
+      for (const r of ranges) {
+        if (r.reservedInternalRange && !r.ipCidrRange) {
+          const id = r.reservedInternalRange.split('/').pop()!;
+          const ir = this.internalRanges.get(id);
+          if (!ir) return this.send(res, 400, errorBody(400, 'invalid', `internal range ${r.reservedInternalRange} not found`));
+          r.ipCidrRange = ir.ipCidrRange;
+        }
+      }
+      sn.fingerprint = fp(ranges);
+      sn.secondaryIpRanges = ranges;
+      const op = this.newOp('patch', `subnetworks/${sn.name}`, { region: sn.region });
+      op.doneAt = Date.now() + Math.min(this.opDurationMs, 200);
+      return this.send(res, 200, this.opJson(op));
+    }
+    if ((m = p.match(/^\/v1\/projects\/([^/]+)\/locations\/global\/internalRanges(?:\/([^/]+))?$/))) {
+      if (method === 'GET' && m[2]) {
+        if (fail(this.count('internalRanges.get'))) return;
+        const ir = this.internalRanges.get(m[2]);
+        if (!ir) return this.send(res, 404, errorBody(404, 'NOT_FOUND', `internal range ${m[2]} not found`));
+        return this.send(res, 200, ir);
+      }
+      const body = await this.body(req);
+      if (fail(this.count('internalRanges.create'))) return;
+      const id = u.searchParams.get('internalRangeId') ?? `range-${++this.opSeq}`;
+      if (this.internalRanges.has(id)) return this.send(res, 409, errorBody(409, 'ALREADY_EXISTS', `internal range ${id} already exists`));
+      const prefix = Number(body.prefixLength ?? 16);
+      const target = ((body.targetCidrRange as string[] | undefined) ?? ['10.0.0.0/8'])[0]!;
+      const cidr = this.freeRange(target, prefix);
+      if (!cidr) return this.send(res, 400, errorBody(400, 'FAILED_PRECONDITION', `no free /${prefix} in ${target}`));
+      const name = `projects/${m[1]}/locations/global/internalRanges/${id}`;
+      this.internalRanges.set(id, { name, network: String(body.network), ipCidrRange: cidr, prefixLength: prefix, usage: String(body.usage ?? 'FOR_VPC') });
+      return this.send(res, 200, { name: `projects/${m[1]}/locations/global/operations/op-${id}`, done: true, response: { name } });
+    }
+    if ((m = p.match(/^\/v1\/(projects\/[^/]+\/locations\/global\/operations\/[^/]+)$/))) {
+      return this.send(res, 200, { name: m[1], done: true });
+    }
+    this.send(res, 404, errorBody(404, 'notFound', `fake gce: no route ${method} ${p}`));
+  }
+
+  private freeRange(target: string, prefix: number): string | undefined {
+    const [base, bits] = target.split('/');
+    const toInt = (ip: string): number => ip.split('.').reduce((a, o) => a * 256 + Number(o), 0);
+    const toIp = (n: number): string => [24, 16, 8, 0].map((s) => Math.floor(n / 2 ** s) % 256).join('.');
+    const start = toInt(base!);
+    const size = 2 ** (32 - prefix);
+    const count = 2 ** (prefix - Number(bits));
+    const taken = [...this.internalRanges.values()].map((r) => r.ipCidrRange);
+    for (const s of this.subnets.values()) taken.push(s.ipCidrRange, ...s.secondaryIpRanges.map((r) => r.ipCidrRange ?? ''));
+    const overlaps = (a: string, bStart: number, bSize: number): boolean => {
+      if (!a) return false;
+      const [ab, ap] = a.split('/');
+      const aStart = toInt(ab!);
+      const aSize = 2 ** (32 - Number(ap));
+      return aStart < bStart + bSize && bStart < aStart + aSize;
+    };
+    for (let i = 1; i < count; i++) { // skip the first block, like a real reservation avoiding 10.0.0.0/16
+      const s = start + i * size;
+      if (!taken.some((t) => overlaps(t, s, size))) return `${toIp(s)}/${prefix}`;
+    }
+    return undefined;
+  }
+}
+
+function errorBody(code: number, reason: string, message: string): unknown {
+  return { error: { code, message, errors: [{ domain: 'global', reason, message }] } };
+}

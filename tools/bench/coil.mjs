@@ -1,0 +1,134 @@
+// Issue 5's benchmark and issue 10's `coil` target: one node's coild (built executable, real kube-apiserver
+// and coil-ipam-controller), 100 pod ADDs issued at once with the built `coil` binary, then 100 DELs: wall
+// time, p50/p99 per ADD, coild's peak RSS, and the ratio of the 100-at-once wall time to 100x one ADD.
+// Then the `coil` ADD round trip against the bare runtime start (alternated), and the thin client's raw
+// HTTP/2 gRPC against @grpc/grpc-js (one STATUS call each, start-up included).
+// Targets: 100 ADDs <= 15 s, coild RSS <= 120 MiB, coil ADD <= 1.5x bare start. Never fails on timing.
+import { spawn, spawnSync } from 'node:child_process';
+import * as fs from 'node:fs';
+import * as os from 'node:os';
+import * as path from 'node:path';
+import { median, mib, ms, ratio, table, timeOnce } from './lib/measure.mjs';
+import { ip, startCoil } from './lib/coil-cluster.mjs';
+
+export const title = 'coil/coild: 100 ADDs at once, then 100 DELs; coil ADD vs bare start; http2 vs grpc-js client';
+export const order = 40;
+
+const N = 100;
+
+function coilCmd(ctx, socket, command, netns, id) {
+  return {
+    file: path.join(ctx.binDir, 'coil'),
+    env: { CNI_COMMAND: command, CNI_CONTAINERID: id, CNI_NETNS: netns, CNI_IFNAME: 'eth0', CNI_PATH: ctx.binDir, CNI_ARGS: 'IgnoreUnknown=1;K8S_POD_NAME=p' },
+    input: JSON.stringify({ cniVersion: '1.0.0', name: 'k8s-pod-network', type: 'coil', socket }),
+  };
+}
+
+function runAsync(cmd) {
+  return new Promise((resolve, reject) => {
+    const t0 = process.hrtime.bigint();
+    const child = spawn(cmd.file, [], { env: cmd.env, stdio: ['pipe', 'pipe', 'pipe'] });
+    let out = '';
+    child.stdout.on('data', (c) => { out += c; });
+    child.on('error', reject);
+    child.on('exit', (code) => {
+      const t = Number(process.hrtime.bigint() - t0) / 1e6;
+      if (code !== 0) reject(new Error(`coil ${cmd.env.CNI_COMMAND} ${cmd.env.CNI_CONTAINERID} exited ${code}: ${out}`));
+      else resolve(t);
+    });
+    child.stdin.end(cmd.input);
+  });
+}
+
+async function addHandling(url) {
+  const text = await (await fetch(url)).text();
+  const num = (name) => Number(new RegExp(`^${name}\\{[^}]*grpc_method="Add"[^}]*\\} (\\S+)$`, 'm').exec(text)?.[1] ?? 0);
+  return { sum: num('grpc_server_handling_seconds_sum'), count: num('grpc_server_handling_seconds_count') };
+}
+
+const pct = (xs, p) => [...xs].sort((a, b) => a - b)[Math.min(xs.length - 1, Math.ceil((p / 100) * xs.length) - 1)];
+
+export async function run(ctx) {
+  for (const b of ['coil', 'coild', 'coil-ipam-controller']) {
+    if (!fs.existsSync(path.join(ctx.binDir, b))) return ctx.skip(`${b} not built (npm run build)`);
+  }
+  if (process.getuid?.() !== 0) return ctx.skip('needs root (network namespaces)');
+  const id = `cbcoil${process.pid.toString(36)}`;
+  const nodeNs = `${id}-node`;
+  const work = fs.mkdtempSync(path.join(os.tmpdir(), 'cnikit-bench-coil-'));
+  const namespaces = [nodeNs];
+  const newNs = (n) => { ip('netns', 'add', n); namespaces.push(n); ip('-n', n, 'link', 'set', 'lo', 'up'); return `/var/run/netns/${n}`; };
+  let coil;
+  try {
+    newNs(nodeNs);
+    coil = await startCoil({ root: ctx.root, binDir: ctx.binDir, work, nodeNs, pool: { blockSizeBits: 5, subnets: [{ ipv4: '10.140.0.0/16' }] } });
+    const { socket } = coil;
+    const idleRss = Number(/VmRSS:\s+(\d+)/.exec(fs.readFileSync(`/proc/${coil.coild.pid}/status`, 'utf8'))?.[1] ?? 0);
+    // A pinned pod keeps the first block, so single ADD/DEL cycles below never request or free a block.
+    timeOnce(coilCmd(ctx, socket, 'ADD', newNs(`${id}-pin`), 'pin'));
+
+    // 100 at once.
+    const pods = Array.from({ length: N }, (_, i) => newNs(`${id}-p${i}`));
+    const t0 = process.hrtime.bigint();
+    const addTimes = await Promise.all(pods.map((p, i) => runAsync(coilCmd(ctx, socket, 'ADD', p, `c${i}`))));
+    const addWall = Number(process.hrtime.bigint() - t0) / 1e6;
+    const t1 = process.hrtime.bigint();
+    const delTimes = await Promise.all(pods.map((p, i) => runAsync(coilCmd(ctx, socket, 'DEL', p, `c${i}`))));
+    const delWall = Number(process.hrtime.bigint() - t1) / 1e6;
+    const hwm = Number(/VmHWM:\s+(\d+)/.exec(fs.readFileSync(`/proc/${coil.coild.pid}/status`, 'utf8'))?.[1] ?? 0);
+
+    // One ADD at a time (each followed by an untimed DEL), alternated with the bare runtime start.
+    const single = newNs(`${id}-single`);
+    const bare = { file: ctx.node, args: ['-e', '0'] };
+    const addCmd = coilCmd(ctx, socket, 'ADD', single, 'single');
+    const delCmd = coilCmd(ctx, socket, 'DEL', single, 'single');
+    const pairs = { a: [], b: [], ratios: [] };
+    const before = await addHandling(coil.metricsUrl);
+    timeOnce(bare);
+    for (let i = 0; i < ctx.runs; i++) {
+      const tb0 = i % 2 ? timeOnce(bare) : undefined;
+      const ta = timeOnce(addCmd);
+      timeOnce(delCmd);
+      const tb = tb0 ?? timeOnce(bare);
+      pairs.a.push(ta); pairs.b.push(tb); pairs.ratios.push(ta / tb);
+    }
+    const singleAdd = median(pairs.a);
+    const after = await addHandling(coil.metricsUrl);
+    const coildAdd = (after.sum - before.sum) / Math.max(1, after.count - before.count) * 1000;
+
+    console.log(`  ${N} ADDs at once (one coild, pool blockSizeBits 5: ${Math.ceil(N / 32)}+ blocks requested on the way):`);
+    table(['', 'wall', 'p50', 'p99', 'max'], [
+      [`${N} ADD`, ms(addWall), ms(pct(addTimes, 50)), ms(pct(addTimes, 99)), ms(Math.max(...addTimes))],
+      [`${N} DEL`, ms(delWall), ms(pct(delTimes, 50)), ms(pct(delTimes, 99)), ms(Math.max(...delTimes))],
+    ]);
+    console.log(`  coild RSS: ${mib(idleRss)} after start-up, peak (VmHWM) ${mib(hwm)} (target <= 120 MiB)`);
+    console.log(`  ${N}-at-once wall / (${N} x single ADD ${ms(singleAdd)}): ${ratio(addWall / (N * singleAdd))} (target: ${N} ADDs <= 15 s: ${addWall <= 15000 ? 'met' : 'missed'})`);
+    console.log(`  coil ADD round trip vs bare start, median of ${ctx.runs} alternated pairs:`);
+    table(['', 'median', 'ratio to bare'], [
+      ['node -e 0', ms(median(pairs.b)), '1.00x'],
+      ['coil ADD (+coild work)', ms(singleAdd), `${ratio(median(pairs.ratios))} (target <= 1.5x)`],
+    ]);
+    console.log(`  of which coild's own Add handling (grpc_server_handling_seconds, mean): ${ms(coildAdd)}; the client's share: ${ms(singleAdd - coildAdd)} = ${ratio((singleAdd - coildAdd) / median(pairs.b))} of bare`);
+
+    // Client stacks, one STATUS call each, process start included: the `coil` binary (hand-framed HTTP/2),
+    // a script on node:http2, a script on @grpc/grpc-js, round-robin.
+    const rpc = path.join(import.meta.dirname, 'lib', 'coil-rpc.mjs');
+    const stacks = [
+      ['coil STATUS (SEA, raw HTTP/2)', coilCmd(ctx, socket, 'STATUS', '', '')],
+      ['node + node:http2', { file: ctx.node, args: [rpc, 'http2', socket] }],
+      ['node + @grpc/grpc-js', { file: ctx.node, args: [rpc, 'grpcjs', socket] }],
+      ['node -e 0', bare],
+    ];
+    stacks[0][1].input = JSON.stringify({ cniVersion: '1.1.0', name: 'k8s-pod-network', type: 'coil', socket });
+    const times = stacks.map(() => []);
+    for (const [, c] of stacks) timeOnce(c);
+    for (let i = 0; i < ctx.runs; i++) stacks.forEach(([, c], j) => times[j].push(timeOnce(c)));
+    const bareMed = median(times[3]);
+    console.log('  gRPC client start-up + one call (STATUS), round-robin medians:');
+    table(['', 'median', 'ratio to bare'], stacks.map(([name], j) => [name, ms(median(times[j])), ratio(median(times[j]) / bareMed)]));
+  } finally {
+    if (coil) await coil.stop().catch((e) => console.log(`  cleanup: ${e.message}`));
+    for (const n of namespaces.reverse()) spawnSync('ip', ['netns', 'del', n]);
+    fs.rmSync(work, { recursive: true, force: true });
+  }
+}
