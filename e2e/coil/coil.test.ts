@@ -159,6 +159,7 @@ describeBuilt('coil executables (two nodes, real API server)', () => {
     for (const p of [...procs]) await stop(p);
     await deleteAllNamespaces();
     if (cluster) await stopCluster(cluster);
+    fs.rmSync(work, { recursive: true, force: true });
   });
 
   it('pods on two nodes talk; a coild restart keeps the state; DEL frees the blocks; metrics and health answer', async () => {

@@ -3,6 +3,7 @@
  * controller running in-process. Real traffic between pods of different nodes; restart; block freeing;
  * pool deletion; bad input; metrics; every CNI version.
  */
+import * as fs from 'node:fs';
 import { Namespaces, ResourceClient, type KubeTransport } from '@cnikit/kube';
 import { link, route, rule } from '@cnikit/netlib';
 import { sh } from '@cnikit/netlib/testing';
@@ -183,6 +184,32 @@ describe('one node', () => {
     p2.cleanup();
   });
 
+  it('a pending BlockRequest does not hold up ADDs served from blocks the node already owns', async () => {
+    const pin = makePod();
+    expect((await cni(n1, pin, { command: 'ADD', namespace: nsDefault })).code).toBe(0); // n1 owns a default block
+    const waitPool = uname('wait');
+    await c.pools.create({ metadata: { name: waitPool }, spec: { blockSizeBits: 2, subnets: [{ ipv4: '10.124.0.0/24' }] } });
+    const nsWait = uname('nswait');
+    await new ResourceClient(t, Namespaces).create({ metadata: { name: nsWait, annotations: { [ANNOTATION_POOL]: waitPool } } });
+    await ctl.stop(); // nobody answers BlockRequests now
+    const slow = makePod(), fast = makePod();
+    let slowDone = false;
+    const slowAdd = cni(n1, slow, { command: 'ADD', namespace: nsWait }).then((r) => { slowDone = true; return r; });
+    await new Promise((r) => setTimeout(r, 300));
+    const fastAdd = await cni(n1, fast, { command: 'ADD', namespace: nsDefault });
+    expect(fastAdd.code).toBe(0);
+    expect(slowDone).toBe(false); // still waiting for its block while the other ADD completed
+    ctl = new IpamController({ transport: t, registry: new Registry() });
+    await ctl.start();
+    const r = await slowAdd;
+    expect(r.code).toBe(0);
+    expect(ipOf(r.out, 4)).toMatch(/^10\.124\.0\./);
+    for (const [p, ns] of [[pin, nsDefault], [fast, nsDefault], [slow, nsWait]] as const) {
+      expect((await cni(n1, p, { command: 'DEL', namespace: ns })).code).toBe(0);
+      p.cleanup();
+    }
+  });
+
   it('bad input yields a CNI error and leaks nothing', async () => {
     const veths = await hostVeths(n1);
     const blocks = await blocksOf(n1);
@@ -232,13 +259,20 @@ describe('one node', () => {
     const rk = await cni(n1, keep, { command: 'ADD', namespace: nsDefault });
     expect((await cni(n1, drop, { command: 'ADD', namespace: nsDefault })).code).toBe(0);
     const gc = await cni(n1, undefined, {
-      command: 'GC', extra: { 'cni.dev/valid-attachments': [{ containerID: keep.containerId, ifname: 'eth0' }, ...(await otherPods(drop.containerId))] },
+      command: 'GC', extra: {
+        'cni.dev/valid-attachments': [
+          { containerID: keep.containerId, ifname: 'eth0' }, ...(await otherPods(drop.containerId)),
+          // ~250 KB of request: several HTTP/2 frames and window updates on the way to coild
+          ...Array.from({ length: 4000 }, (_, i) => ({ containerID: `elsewhere-${i}-${'x'.repeat(20)}`, ifname: 'eth0' })),
+        ],
+      },
     });
     expect(gc.code).toBe(0);
     const left = (await n1.coild.podNetwork.list()).map((p) => p.containerId);
     expect(left).toContain(keep.containerId);
     expect(left).not.toContain(drop.containerId);
     expect((await cni(n1, undefined, { command: 'STATUS' })).code).toBe(0);
+    expect(fs.statSync(n1.socket).mode & 0o777).toBe(0o600);
     const down = await cni({ ...n1, socket: '/tmp/coil-no-such.sock' }, undefined, { command: 'STATUS' });
     expect(down.out?.['code']).toBe(50);
     const text = await n1.registry.metrics();

@@ -5,6 +5,7 @@ import { Nodes, ResourceClient, isInvalid, type KubeTransport } from '@cnikit/ku
 import { Registry } from 'prom-client';
 import { FINALIZER, LABEL_NODE, LABEL_POOL, requestName, requestOutcome, type AddressPool, type BlockRequest } from '../src/api/types';
 import { IpamController } from '../src/controller/ipam-controller';
+import { LeaderRunner } from '../src/controller/leader';
 import { clients, createNode, eventually, installCoilCrds, transport, uname } from './support';
 
 let t: KubeTransport;
@@ -165,5 +166,50 @@ describe('coil-ipam-controller', () => {
     });
     expect(await ctl.gcDangling()).toBeGreaterThanOrEqual(1);
     await eventually('dangling block gone', async () => !(await c.blocks.find(`${p}-7`)));
+  });
+});
+
+describe('leader election', () => {
+  it('only the leader carves; a standby takes over when the leader stops', async () => {
+    const lease = uname('coil-leader');
+    const lost: string[] = [];
+    const make = (id: string): { ctl: IpamController; runner: LeaderRunner } => {
+      const ctl = new IpamController({ transport: t, registry: new Registry() });
+      const runner = new LeaderRunner(ctl, {
+        transport: t, namespace: 'default', name: lease, identity: id, leaseDurationMs: 4000, renewDeadlineMs: 3000, retryPeriodMs: 500,
+        onLost: () => lost.push(id), onStartFailed: (err) => { throw err; },
+      });
+      return { ctl, runner };
+    };
+    const a = make('a');
+    const b = make('b');
+    void a.runner.run();
+    await eventually('a leads', () => a.runner.isLeader());
+    void b.runner.run();
+    const node = uname('n');
+    await createNode(t, node);
+    const p = uname('p');
+    await c.pools.create(pool(p, { blockSizeBits: 5, subnets: [{ ipv4: '10.116.0.0/24' }] }));
+    const ask = async (): Promise<BlockRequest> => {
+      const n = await c.nodes.get(node);
+      await c.requests.create({
+        metadata: { name: requestName(p, node), ownerReferences: [{ apiVersion: 'v1', kind: 'Node', name: node, uid: n.metadata.uid! }] },
+        spec: { nodeName: node, poolName: p },
+      });
+      const done = await eventually('answered', async () => {
+        const r = await c.requests.get(requestName(p, node));
+        return requestOutcome(r) ? r : undefined;
+      }, 20_000);
+      await c.requests.delete(requestName(p, node));
+      return done;
+    };
+    expect(requestOutcome(await ask())?.type).toBe('Complete');
+    expect(b.runner.isLeader()).toBe(false);
+    await a.runner.stop();
+    await eventually('b leads', () => b.runner.isLeader(), 20_000);
+    const r2 = await ask();
+    expect(r2.status?.addressBlockName).toBe(`${p}-1`);
+    await b.runner.stop();
+    expect(lost).toEqual([]);
   });
 });

@@ -108,3 +108,21 @@ describe('config/ manifests', () => {
     }
   });
 });
+
+describe('pod network names', () => {
+  const { hostVethName, parseAlias, podAlias } = jest.requireActual('../src/coild/podnetwork');
+  it('host veth names: random, or Calico-compatible from namespace.pod', () => {
+    const a = hostVethName(false), b = hostVethName(false);
+    expect(a).toMatch(/^veth[0-9a-f]{11}$/);
+    expect(a).not.toBe(b);
+    // the first 11 hex digits of sha1("default.nginx")
+    const { createHash } = jest.requireActual('node:crypto');
+    expect(hostVethName(true, 'default', 'nginx')).toBe(`veth${createHash('sha1').update('default.nginx').digest('hex').slice(0, 11)}`);
+    expect(hostVethName(true, 'default', 'nginx')).toHaveLength(15);
+  });
+  it('aliases round-trip and reject foreign ones', () => {
+    expect(podAlias('default', 'abc', 'eth0')).toBe('COIL:default:abc:eth0');
+    expect(parseAlias('COIL:default:abc:eth0')).toEqual({ pool: 'default', containerId: 'abc', ifname: 'eth0' });
+    for (const bad of [undefined, '', 'cnikit-veth:x:y', 'COIL:a:b', 'COIL:a::c', 'COIL:a:b:c:d']) expect(parseAlias(bad)).toBeUndefined();
+  });
+});

@@ -128,4 +128,5 @@ export async function cleanupAll(): Promise<void> {
       // best effort
     }
   }
+  fs.rmSync(dir, { recursive: true, force: true });
 }

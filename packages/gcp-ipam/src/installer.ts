@@ -62,7 +62,9 @@ export function install(o: InstallOptions): InstallReport {
     throw new Error(`installer: ${file} is not JSON: ${(err as Error).message}`);
   }
   if (!Array.isArray(list.plugins)) throw new Error(`installer: ${file} has no "plugins" array`);
-  const ipam = { ...o.ipam, type: 'gcp-ipam' };
+  const { type: _ignored, ...settings } = o.ipam;
+  void _ignored;
+  const ipam = { type: 'gcp-ipam', ...settings };
   const rewritten: string[] = [];
   for (const p of list.plugins) {
     if (!p.ipam || typeof p.ipam !== 'object') continue;

@@ -15,7 +15,7 @@ import { reservedIps, replaceAllocation, getAllocation, type Owner } from './all
 import { applyChanges } from './coalescer';
 import { isConflict } from './kube-lite';
 import { controllerUid, getPod, type Ctx, type PodLite } from './context';
-import { ANN_IP, ANN_MOVE_OUT_IP, ANN_ORIGINAL_INSTANCE, allocationName, type IPAllocation, type IPPool } from './types';
+import { ANN_IP, ANN_MOVE_OUT_IP, ANN_ORIGINAL_INSTANCE, LABEL_NODE, allocationName, labelValue, type IPAllocation, type IPPool } from './types';
 
 /** Code 121: the migration claim does not hold; nothing was changed. */
 export class MigrationRefusedError extends CniError {
@@ -83,10 +83,12 @@ export async function migrateIn(ctx: Ctx, pool: IPPool, pod: PodLite, owner: Own
 
   // claim the move: one writer wins through the resourceVersion
   const before = alloc.spec;
+  const beforeLabels = alloc.metadata.labels ?? {};
   let cur: IPAllocation;
   try {
     cur = await replaceAllocation(ctx.kube, {
       ...alloc,
+      metadata: { ...alloc.metadata, labels: { ...alloc.metadata.labels, [LABEL_NODE]: labelValue(owner.nodeName) } },
       spec: { ...before, ...owner, phase: 'Migrating', movingOut: false, allocatedAt: before.allocatedAt,
         migration: { fromInstance: `${srcZone}/${before.instance}`, fromPod: `${before.podNamespace}/${before.podName}`, fromPodUID: before.podUID, startedAt: new Date().toISOString() } },
     });
@@ -99,7 +101,7 @@ export async function migrateIn(ctx: Ctx, pool: IPPool, pod: PodLite, owner: Own
       const now = await getAllocation(ctx.kube, name);
       if (!now) return;
       try {
-        await replaceAllocation(ctx.kube, { ...now, spec: { ...before } });
+        await replaceAllocation(ctx.kube, { ...now, metadata: { ...now.metadata, labels: { ...beforeLabels } }, spec: { ...before } });
         return;
       } catch (err) {
         if (!isConflict(err)) throw err;

@@ -55,6 +55,7 @@ test('migration end to end: the IP moves from vm-src to vm-dst, the source DEL k
   expect(fake.aliasesOf(ZONE, dst.instance)).toEqual([`${s.ip}/32`]);
   const a = await getAlloc(s.ip);
   expect(a.spec).toMatchObject({ podName: dName, nodeName: dst.node, instance: dst.instance, containerID: dId, phase: 'Allocated' });
+  expect(a.metadata.labels?.['ipam.gcp-cni.cast.ai/node']).toBe(dst.node); // GC and DEL of the new node find it
   // the source pod goes away: its DEL must not free or detach the IP now owned by the destination
   expect((await callPlugin('DEL', conf(src), { containerId: s.containerId, pod: { namespace: ns, name: s.name } })).exitCode).toBe(0);
   expect(fake.aliasesOf(ZONE, dst.instance)).toEqual([`${s.ip}/32`]);
@@ -126,6 +127,7 @@ test('attach on the destination fails: the alias goes back to the source and the
   const a = await getAlloc(s.ip);
   expect(a.spec).toMatchObject({ containerID: s.containerId, instance: src.instance, podName: s.name, phase: 'Allocated' });
   expect(a.spec.migration).toBeUndefined();
+  expect(a.metadata.labels?.['ipam.gcp-cni.cast.ai/node']).toBe(src.node);
 });
 
 test('detach from the source fails: nothing moves', async () => {

@@ -51,7 +51,13 @@ test('measure: 200 concurrent claims, per-IP objects vs one IPPool object with o
     const attempts = res.reduce((s, r) => s + r.stats.attempts, 0);
     expect(new Set(res.map((r) => r.alloc.spec.ip)).size).toBe(200);
 
-    // the anchor's design: every allocation in one object, get -> first free -> update, retry on 409
+    // the anchor's design: every allocation in one object, get -> first free -> update, retry on 409.
+    // Its exponential backoff makes this take up to ~100 s whatever the count, so it runs on request only:
+    // GCP_IPAM_MEASURE_N=200 npx jest -c packages/gcp-ipam/jest.config.js race (the figure in docs/gcp-ipam.md).
+    if (!process.env.GCP_IPAM_MEASURE_N) {
+      process.stderr.write(`measure: 200 concurrent claims: per-IP objects ${perIpMs} ms (${attempts} creates); single-object side skipped (set GCP_IPAM_MEASURE_N)\n`);
+      return;
+    }
     const single = await createPool('10.114.0.0/16');
     const path = `/apis/${API_VERSION}/ippools/${single.metadata.name}`;
     let conflicts = 0;
@@ -79,8 +85,8 @@ test('measure: 200 concurrent claims, per-IP objects vs one IPPool object with o
       failed++;
       return undefined;
     };
-    // 200 here took ~110 s on 2 cores (1564 conflicts, 79 claims gave up): CI runs 50, GCP_IPAM_MEASURE_N=200 for the full figure
-    const n = Number(process.env.GCP_IPAM_MEASURE_N ?? 50);
+    // 200 took ~110 s on 2 cores (1564 conflicts, 79 claims gave up)
+    const n = Number(process.env.GCP_IPAM_MEASURE_N);
     t0 = Date.now();
     const got = await Promise.all(Array.from({ length: n }, (_, i) => anchorClaim(i)));
     const singleMs = Date.now() - t0;
@@ -91,4 +97,4 @@ test('measure: 200 concurrent claims, per-IP objects vs one IPPool object with o
   } finally {
     k.close();
   }
-});
+}, 300_000); // the single-object side backs off exponentially (100 ms x 2^k, 10 tries): slow on a loaded machine

@@ -17,9 +17,13 @@ function tune(): void {
   } catch {
     // not a single executable
   }
+  // As a SEA, only when started by its own name: `cnikit coild ...` (multi-call) had its sub-command
+  // consumed by the launcher already, and argv0 must stay what the launcher dispatches on.
+  const base = (p: string): string => p.slice(p.lastIndexOf('/') + 1);
+  if (sea && base(process.argv0) !== 'coild' && base(process.execPath) !== 'coild') return;
   const args = sea ? process.argv.slice(2) : process.argv.slice(1);
   process.removeAllListeners('warning'); // execve is experimental in Node 24: no notice on stderr
-  execve.call(process, process.execPath, [process.execPath, ...args], { ...env, NODE_OPTIONS: `${env.NODE_OPTIONS ?? ''} ${FLAG}`.trim() });
+  execve.call(process, process.execPath, [process.argv0, ...args], { ...env, NODE_OPTIONS: `${env.NODE_OPTIONS ?? ''} ${FLAG}`.trim() });
 }
 
 tune();

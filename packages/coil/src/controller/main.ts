@@ -4,10 +4,11 @@
  */
 import { hostname } from 'node:os';
 import { Command } from 'commander';
-import { HealthServer, KubeMetrics, LeaderElector, connect, leaderElectionHealthy } from '@cnikit/kube';
+import { HealthServer, KubeMetrics, connect, leaderElectionHealthy } from '@cnikit/kube';
 import { Registry } from 'prom-client';
 import { parseDuration, parseListenAddr } from '../util';
 import { IpamController } from './ipam-controller';
+import { LeaderRunner } from './leader';
 
 async function main(): Promise<void> {
   const cmd = new Command('coil-ipam-controller')
@@ -24,21 +25,14 @@ async function main(): Promise<void> {
   const kubeMetrics = new KubeMetrics({ registry, processMetrics: true });
   const transport = connect({ kubeconfig: o.kubeconfig, observer: kubeMetrics.observeRequests() });
   const ctl = new IpamController({ transport, registry, gcIntervalMs: parseDuration(o.gcInterval) });
-
-  let running: Promise<void> | undefined;
-  let shuttingDown = false;
-  const elector = new LeaderElector({
+  const runner = new LeaderRunner(ctl, {
     transport, namespace: o.leaderElectionNamespace, name: o.leaderElectionId, identity: `${hostname()}_${process.pid}`, metrics: kubeMetrics,
-    onStartedLeading: () => {
-      running = ctl.start().then(() => ctl.gcDangling().then(() => undefined));
-      running.catch((err: unknown) => {
-        process.stderr.write(`coil-ipam-controller: start failed: ${(err as Error).message}\n`);
-        process.exit(1);
-      });
-    },
-    onStoppedLeading: () => {
-      if (shuttingDown) return;
+    onLost: () => {
       process.stderr.write('coil-ipam-controller: lost leadership\n');
+      process.exit(1);
+    },
+    onStartFailed: (err) => {
+      process.stderr.write(`coil-ipam-controller: start failed: ${(err as Error).message}\n`);
       process.exit(1);
     },
   });
@@ -46,19 +40,17 @@ async function main(): Promise<void> {
   const h = parseListenAddr(o.healthAddr);
   const metricsServer = await new HealthServer({ host: m.host || '0.0.0.0', port: m.port, registry }).listen();
   const healthServer = await new HealthServer({ host: h.host || '0.0.0.0', port: h.port })
-    .addHealthCheck('leader-election', leaderElectionHealthy(elector))
-    .addReadyCheck('informers', () => !elector.isLeader() || ctl.synced())
+    .addHealthCheck('leader-election', leaderElectionHealthy(runner.elector))
+    .addReadyCheck('informers', () => !runner.isLeader() || ctl.synced())
     .listen();
   const shutdown = async (): Promise<void> => {
-    shuttingDown = true;
-    await elector.stop().catch(() => undefined);
-    await ctl.stop().catch(() => undefined);
+    await runner.stop().catch(() => undefined);
     await Promise.all([metricsServer.close(), healthServer.close()]);
     process.exit(0);
   };
   process.once('SIGTERM', () => void shutdown());
   process.once('SIGINT', () => void shutdown());
-  await elector.run();
+  await runner.run();
 }
 
 main().catch((err: unknown) => {

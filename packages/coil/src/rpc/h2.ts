@@ -3,13 +3,17 @@
  * binary: node:http2 alone costs ~19 ms of start-up on this machine, more than the whole call. Client
  * preface + SETTINGS + HEADERS + DATA go out in one write; the response is read frame by frame (SETTINGS
  * acknowledged, PING answered, HEADERS/CONTINUATION decoded with hpack.ts, DATA collected) until the
- * stream ends. One stream per connection, no flow-control updates (answers are far below the 64 KiB window).
+ * stream ends. One stream per connection. The request body is sent in frames of at most the peer's
+ * SETTINGS_MAX_FRAME_SIZE, within its flow-control windows (a GC call can carry thousands of attachments);
+ * the answers are far below our own 64 KiB window, so no WINDOW_UPDATE is ever sent.
  */
 import * as net from 'node:net';
 import { HpackDecoder, encodeHeaders } from './hpack';
 
 const PREFACE = Buffer.from('PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n', 'latin1');
-const T = { DATA: 0, HEADERS: 1, RST_STREAM: 3, SETTINGS: 4, PING: 6, GOAWAY: 7, CONTINUATION: 9 } as const;
+const T = { DATA: 0, HEADERS: 1, RST_STREAM: 3, SETTINGS: 4, PING: 6, GOAWAY: 7, WINDOW_UPDATE: 8, CONTINUATION: 9 } as const;
+const SETTINGS_INITIAL_WINDOW_SIZE = 4;
+const SETTINGS_MAX_FRAME_SIZE = 5;
 const F = { END_STREAM: 0x1, ACK: 0x1, END_HEADERS: 0x4, PADDED: 0x8, PRIORITY: 0x20 } as const;
 
 function frame(type: number, flags: number, stream: number, payload: Buffer = Buffer.alloc(0)): Buffer {
@@ -62,11 +66,26 @@ export function h2Post(socketPath: string, path: string, headers: [string, strin
     const request = encodeHeaders([
       [':method', 'POST'], [':scheme', 'http'], [':path', path], [':authority', 'localhost'], ...headers,
     ]);
-    sock.write(Buffer.concat([
-      PREFACE, frame(T.SETTINGS, 0, 0),
-      frame(T.HEADERS, F.END_HEADERS, 1, request),
-      frame(T.DATA, F.END_STREAM, 1, body),
-    ]));
+    // Flow control (RFC 9113 6.9): both windows start at 65535; the stream's follows the peer's settings.
+    let connWindow = 65535;
+    let streamWindow = 65535;
+    let maxFrame = 16384;
+    let initialWindow = 65535;
+    let sent = 0;
+    const pump = (): void => {
+      const out: Buffer[] = [];
+      while (sent < body.length && connWindow > 0 && streamWindow > 0) {
+        const n = Math.min(body.length - sent, maxFrame, connWindow, streamWindow);
+        const last = sent + n === body.length;
+        out.push(frame(T.DATA, last ? F.END_STREAM : 0, 1, body.subarray(sent, sent + n)));
+        sent += n;
+        connWindow -= n;
+        streamWindow -= n;
+      }
+      if (out.length) sock.write(Buffer.concat(out));
+    };
+    sock.write(Buffer.concat([PREFACE, frame(T.SETTINGS, 0, 0), frame(T.HEADERS, body.length ? F.END_HEADERS : F.END_HEADERS | F.END_STREAM, 1, request)]));
+    pump();
     sock.on('data', (chunk: Buffer) => {
       buf = buf.length ? Buffer.concat([buf, chunk]) : chunk;
       try {
@@ -79,7 +98,23 @@ export function h2Post(socketPath: string, path: string, headers: [string, strin
           let payload = buf.subarray(9, 9 + len);
           buf = buf.subarray(9 + len);
           if (type === T.SETTINGS) {
-            if (!(flags & F.ACK)) sock.write(frame(T.SETTINGS, F.ACK, 0));
+            if (flags & F.ACK) continue;
+            for (let i = 0; i + 6 <= payload.length; i += 6) {
+              const id = payload.readUInt16BE(i);
+              const value = payload.readUInt32BE(i + 2);
+              if (id === SETTINGS_INITIAL_WINDOW_SIZE) {
+                streamWindow += value - initialWindow;
+                initialWindow = value;
+              }
+              else if (id === SETTINGS_MAX_FRAME_SIZE) maxFrame = value;
+            }
+            sock.write(frame(T.SETTINGS, F.ACK, 0));
+            pump();
+          } else if (type === T.WINDOW_UPDATE) {
+            const inc = payload.readUInt32BE(0) & 0x7fffffff;
+            if (stream === 0) connWindow += inc;
+            else if (stream === 1) streamWindow += inc;
+            pump();
           } else if (type === T.PING) {
             if (!(flags & F.ACK)) sock.write(frame(T.PING, F.ACK, 0, payload));
           } else if (type === T.GOAWAY) {

@@ -1,0 +1,18 @@
+/**
+ * @cnikit/coil: Coil v2 (IPAM and routing) in TypeScript. The executables are src/cni/main.ts (`coil`),
+ * src/coild/main.ts (`coild`) and src/controller/main.ts (`coil-ipam-controller`); see docs/coil.md.
+ * The `coil` binary imports only ./cni and ./rpc (no Kubernetes client, no gRPC library).
+ */
+export * from './api/types';
+export { coilCrds } from './api/crds';
+export { BitmapAllocator } from './ipam/allocator';
+export { blockAt, maxBlocks, nextFreeIndex, subnetBlocks, type BlockRange } from './ipam/pool';
+export { IpamController, type IpamControllerOptions } from './controller/ipam-controller';
+export { LeaderRunner, type LeaderOptions } from './controller/leader';
+export { Coild, type CoildOptions } from './coild/coild';
+export { CoildServer, type CoildServerOptions } from './coild/server';
+export { NodeIPAM, PoolExhaustedError, PoolNotFoundError, type Allocation, type OwnedBlock } from './coild/nodeipam';
+export { PodNetwork, podAlias, parseAlias, hostVethName, type PodInfo, type PodNetworkConfig, type PodSpec } from './coild/podnetwork';
+export { RouteExporter } from './coild/export';
+export * from './rpc/codec';
+export { unaryCall, RpcError, UnavailableError } from './rpc/client';

@@ -1,0 +1,215 @@
+/**
+ * The pool's cloud through the official Alibaba Cloud SDK packages
+ * (@alicloud/ecs20140526, @alicloud/vpc20160428 on @alicloud/openapi-core,
+ * V3 ACS3-HMAC-SHA256 signatures), endpoint overridable (tests point it at
+ * FakeOpenApi). Waits for the async ENI states itself; retries Throttling and
+ * 5xx with exponential backoff; other errors become CloudError with the API's
+ * Code, HTTP status and RequestId.
+ */
+import Ecs, * as $Ecs from '@alicloud/ecs20140526';
+import Vpc, * as $Vpc from '@alicloud/vpc20160428';
+import { $OpenApiUtil } from '@alicloud/openapi-core';
+import type { EniCloud, EniInfo, EniQuota, VSwitchInfo } from '../pool';
+import { ip } from '@cnikit/netlib';
+
+export interface AliyunOptions {
+  regionId: string;
+  instanceId: string;
+  accessKeyId: string;
+  accessKeySecret: string;
+  /** host[:port]; defaults to the SDK's regional endpoints. */
+  ecsEndpoint?: string;
+  vpcEndpoint?: string;
+  protocol?: 'http' | 'https';
+  readTimeoutMs?: number;
+  /** Poll interval while waiting for InUse / Available (default 100 ms). */
+  pollIntervalMs?: number;
+  /** How long an attach or detach may take (default 60 s). */
+  stateTimeoutMs?: number;
+  /** Retries of Throttling / 5xx answers (default 4). */
+  maxRetries?: number;
+  retryBaseMs?: number;
+}
+
+export class CloudError extends Error {
+  constructor(
+    readonly action: string,
+    readonly code: string,
+    readonly status: number | undefined,
+    readonly requestId: string | undefined,
+    message: string,
+    options?: { cause?: unknown },
+  ) {
+    super(`openapi: ${action}: ${code}: ${message}${requestId ? ` (RequestId ${requestId})` : ''}`, options);
+    this.name = 'CloudError';
+  }
+
+  get retryable(): boolean {
+    return /^Throttling/.test(this.code) || this.code === 'ServiceUnavailable' || this.code === 'InternalError' || (this.status ?? 0) >= 500;
+  }
+}
+
+/** An ENI as DescribeNetworkInterfaces reports it. */
+export interface EniView {
+  eniId: string;
+  status: string;
+  type: string;
+  instanceId: string;
+  mac: string;
+  vswitchId: string;
+  primaryIp: string;
+  ips: string[];
+}
+
+const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
+
+export class AliyunEniCloud implements EniCloud {
+  private readonly ecs: Ecs;
+  private readonly vpc: Vpc;
+  private readonly cidrs = new Map<string, string>();
+
+  constructor(private readonly o: AliyunOptions) {
+    const base = { accessKeyId: o.accessKeyId, accessKeySecret: o.accessKeySecret, regionId: o.regionId, protocol: o.protocol ?? 'https', readTimeout: o.readTimeoutMs ?? 10_000, connectTimeout: 5000 };
+    this.ecs = new Ecs(new $OpenApiUtil.Config({ ...base, ...(o.ecsEndpoint ? { endpoint: o.ecsEndpoint } : {}) }));
+    this.vpc = new Vpc(new $OpenApiUtil.Config({ ...base, ...(o.vpcEndpoint ? { endpoint: o.vpcEndpoint } : {}) }));
+  }
+
+  /** Calls the SDK, retrying retryable failures; rethrows others as CloudError. */
+  private async call<T>(action: string, fn: () => Promise<T>): Promise<T> {
+    const max = this.o.maxRetries ?? 4;
+    for (let attempt = 0; ; attempt++) {
+      try {
+        return await fn();
+      } catch (e) {
+        const err = toCloudError(action, e);
+        if (!err.retryable || attempt >= max) throw err;
+        await sleep((this.o.retryBaseMs ?? 100) * 2 ** attempt);
+      }
+    }
+  }
+
+  async instanceQuota(instanceType: string): Promise<EniQuota> {
+    const r = await this.call('DescribeInstanceTypes', () => this.ecs.describeInstanceTypes(new $Ecs.DescribeInstanceTypesRequest({ instanceTypes: [instanceType] })));
+    const t = r.body?.instanceTypes?.instanceType?.find((x) => x.instanceTypeId === instanceType);
+    if (!t || !t.eniQuantity || !t.eniPrivateIpAddressQuantity) throw new CloudError('DescribeInstanceTypes', 'InvalidInstanceType.NotFound', undefined, r.body?.requestId, `no ENI quota for ${instanceType}`);
+    return { eniQuantity: t.eniQuantity, ipsPerEni: t.eniPrivateIpAddressQuantity };
+  }
+
+  async describeVSwitches(ids: string[]): Promise<VSwitchInfo[]> {
+    const out: VSwitchInfo[] = [];
+    for (const id of ids) {
+      const r = await this.call('DescribeVSwitches', () => this.vpc.describeVSwitches(new $Vpc.DescribeVSwitchesRequest({ regionId: this.o.regionId, vSwitchId: id, pageSize: 50 })));
+      for (const v of r.body?.vSwitches?.vSwitch ?? []) {
+        if (!v.vSwitchId || !v.cidrBlock) continue;
+        this.cidrs.set(v.vSwitchId, v.cidrBlock);
+        out.push({ id: v.vSwitchId, zone: v.zoneId ?? '', cidr: v.cidrBlock, available: v.availableIpAddressCount ?? 0 });
+      }
+    }
+    return out;
+  }
+
+  /** Every ENI matching the filter, following NextToken. */
+  async listEnis(filter: { instanceId?: string; ids?: string[]; type?: 'Primary' | 'Secondary' } = {}, pageSize = 100): Promise<EniView[]> {
+    const out: EniView[] = [];
+    let token: string | undefined;
+    do {
+      const req = new $Ecs.DescribeNetworkInterfacesRequest({
+        regionId: this.o.regionId,
+        maxResults: pageSize,
+        ...(token ? { nextToken: token } : {}),
+        ...(filter.instanceId ? { instanceId: filter.instanceId } : {}),
+        ...(filter.ids ? { networkInterfaceId: filter.ids } : {}),
+        ...(filter.type ? { type: filter.type } : {}),
+      });
+      const r = await this.call('DescribeNetworkInterfaces', () => this.ecs.describeNetworkInterfaces(req));
+      for (const e of r.body?.networkInterfaceSets?.networkInterfaceSet ?? []) {
+        const ips = (e.privateIpSets?.privateIpSet ?? []).map((s) => s.privateIpAddress ?? '').filter(Boolean);
+        out.push({ eniId: e.networkInterfaceId ?? '', status: e.status ?? '', type: e.type ?? '', instanceId: e.instanceId ?? '', mac: e.macAddress ?? '', vswitchId: e.vSwitchId ?? '', primaryIp: e.privateIpAddress ?? '', ips });
+      }
+      token = r.body?.nextToken || undefined;
+    } while (token);
+    return out;
+  }
+
+  private async waitStatus(eniId: string, want: string): Promise<EniView> {
+    const deadline = Date.now() + (this.o.stateTimeoutMs ?? 60_000);
+    for (;;) {
+      const [e] = await this.listEnis({ ids: [eniId] }, 10);
+      if (e && e.status === want) return e;
+      if (Date.now() > deadline) throw new CloudError('DescribeNetworkInterfaces', 'Timeout', undefined, undefined, `${eniId} is ${e?.status ?? 'gone'}, not ${want}, after ${this.o.stateTimeoutMs ?? 60_000} ms`);
+      await sleep(this.o.pollIntervalMs ?? 100);
+    }
+  }
+
+  private async cidrOf(vswitchId: string): Promise<string> {
+    if (!this.cidrs.has(vswitchId)) await this.describeVSwitches([vswitchId]);
+    const c = this.cidrs.get(vswitchId);
+    if (!c) throw new CloudError('DescribeVSwitches', 'InvalidVSwitchId.NotFound', 404, undefined, `vSwitch ${vswitchId} not found`);
+    return c;
+  }
+
+  /** The EniInfo of an attached ENI (restore at start-up). */
+  async eniInfo(e: EniView): Promise<EniInfo> {
+    const cidr = await this.cidrOf(e.vswitchId);
+    return { eniId: e.eniId, mac: e.mac, primaryIp: e.primaryIp, vswitchId: e.vswitchId, vswitchCidr: cidr, gateway: gatewayOf(cidr), ips: e.ips };
+  }
+
+  async createEni(req: { vswitchId: string; securityGroups: string[]; ipCount: number }): Promise<EniInfo> {
+    const created = await this.call('CreateNetworkInterface', () =>
+      this.ecs.createNetworkInterface(
+        new $Ecs.CreateNetworkInterfaceRequest({
+          regionId: this.o.regionId,
+          vSwitchId: req.vswitchId,
+          ...(req.securityGroups.length > 1 ? { securityGroupIds: req.securityGroups } : { securityGroupId: req.securityGroups[0] ?? '' }),
+          secondaryPrivateIpAddressCount: Math.max(0, req.ipCount - 1),
+          description: 'interface create by terway',
+        }),
+      ),
+    );
+    const eniId = created.body?.networkInterfaceId;
+    if (!eniId) throw new CloudError('CreateNetworkInterface', 'EmptyNetworkInterfaceId', created.statusCode, created.body?.requestId, 'no NetworkInterfaceId in the answer');
+    try {
+      await this.call('AttachNetworkInterface', () => this.ecs.attachNetworkInterface(new $Ecs.AttachNetworkInterfaceRequest({ regionId: this.o.regionId, networkInterfaceId: eniId, instanceId: this.o.instanceId })));
+      const view = await this.waitStatus(eniId, 'InUse');
+      return await this.eniInfo(view);
+    } catch (e) {
+      // Do not leak the ENI: detach if needed and delete it, then report the first error.
+      await this.deleteEni(eniId).catch(() => undefined);
+      throw e;
+    }
+  }
+
+  async assignIps(eniId: string, count: number): Promise<string[]> {
+    const r = await this.call('AssignPrivateIpAddresses', () => this.ecs.assignPrivateIpAddresses(new $Ecs.AssignPrivateIpAddressesRequest({ regionId: this.o.regionId, networkInterfaceId: eniId, secondaryPrivateIpAddressCount: count })));
+    return r.body?.assignedPrivateIpAddressesSet?.privateIpSet?.privateIpAddress ?? [];
+  }
+
+  async unassignIps(eniId: string, ips: string[]): Promise<void> {
+    await this.call('UnassignPrivateIpAddresses', () => this.ecs.unassignPrivateIpAddresses(new $Ecs.UnassignPrivateIpAddressesRequest({ regionId: this.o.regionId, networkInterfaceId: eniId, privateIpAddress: ips })));
+  }
+
+  async deleteEni(eniId: string): Promise<void> {
+    const [e] = await this.listEnis({ ids: [eniId] }, 10);
+    if (!e) return;
+    if (e.status === 'Attaching') await this.waitStatus(eniId, 'InUse');
+    if (e.status === 'InUse' || e.status === 'Attaching') {
+      await this.call('DetachNetworkInterface', () => this.ecs.detachNetworkInterface(new $Ecs.DetachNetworkInterfaceRequest({ regionId: this.o.regionId, networkInterfaceId: eniId, instanceId: this.o.instanceId })));
+    }
+    if (e.status !== 'Available') await this.waitStatus(eniId, 'Available');
+    await this.call('DeleteNetworkInterface', () => this.ecs.deleteNetworkInterface(new $Ecs.DeleteNetworkInterfaceRequest({ regionId: this.o.regionId, networkInterfaceId: eniId })));
+  }
+}
+
+/** Alibaba Cloud keeps the last three addresses of a vSwitch; its gateway is the last but two. */
+export function gatewayOf(cidr: string): string {
+  return ip.offsetIp(ip.broadcast(cidr), -2);
+}
+
+function toCloudError(action: string, e: unknown): CloudError {
+  if (e instanceof CloudError) return e;
+  const x = e as { code?: unknown; statusCode?: unknown; data?: { RequestId?: string; Message?: string }; message?: string };
+  const code = typeof x?.code === 'string' ? x.code : 'NetworkError';
+  const status = typeof x?.statusCode === 'number' ? x.statusCode : undefined;
+  const msg = x?.data?.Message ?? x?.message ?? String(e);
+  return new CloudError(action, code, status, x?.data?.RequestId, msg, { cause: e });
+}

@@ -1,0 +1,596 @@
+/**
+ * A local fake of the Alibaba Cloud ECS (2014-05-26) and VPC (2016-04-28)
+ * OpenAPI, RPC style, for tests and the benchmark. One HTTP server answers
+ * both products (told apart by the version). It follows the API reference:
+ *
+ * - the action comes from the `x-acs-action` header (V3 signature, what the
+ *   official SDK sends) or the `Action` query parameter (classic RPC);
+ *   parameters from the query string and a form body; flat `Name.N` lists;
+ * - V3 requests are checked: ACS3-HMAC-SHA256 over the canonical request,
+ *   unknown AccessKeyId 404 InvalidAccessKeyId.NotFound, bad signature 400
+ *   SignatureDoesNotMatch;
+ * - JSON answers with RequestId; errors {RequestId, HostId, Code, Message,
+ *   Recommend} with the documented HTTP statuses (400 InvalidParameter /
+ *   MissingParameter / Throttling, 403 InvalidOperation.* / quota, 404 *.NotFound,
+ *   500 InternalError, 503 ServiceUnavailable);
+ * - ENIs go Available -> Attaching -> InUse on attach and InUse -> Detaching
+ *   -> Available on detach after `attachDelayMs`; DescribeNetworkInterfaces
+ *   pages with NextToken/MaxResults (10..500, default 10);
+ * - DescribeInstanceTypes gives EniQuantity / EniPrivateIpAddressQuantity;
+ *   an instance holds at most EniQuantity ENIs (its primary one included),
+ *   an ENI at most EniPrivateIpAddressQuantity IPs when attached;
+ * - injected latency per action, failures (code/status, n times) and a
+ *   per-action rate limit answering Throttling.
+ */
+import { createHash, createHmac, randomBytes } from 'node:crypto';
+import * as http from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { ip } from '@cnikit/netlib';
+
+export const ECS_VERSION = '2014-05-26';
+export const VPC_VERSION = '2016-04-28';
+
+export type EniStatus = 'Available' | 'Attaching' | 'InUse' | 'Detaching' | 'Deleting';
+
+export interface FakeEni {
+  id: string;
+  type: 'Primary' | 'Secondary';
+  status: EniStatus;
+  vswitchId: string;
+  securityGroupIds: string[];
+  mac: string;
+  primaryIp: string;
+  secondaryIps: string[];
+  instanceId?: string;
+  description?: string;
+  creationTime: string;
+}
+
+export interface FakeVSwitch {
+  id: string;
+  vpcId: string;
+  zoneId: string;
+  cidr: string;
+  used: Set<string>;
+}
+
+export interface FakeInstanceType {
+  eniQuantity: number;
+  eniPrivateIpAddressQuantity: number;
+  eniIpv6AddressQuantity?: number;
+}
+
+export interface FakeInstance {
+  id: string;
+  type: string;
+  zoneId: string;
+  vswitchId: string;
+}
+
+export interface Fault {
+  code: string;
+  status: number;
+  message?: string;
+  /** How many calls fail (default 1). */
+  times?: number;
+}
+
+export interface FakeOpenApiOptions {
+  regionId?: string;
+  accessKeys?: Record<string, string>;
+  /** Time an attach or detach takes (default 30 ms). */
+  attachDelayMs?: number;
+  /** Latency added to every call, or per action. */
+  latencyMs?: number | Record<string, number>;
+  /** Called when an ENI reaches InUse / Available after a detach (datapath tests plug a link here). */
+  onAttached?: (eni: FakeEni) => void | Promise<void>;
+  onDetached?: (eni: FakeEni) => void | Promise<void>;
+}
+
+class ApiError extends Error {
+  constructor(readonly status: number, readonly code: string, message: string) {
+    super(message);
+  }
+}
+
+const MAX_ASSIGN_PER_CALL = 10;
+const MAX_SECONDARY_ON_CREATE = 49;
+
+/** RFC 3986 percent-encoding as the SDK's signer does it. */
+export function acsEncode(s: string): string {
+  return encodeURIComponent(s).replace(/[!'()*]/g, (c) => `%${c.charCodeAt(0).toString(16).toUpperCase()}`);
+}
+
+export class FakeOpenApi {
+  readonly regionId: string;
+  readonly enis = new Map<string, FakeEni>();
+  readonly vswitches = new Map<string, FakeVSwitch>();
+  readonly instanceTypes = new Map<string, FakeInstanceType>();
+  readonly instances = new Map<string, FakeInstance>();
+  readonly calls: { action: string; params: Record<string, string> }[] = [];
+  private readonly faults = new Map<string, Fault[]>();
+  private readonly limits = new Map<string, { perSec: number; stamps: number[] }>();
+  private server: http.Server | undefined;
+  private seq = 0;
+  private readonly accessKeys: Record<string, string>;
+  private readonly timers = new Set<NodeJS.Timeout>();
+
+  constructor(private readonly o: FakeOpenApiOptions = {}) {
+    this.regionId = o.regionId ?? 'cn-hangzhou';
+    this.accessKeys = o.accessKeys ?? { 'LTAI-test': 'test-secret' };
+  }
+
+  // ---- set-up ----
+
+  addVSwitch(id: string, zoneId: string, cidr: string, vpcId = 'vpc-test'): FakeVSwitch {
+    const v: FakeVSwitch = { id, vpcId, zoneId, cidr, used: new Set() };
+    this.vswitches.set(id, v);
+    return v;
+  }
+
+  addInstanceType(name: string, t: FakeInstanceType): void {
+    this.instanceTypes.set(name, t);
+  }
+
+  /** An instance with its primary ENI (InUse) in `vswitchId`. */
+  addInstance(id: string, type: string, vswitchId: string): FakeInstance {
+    const v = this.vsw(vswitchId);
+    const inst: FakeInstance = { id, type, zoneId: v.zoneId, vswitchId };
+    this.instances.set(id, inst);
+    const eni = this.newEni(v, [], 0, 'Primary');
+    eni.status = 'InUse';
+    eni.instanceId = id;
+    return inst;
+  }
+
+  /** The next `times` calls of `action` fail with this error. */
+  inject(action: string, f: Fault): void {
+    this.faults.set(action, [...(this.faults.get(action) ?? []), { times: 1, ...f }]);
+  }
+
+  /** At most `perSec` calls of `action` per second; the rest get Throttling. */
+  rateLimit(action: string, perSec: number): void {
+    this.limits.set(action, { perSec, stamps: [] });
+  }
+
+  setLatency(latency: number | Record<string, number>): void {
+    this.o.latencyMs = latency;
+  }
+
+  count(action: string): number {
+    return this.calls.filter((c) => c.action === action).length;
+  }
+
+  // ---- server ----
+
+  async listen(port = 0): Promise<string> {
+    this.server = http.createServer((req, res) => this.handle(req, res));
+    await new Promise<void>((r) => this.server!.listen(port, '127.0.0.1', r));
+    return this.endpoint;
+  }
+
+  /** host:port, what the SDK's `endpoint` option takes. */
+  get endpoint(): string {
+    const a = this.server!.address() as AddressInfo;
+    return `127.0.0.1:${a.port}`;
+  }
+
+  async close(): Promise<void> {
+    for (const t of this.timers) clearTimeout(t);
+    this.timers.clear();
+    if (!this.server) return;
+    this.server.closeAllConnections();
+    await new Promise<void>((r) => this.server!.close(() => r()));
+    this.server = undefined;
+  }
+
+  private handle(req: http.IncomingMessage, res: http.ServerResponse): void {
+    const chunks: Buffer[] = [];
+    req.on('data', (c: Buffer) => chunks.push(c));
+    req.on('end', () => {
+      const body = Buffer.concat(chunks);
+      const requestId = randomBytes(16).toString('hex').toUpperCase().replace(/^(.{8})(.{4})(.{4})(.{4})/, '$1-$2-$3-$4-');
+      let action = '';
+      const send = (status: number, obj: Record<string, unknown>): void => {
+        const text = JSON.stringify({ RequestId: requestId, ...obj });
+        res.writeHead(status, { 'content-type': 'application/json;charset=utf-8', 'x-acs-request-id': requestId });
+        res.end(text);
+      };
+      const fail = (e: unknown): void => {
+        const err = e instanceof ApiError ? e : new ApiError(500, 'InternalError', `The request processing has failed due to some unknown error. ${e instanceof Error ? e.message : ''}`);
+        send(err.status, { HostId: 'ecs.aliyuncs.com', Code: err.code, Message: err.message, Recommend: `https://api.aliyun.com/troubleshoot?q=${err.code}&product=Ecs` });
+      };
+      try {
+        const url = new URL(req.url ?? '/', 'http://fake');
+        if (req.method === 'GET' && url.pathname.startsWith('/latest/meta-data/')) {
+          const v = this.metadata(url.pathname.slice('/latest/meta-data/'.length));
+          res.writeHead(v === undefined ? 404 : 200, { 'content-type': 'text/plain' });
+          res.end(v ?? 'Not Found');
+          return;
+        }
+        const params: Record<string, string> = {};
+        for (const [k, v] of url.searchParams) params[k] = v;
+        const ctype = String(req.headers['content-type'] ?? '');
+        if (body.length && ctype.includes('x-www-form-urlencoded')) for (const [k, v] of new URLSearchParams(body.toString())) params[k] = v;
+        action = String(req.headers['x-acs-action'] ?? params['Action'] ?? '');
+        const version = String(req.headers['x-acs-version'] ?? params['Version'] ?? '');
+        if (req.headers['authorization']) this.verifyV3(req, url, body);
+        if (!action) throw new ApiError(400, 'MissingParameter', 'The input parameter "Action" that is mandatory for processing this request is not supplied.');
+        if (version !== ECS_VERSION && version !== VPC_VERSION) throw new ApiError(400, 'InvalidVersion', `Specified parameter Version is not valid: ${version}`);
+        this.calls.push({ action, params });
+        const run = (): void => {
+          try {
+            this.checkFaults(action);
+            const out = version === ECS_VERSION ? this.ecs(action, params) : this.vpc(action, params);
+            send(200, out);
+          } catch (e) {
+            fail(e);
+          }
+        };
+        const lat = typeof this.o.latencyMs === 'number' ? this.o.latencyMs : (this.o.latencyMs?.[action] ?? 0);
+        if (lat > 0) this.later(lat, run);
+        else run();
+      } catch (e) {
+        fail(e);
+      }
+    });
+  }
+
+  private later(ms: number, fn: () => void): void {
+    const t = setTimeout(() => {
+      this.timers.delete(t);
+      fn();
+    }, ms);
+    this.timers.add(t);
+  }
+
+  private verifyV3(req: http.IncomingMessage, url: URL, body: Buffer): void {
+    const auth = String(req.headers['authorization']);
+    const m = /^ACS3-HMAC-SHA256 Credential=([^,]+),SignedHeaders=([^,]+),Signature=([0-9a-f]+)$/.exec(auth);
+    if (!m) throw new ApiError(400, 'IncompleteSignature', 'The request signature does not conform to Aliyun standards.');
+    const [, akId, signed, sig] = m;
+    const secret = this.accessKeys[akId!];
+    if (secret === undefined) throw new ApiError(404, 'InvalidAccessKeyId.NotFound', 'Specified access key is not found.');
+    const payload = createHash('sha256').update(body).digest('hex');
+    if (req.headers['x-acs-content-sha256'] !== payload) throw new ApiError(400, 'SignatureDoesNotMatch', 'The request body hash does not match x-acs-content-sha256.');
+    const keys = [...url.searchParams.keys()].sort();
+    const query = keys.map((k) => `${acsEncode(k)}=${acsEncode(url.searchParams.get(k) ?? '')}`).join('&');
+    const names = signed!.split(';');
+    const headers = names.map((h) => `${h}:${String(req.headers[h] ?? '').trim()}\n`).join('');
+    const canonical = `${req.method}\n${url.pathname}\n${query}\n${headers}\n${signed}\n${payload}`;
+    const toSign = `ACS3-HMAC-SHA256\n${createHash('sha256').update(canonical).digest('hex')}`;
+    const want = createHmac('sha256', secret).update(toSign).digest('hex');
+    if (want !== sig) throw new ApiError(400, 'SignatureDoesNotMatch', 'Specified signature is not matched with our calculation.');
+  }
+
+  private checkFaults(action: string): void {
+    const lim = this.limits.get(action);
+    if (lim) {
+      // Sliding one-second window.
+      const now = Date.now();
+      lim.stamps = lim.stamps.filter((t) => now - t < 1000);
+      if (lim.stamps.length >= lim.perSec) throw new ApiError(400, 'Throttling', 'Request was denied due to request throttling.');
+      lim.stamps.push(now);
+    }
+    const list = this.faults.get(action);
+    const f = list?.[0];
+    if (f) {
+      f.times = (f.times ?? 1) - 1;
+      if (f.times <= 0) list!.shift();
+      throw new ApiError(f.status, f.code, f.message ?? `injected failure: ${f.code}`);
+    }
+  }
+
+  /** The instance metadata service (100.100.100.200) for the first instance added. */
+  private metadata(p: string): string | undefined {
+    const inst = [...this.instances.values()][0];
+    if (!inst) return undefined;
+    const primary = [...this.enis.values()].find((e) => e.instanceId === inst.id && e.type === 'Primary');
+    const table: Record<string, string | undefined> = {
+      'instance-id': inst.id,
+      'region-id': this.regionId,
+      'zone-id': inst.zoneId,
+      'instance/instance-type': inst.type,
+      'vswitch-id': inst.vswitchId,
+      'vpc-id': this.vswitches.get(inst.vswitchId)?.vpcId,
+      mac: primary?.mac,
+      'private-ipv4': primary?.primaryIp,
+    };
+    return table[p.replace(/\/$/, '')];
+  }
+
+  // ---- helpers ----
+
+  private need(p: Record<string, string>, name: string): string {
+    const v = p[name];
+    if (v === undefined || v === '') throw new ApiError(400, 'MissingParameter', `The input parameter "${name}" that is mandatory for processing this request is not supplied.`);
+    return v;
+  }
+
+  private region(p: Record<string, string>): void {
+    const r = this.need(p, 'RegionId');
+    if (r !== this.regionId) throw new ApiError(400, 'InvalidRegionId.NotFound', `The specified RegionId does not exist: ${r}`);
+  }
+
+  private int(p: Record<string, string>, name: string, def: number, min: number, max: number): number {
+    const v = p[name];
+    if (v === undefined || v === '') return def;
+    const n = Number(v);
+    if (!Number.isInteger(n) || n < min || n > max) throw new ApiError(400, `InvalidParameter.${name}`, `The specified parameter "${name}" is not valid: ${v}; expected an integer in [${min}, ${max}].`);
+    return n;
+  }
+
+  /** `Name.1`, `Name.2`, ... (flat RPC lists); also accepts a JSON array in `Name`. */
+  private list(p: Record<string, string>, name: string): string[] {
+    const out: string[] = [];
+    for (let i = 1; p[`${name}.${i}`] !== undefined; i++) out.push(p[`${name}.${i}`]!);
+    if (out.length === 0 && p[name] !== undefined) {
+      try {
+        const j = JSON.parse(p[name]!) as unknown;
+        if (Array.isArray(j)) return j.map(String);
+      } catch {
+        return [p[name]!];
+      }
+    }
+    return out;
+  }
+
+  private vsw(id: string): FakeVSwitch {
+    const v = this.vswitches.get(id);
+    if (!v) throw new ApiError(404, 'InvalidVSwitchId.NotFound', `The specified VSwitchId does not exist: ${id}`);
+    return v;
+  }
+
+  private eni(id: string): FakeEni {
+    const e = this.enis.get(id);
+    if (!e || e.status === 'Deleting') throw new ApiError(404, 'InvalidEniId.NotFound', `The specified NetworkInterfaceId does not exist: ${id}`);
+    return e;
+  }
+
+  private instance(id: string): FakeInstance {
+    const i = this.instances.get(id);
+    if (!i) throw new ApiError(404, 'InvalidEcsId.NotFound', `The specified InstanceId does not exist: ${id}`);
+    return i;
+  }
+
+  /** Alibaba keeps the first address and the last three of a vSwitch; the gateway is last - 2. */
+  static gatewayOf(cidr: string): string {
+    return ip.offsetIp(ip.broadcast(cidr), -2);
+  }
+
+  private freeCount(v: FakeVSwitch): number {
+    return Math.max(0, Number(ip.size(v.cidr)) - 4 - v.used.size);
+  }
+
+  private takeIps(v: FakeVSwitch, n: number): string[] {
+    if (this.freeCount(v) < n) throw new ApiError(403, 'InvalidVSwitchId.IpNotEnough', `The specified VSwitch "${v.id}" has not enough IpAddress.`);
+    const out: string[] = [];
+    const size = Number(ip.size(v.cidr));
+    for (let i = 1; i < size - 3 && out.length < n; i++) {
+      const a = ip.nthAddress(v.cidr, i);
+      if (!v.used.has(a)) {
+        v.used.add(a);
+        out.push(a);
+      }
+    }
+    return out;
+  }
+
+  private newEni(v: FakeVSwitch, sgs: string[], secondary: number, type: 'Primary' | 'Secondary' = 'Secondary'): FakeEni {
+    const ips = this.takeIps(v, secondary + 1);
+    const n = ++this.seq;
+    const eni: FakeEni = {
+      id: `eni-${this.regionId.slice(3, 5)}${n.toString(36).padStart(18, '0')}`,
+      type,
+      status: 'Available',
+      vswitchId: v.id,
+      securityGroupIds: sgs,
+      mac: `00:16:3e:${((n >> 16) & 255).toString(16).padStart(2, '0')}:${((n >> 8) & 255).toString(16).padStart(2, '0')}:${(n & 255).toString(16).padStart(2, '0')}`,
+      primaryIp: ips[0]!,
+      secondaryIps: ips.slice(1),
+      creationTime: new Date().toISOString().replace(/\.\d+Z$/, 'Z'),
+    };
+    this.enis.set(eni.id, eni);
+    return eni;
+  }
+
+  private ipSets(e: FakeEni): Record<string, unknown> {
+    return { PrivateIpSet: [{ PrivateIpAddress: e.primaryIp, Primary: true }, ...e.secondaryIps.map((a) => ({ PrivateIpAddress: a, Primary: false }))] };
+  }
+
+  private eniView(e: FakeEni): Record<string, unknown> {
+    const v = this.vswitches.get(e.vswitchId)!;
+    return {
+      NetworkInterfaceId: e.id,
+      NetworkInterfaceName: '',
+      Status: e.status,
+      Type: e.type,
+      VpcId: v.vpcId,
+      VSwitchId: e.vswitchId,
+      ZoneId: v.zoneId,
+      InstanceId: e.instanceId ?? '',
+      MacAddress: e.mac,
+      PrivateIpAddress: e.primaryIp,
+      PrivateIpSets: this.ipSets(e),
+      SecurityGroupIds: { SecurityGroupId: e.securityGroupIds },
+      Description: e.description ?? '',
+      CreationTime: e.creationTime,
+      Attachment: e.instanceId ? { InstanceId: e.instanceId } : {},
+    };
+  }
+
+  private enisOn(instanceId: string): FakeEni[] {
+    return [...this.enis.values()].filter((e) => e.instanceId === instanceId && e.status !== 'Deleting');
+  }
+
+  // ---- ECS ----
+
+  private ecs(action: string, p: Record<string, string>): Record<string, unknown> {
+    switch (action) {
+      case 'CreateNetworkInterface': {
+        this.region(p);
+        const v = this.vsw(this.need(p, 'VSwitchId'));
+        const sgs = [...this.list(p, 'SecurityGroupIds'), ...(p['SecurityGroupId'] ? [p['SecurityGroupId']] : [])];
+        if (sgs.length === 0) throw new ApiError(400, 'MissingParameter', 'The input parameter "SecurityGroupId" that is mandatory for processing this request is not supplied.');
+        const n = this.int(p, 'SecondaryPrivateIpAddressCount', 0, 0, MAX_SECONDARY_ON_CREATE);
+        const e = this.newEni(v, sgs, n);
+        if (p['Description']) e.description = p['Description'];
+        return { NetworkInterfaceId: e.id, Status: e.status, Type: e.type, VpcId: v.vpcId, VSwitchId: v.id, ZoneId: v.zoneId, MacAddress: e.mac, PrivateIpAddress: e.primaryIp, PrivateIpSets: this.ipSets(e), SecurityGroupIds: { SecurityGroupId: sgs } };
+      }
+      case 'AttachNetworkInterface': {
+        this.region(p);
+        const e = this.eni(this.need(p, 'NetworkInterfaceId'));
+        const inst = this.instance(this.need(p, 'InstanceId'));
+        if (e.status !== 'Available') throw new ApiError(403, 'InvalidOperation.InvalidEniState', `The current status of the ENI ${e.id} does not support this operation: ${e.status}`);
+        const t = this.instanceTypes.get(inst.type);
+        if (t && this.enisOn(inst.id).length >= t.eniQuantity) throw new ApiError(403, 'EniPerInstanceLimitExceeded', `The number of ENIs attached to the instance exceeds the limit of ${t.eniQuantity} for ${inst.type}.`);
+        if (t && 1 + e.secondaryIps.length > t.eniPrivateIpAddressQuantity) throw new ApiError(403, 'InvalidOperation.Ipv4CountExceeded', `The ENI holds more private IPs than ${inst.type} allows per ENI.`);
+        if (this.vsw(e.vswitchId).zoneId !== inst.zoneId) throw new ApiError(403, 'InvalidVSwitchId.ZoneMismatch', 'The ENI and the instance are in different zones.');
+        e.status = 'Attaching';
+        e.instanceId = inst.id;
+        this.later(this.o.attachDelayMs ?? 30, () => {
+          if (e.status !== 'Attaching') return;
+          e.status = 'InUse';
+          void this.o.onAttached?.(e);
+        });
+        return {};
+      }
+      case 'DetachNetworkInterface': {
+        this.region(p);
+        const e = this.eni(this.need(p, 'NetworkInterfaceId'));
+        const instId = this.need(p, 'InstanceId');
+        this.instance(instId);
+        if (e.type === 'Primary') throw new ApiError(403, 'InvalidOperation.DetachPrimaryEniNotAllowed', 'The primary ENI cannot be detached.');
+        if (e.instanceId !== instId || e.status !== 'InUse') throw new ApiError(403, 'InvalidOperation.InvalidEniState', `The current status of the ENI ${e.id} does not support this operation: ${e.status}`);
+        e.status = 'Detaching';
+        this.later(this.o.attachDelayMs ?? 30, () => {
+          if (e.status !== 'Detaching') return;
+          e.status = 'Available';
+          delete e.instanceId;
+          void this.o.onDetached?.(e);
+        });
+        return {};
+      }
+      case 'DeleteNetworkInterface': {
+        this.region(p);
+        const e = this.eni(this.need(p, 'NetworkInterfaceId'));
+        if (e.status !== 'Available') throw new ApiError(403, 'InvalidOperation.InvalidEniState', `The current status of the ENI ${e.id} does not support this operation: ${e.status}`);
+        const v = this.vswitches.get(e.vswitchId)!;
+        for (const a of [e.primaryIp, ...e.secondaryIps]) v.used.delete(a);
+        this.enis.delete(e.id);
+        return {};
+      }
+      case 'AssignPrivateIpAddresses': {
+        this.region(p);
+        const e = this.eni(this.need(p, 'NetworkInterfaceId'));
+        if (e.status !== 'InUse' && e.status !== 'Available') throw new ApiError(403, 'InvalidOperation.InvalidEniState', `The current status of the ENI ${e.id} does not support this operation: ${e.status}`);
+        const explicit = this.list(p, 'PrivateIpAddress');
+        const n = explicit.length || this.int(p, 'SecondaryPrivateIpAddressCount', 0, 1, MAX_ASSIGN_PER_CALL);
+        if (n === 0) throw new ApiError(400, 'MissingParameter', 'Either "PrivateIpAddress.N" or "SecondaryPrivateIpAddressCount" must be supplied.');
+        const inst = e.instanceId ? this.instances.get(e.instanceId) : undefined;
+        const t = inst ? this.instanceTypes.get(inst.type) : undefined;
+        if (t && 1 + e.secondaryIps.length + n > t.eniPrivateIpAddressQuantity) throw new ApiError(403, 'InvalidOperation.Ipv4CountExceeded', `The ENI ${e.id} would hold more than ${t.eniPrivateIpAddressQuantity} private IPs (${inst!.type}).`);
+        const v = this.vswitches.get(e.vswitchId)!;
+        let ips: string[];
+        if (explicit.length) {
+          for (const a of explicit) {
+            if (!ip.contains(v.cidr, a)) throw new ApiError(400, 'InvalidPrivateIpAddress.Malformed', `The IP ${a} is not in the vSwitch CIDR ${v.cidr}.`);
+            if (v.used.has(a)) throw new ApiError(400, 'InvalidIp.IpAssigned', `The IP ${a} is already assigned.`);
+          }
+          for (const a of explicit) v.used.add(a);
+          ips = explicit;
+        } else ips = this.takeIps(v, n);
+        e.secondaryIps.push(...ips);
+        return { AssignedPrivateIpAddressesSet: { NetworkInterfaceId: e.id, PrivateIpSet: { PrivateIpAddress: ips } } };
+      }
+      case 'UnassignPrivateIpAddresses': {
+        this.region(p);
+        const e = this.eni(this.need(p, 'NetworkInterfaceId'));
+        const ips = this.list(p, 'PrivateIpAddress');
+        if (ips.length === 0) throw new ApiError(400, 'MissingParameter', 'The input parameter "PrivateIpAddress.N" that is mandatory for processing this request is not supplied.');
+        for (const a of ips) {
+          if (a === e.primaryIp) throw new ApiError(403, 'InvalidOperation.PrimaryIpCannotBeUnassigned', `The primary IP ${a} of ${e.id} cannot be unassigned.`);
+          if (!e.secondaryIps.includes(a)) throw new ApiError(404, 'InvalidPrivateIpAddress.NotFound', `The IP ${a} is not assigned to ${e.id}.`);
+        }
+        const v = this.vswitches.get(e.vswitchId)!;
+        e.secondaryIps = e.secondaryIps.filter((a) => !ips.includes(a));
+        for (const a of ips) v.used.delete(a);
+        return {};
+      }
+      case 'DescribeNetworkInterfaces': {
+        this.region(p);
+        const ids = this.list(p, 'NetworkInterfaceId');
+        const max = this.int(p, 'MaxResults', 10, 10, 500);
+        let all = [...this.enis.values()].filter((e) => e.status !== 'Deleting');
+        if (ids.length) all = all.filter((e) => ids.includes(e.id));
+        if (p['InstanceId']) all = all.filter((e) => e.instanceId === p['InstanceId']);
+        if (p['VSwitchId']) all = all.filter((e) => e.vswitchId === p['VSwitchId']);
+        if (p['Status']) all = all.filter((e) => e.status === p['Status']);
+        if (p['Type']) all = all.filter((e) => e.type === p['Type']);
+        all.sort((a, b) => a.id.localeCompare(b.id));
+        let start = 0;
+        if (p['NextToken']) {
+          const tok = Buffer.from(p['NextToken'], 'base64url').toString();
+          start = all.findIndex((e) => e.id > tok);
+          if (!/^eni-/.test(tok)) throw new ApiError(400, 'InvalidParameter.NextToken', 'The specified NextToken is not valid.');
+          if (start < 0) start = all.length;
+        }
+        const page = all.slice(start, start + max);
+        const more = start + max < all.length;
+        return {
+          NetworkInterfaceSets: { NetworkInterfaceSet: page.map((e) => this.eniView(e)) },
+          NextToken: more ? Buffer.from(page[page.length - 1]!.id).toString('base64url') : '',
+          TotalCount: all.length,
+        };
+      }
+      case 'DescribeInstanceTypes': {
+        const names = this.list(p, 'InstanceTypes');
+        const all = [...this.instanceTypes].filter(([n]) => names.length === 0 || names.includes(n));
+        return {
+          InstanceTypes: {
+            InstanceType: all.map(([n, t]) => ({ InstanceTypeId: n, EniQuantity: t.eniQuantity, EniPrivateIpAddressQuantity: t.eniPrivateIpAddressQuantity, EniIpv6AddressQuantity: t.eniIpv6AddressQuantity ?? 0, EniTotalQuantity: t.eniQuantity, EniTrunkSupported: false })),
+          },
+          NextToken: '',
+        };
+      }
+      case 'DescribeInstances': {
+        this.region(p);
+        const ids = this.list(p, 'InstanceIds');
+        const all = [...this.instances.values()].filter((i) => ids.length === 0 || ids.includes(i.id));
+        return {
+          Instances: { Instance: all.map((i) => ({ InstanceId: i.id, InstanceType: i.type, ZoneId: i.zoneId, RegionId: this.regionId, Status: 'Running', VpcAttributes: { VSwitchId: i.vswitchId, VpcId: this.vswitches.get(i.vswitchId)?.vpcId ?? '' } })) },
+          TotalCount: all.length,
+          NextToken: '',
+        };
+      }
+      default:
+        throw new ApiError(404, 'InvalidAction.NotFound', `Specified api is not found, please check your url and method: ${action}`);
+    }
+  }
+
+  // ---- VPC ----
+
+  private vpc(action: string, p: Record<string, string>): Record<string, unknown> {
+    switch (action) {
+      case 'DescribeVSwitches': {
+        this.region(p);
+        const pageNumber = this.int(p, 'PageNumber', 1, 1, 1_000_000);
+        const pageSize = this.int(p, 'PageSize', 10, 1, 50);
+        const ids = (p['VSwitchId'] ?? '').split(',').filter(Boolean);
+        let all = [...this.vswitches.values()];
+        if (ids.length) all = all.filter((v) => ids.includes(v.id));
+        if (p['ZoneId']) all = all.filter((v) => v.zoneId === p['ZoneId']);
+        if (p['VpcId']) all = all.filter((v) => v.vpcId === p['VpcId']);
+        const page = all.slice((pageNumber - 1) * pageSize, pageNumber * pageSize);
+        return {
+          VSwitches: { VSwitch: page.map((v) => ({ VSwitchId: v.id, VpcId: v.vpcId, ZoneId: v.zoneId, CidrBlock: v.cidr, AvailableIpAddressCount: this.freeCount(v), Status: 'Available', IsDefault: false })) },
+          TotalCount: all.length,
+          PageNumber: pageNumber,
+          PageSize: pageSize,
+        };
+      }
+      default:
+        throw new ApiError(404, 'InvalidAction.NotFound', `Specified api is not found, please check your url and method: ${action}`);
+    }
+  }
+}

@@ -1,0 +1,3 @@
+export * from './aliyun';
+export * from './fake-openapi';
+export * from './metadata';

@@ -1,0 +1,8 @@
+/**
+ * terway: the thin CNI binary in front of terwayd (gRPC on /var/run/eni/eni.socket).
+ * See docs/terway.md.
+ */
+import { pluginMain } from '@cnikit/netlib';
+import { add, del } from './plugin';
+
+pluginMain({ add, del }, { about: 'cnikit terway: ENI multi-IP pods through terwayd' });

@@ -1,0 +1,140 @@
+/**
+ * terwayd start-up, in the anchor's order: metadata -> ENI quota of the
+ * instance type -> the instance's secondary ENIs from the cloud -> local
+ * leases (kept only when their IP is still on one of those ENIs) -> kernel
+ * repair of rules and routes for the surviving leases -> pool and gRPC server.
+ * Then, every gcIntervalMs, leases whose pod's host veth is gone (the pod's
+ * netns was destroyed without CNI DEL) are released, and the datapath repaired.
+ */
+import { hostNetns, type Netns } from '@cnikit/netlib';
+import { AliyunEniCloud } from '../cloud/aliyun';
+import { fetchInstanceMeta, METADATA_URL } from '../cloud/metadata';
+import { realClock, type Clock } from '../clock';
+import { hostVethName, repair, type LivePod } from '../datapath/eniip-veth';
+import { EniIpPool, parsePoolConfig, type EniInfo, type PoolConfig } from '../pool';
+import { link } from '@cnikit/netlib';
+import { TerwayDaemon, type PodSource } from './daemon';
+import { TerwayServer } from './server';
+import { LeaseStore } from './store';
+
+export interface TerwaydOptions {
+  /** The `eni_conf` JSON of the eni-config ConfigMap (anchor keys, plus access_key/access_secret). */
+  eniConf: Record<string, unknown>;
+  socket: string;
+  stateFile: string;
+  metadataUrl?: string;
+  ecsEndpoint?: string;
+  vpcEndpoint?: string;
+  protocol?: 'http' | 'https';
+  accessKeyId?: string;
+  accessKeySecret?: string;
+  pods?: PodSource;
+  clock?: Clock;
+  hostNs?: Netns;
+  /** GC period (default 5 min); 0 disables. */
+  gcIntervalMs?: number;
+  log?: (msg: string, fields?: Record<string, unknown>) => void;
+}
+
+export interface Terwayd {
+  daemon: TerwayDaemon;
+  pool: EniIpPool;
+  config: PoolConfig;
+  gcOnce(): Promise<string[]>;
+  stop(): Promise<void>;
+}
+
+export async function startTerwayd(o: TerwaydOptions): Promise<Terwayd> {
+  const log = o.log ?? (() => undefined);
+  const config = parsePoolConfig(o.eniConf);
+  const meta = await fetchInstanceMeta(o.metadataUrl ?? METADATA_URL);
+  const accessKeyId = o.accessKeyId ?? (o.eniConf['access_key'] as string | undefined) ?? process.env['ALIBABA_CLOUD_ACCESS_KEY_ID'] ?? '';
+  const accessKeySecret = o.accessKeySecret ?? (o.eniConf['access_secret'] as string | undefined) ?? process.env['ALIBABA_CLOUD_ACCESS_KEY_SECRET'] ?? '';
+  const cloud = new AliyunEniCloud({
+    regionId: meta.regionId,
+    instanceId: meta.instanceId,
+    accessKeyId,
+    accessKeySecret,
+    ...(o.ecsEndpoint ? { ecsEndpoint: o.ecsEndpoint } : {}),
+    ...(o.vpcEndpoint ? { vpcEndpoint: o.vpcEndpoint } : {}),
+    ...(o.protocol ? { protocol: o.protocol } : {}),
+  });
+  const quota = await cloud.instanceQuota(meta.instanceType);
+  const clock = o.clock ?? realClock;
+  const hostNs = o.hostNs ?? hostNetns();
+  const pool = new EniIpPool({
+    config,
+    quota,
+    cloud,
+    clock,
+    zone: meta.zoneId,
+    defaultVSwitches: [meta.vswitchId],
+    onEvent: (e) => log('pool', { ...e }),
+  });
+
+  // Reconcile: cloud ENIs, local leases, kernel.
+  const views = (await cloud.listEnis({ instanceId: meta.instanceId, type: 'Secondary' })).filter((e) => e.status === 'InUse');
+  const enis: EniInfo[] = [];
+  for (const v of views) enis.push(await cloud.eniInfo(v));
+  const store = new LeaseStore(o.stateFile);
+  const onEni = new Map<string, EniInfo>();
+  for (const e of enis) for (const a of e.ips) onEni.set(a, e);
+  const stored = store.load();
+  const kept = stored.filter((l) => onEni.has(l.ip));
+  pool.restore(enis, kept.map((l) => ({ key: l.key, ip: l.ip })));
+  log('restored', { enis: enis.length, leases: kept.length, dropped: stored.length - kept.length });
+
+  const livePods = (): LivePod[] =>
+    pool.leases().flatMap(({ key, lease, reservedUntil }) => {
+      if (reservedUntil !== undefined) return [];
+      const [ns, name] = key.split('/');
+      return ns && name ? [{ podNamespace: ns, podName: name, ip: lease.ip, eniMac: lease.mac, gateway: lease.gateway }] : [];
+    });
+  const rep = await repair(hostNs, livePods()).catch((e: unknown) => (log('repair failed', { error: String(e) }), undefined));
+  if (rep) log('repaired', { ...rep });
+
+  const daemon = new TerwayDaemon({ pool, store, ...(o.pods ? { pods: o.pods } : {}), ...(config.serviceCidr ? { serviceCidr: config.serviceCidr } : {}), log });
+  const server = new TerwayServer(daemon, o.socket);
+  await server.start();
+  pool.start();
+
+  // GC: a lease whose pod's host veth is gone is a pod deleted without DEL.
+  // Leases younger than a minute are left alone (an ADD may be between AllocIP and the veth).
+  const firstSeen = new Map<string, number>();
+  const gcOnce = async (): Promise<string[]> => {
+    const names = new Set((await link.list(hostNs)).map((l) => l.name));
+    const now = clock.now();
+    const gone = daemon.gc((key) => {
+      const [ns, name] = key.split('/');
+      if (!ns || !name || names.has(hostVethName(ns, name))) return true;
+      const seen = firstSeen.get(key) ?? now;
+      firstSeen.set(key, seen);
+      return now - seen < 60_000;
+    });
+    for (const k of gone) firstSeen.delete(k);
+    if (gone.length) log('gc', { released: gone });
+    await repair(hostNs, livePods()).catch((e: unknown) => log('repair failed', { error: String(e) }));
+    return gone;
+  };
+  let stopGc: (() => void) | undefined;
+  const period = o.gcIntervalMs ?? 5 * 60_000;
+  if (period > 0) {
+    const loop = (): void => {
+      void gcOnce().finally(() => {
+        stopGc = clock.setTimer(period, loop);
+      });
+    };
+    stopGc = clock.setTimer(period, loop);
+  }
+  return {
+    daemon,
+    pool,
+    config,
+    gcOnce,
+    async stop() {
+      stopGc?.();
+      pool.stop();
+      await server.stop();
+    },
+  };
+}

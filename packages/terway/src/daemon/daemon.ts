@@ -1,0 +1,121 @@
+/**
+ * terwayd's logic, transport-free: AllocIP / ReleaseIP / GetIPInfo /
+ * RecordEvent over the ENI multi-IP pool, with the lease state persisted
+ * after every change. Pod metadata (annotations, StatefulSet ownership) comes
+ * from a PodSource (Kubernetes in production, a map in tests).
+ */
+import { TransientError } from '@cnikit/netlib';
+import { bandwidthFrom } from '../datapath/bandwidth';
+import type { EniIpPool, IpLease } from '../pool';
+import type { AllocIPReply, EventReply, EventRequest, GetInfoReply, NetConf, PodRef, ReleaseIPReply } from '../rpc/proto';
+import type { LeaseStore, StoredLease } from './store';
+
+export const RESERVATION_ANNOTATION = 'k8s.aliyun.com/pod-ip-reservation';
+/** Sticky IPs stay bound this long after the pod goes (anchor: 5 min). */
+export const RESERVE_MS = 5 * 60_000;
+
+export interface PodMeta {
+  annotations: Record<string, string>;
+  /** Owned by a StatefulSet: keeps its IP across re-creation. */
+  statefulSet?: boolean;
+}
+
+export interface PodSource {
+  get(namespace: string, name: string): Promise<PodMeta | undefined>;
+}
+
+export interface DaemonOptions {
+  pool: EniIpPool;
+  store: LeaseStore;
+  pods?: PodSource;
+  serviceCidr?: string;
+  log?: (msg: string, fields?: Record<string, unknown>) => void;
+}
+
+export class TerwayDaemon {
+  readonly events: EventRequest[] = [];
+  private readonly containers = new Map<string, string>();
+
+  constructor(private readonly o: DaemonOptions) {
+    for (const l of o.store.load()) this.containers.set(l.key, l.containerId);
+  }
+
+  private key(r: PodRef): string {
+    if (!r.K8sPodNamespace || !r.K8sPodName) throw new TypeError(`terwayd: K8sPodNamespace and K8sPodName are required (got "${r.K8sPodNamespace}"/"${r.K8sPodName}")`);
+    return `${r.K8sPodNamespace}/${r.K8sPodName}`;
+  }
+
+  private persist(): void {
+    const out: StoredLease[] = this.o.pool.leases().map(({ key, lease, reservedUntil }) => ({ key, ip: lease.ip, eniId: lease.eniId, containerId: this.containers.get(key) ?? '', ...(reservedUntil !== undefined ? { reservedUntil } : {}) }));
+    this.o.store.save(out);
+  }
+
+  private netConf(lease: IpLease, meta: PodMeta | undefined, ifName: string): NetConf {
+    const bw = bandwidthFrom(meta?.annotations);
+    return {
+      BasicInfo: {
+        PodIP: { IPv4: lease.ip, IPv6: '' },
+        PodCIDR: { IPv4: lease.vswitchCidr, IPv6: '' },
+        GatewayIP: { IPv4: lease.gateway, IPv6: '' },
+        ServiceCIDR: this.o.serviceCidr ? { IPv4: this.o.serviceCidr, IPv6: '' } : null,
+      },
+      ENIInfo: { MAC: lease.mac, Trunk: false, Vid: 0, GatewayIP: { IPv4: lease.gateway, IPv6: '' } },
+      Pod: { Ingress: bw.ingressBps ?? 0, Egress: bw.egressBps ?? 0, NetworkPriority: '' },
+      IfName: ifName || 'eth0',
+      ExtraRoutes: [],
+      DefaultRoute: true,
+    };
+  }
+
+  async allocIP(r: PodRef): Promise<AllocIPReply> {
+    const key = this.key(r);
+    const meta = await this.o.pods?.get(r.K8sPodNamespace, r.K8sPodName);
+    const lease = await this.o.pool.allocate(key);
+    this.containers.set(key, r.K8sPodInfraContainerId);
+    this.persist();
+    this.o.log?.('alloc', { pod: key, ip: lease.ip, eni: lease.eniId, containerId: r.K8sPodInfraContainerId });
+    return { Success: true, IPType: 'TypeENIMultiIP', IPv4: true, IPv6: false, NetConfs: [this.netConf(lease, meta, r.IfName)] };
+  }
+
+  async releaseIP(r: PodRef & { Reason?: string }): Promise<ReleaseIPReply> {
+    const key = this.key(r);
+    const owner = this.containers.get(key);
+    // A stale DEL (an older sandbox of a re-created pod) must not free the new one's IP.
+    if (owner && r.K8sPodInfraContainerId && owner !== r.K8sPodInfraContainerId) return { Success: true, IPv4: true, IPv6: false };
+    const meta = await this.o.pods?.get(r.K8sPodNamespace, r.K8sPodName).catch(() => undefined);
+    const sticky = meta?.statefulSet === true || meta?.annotations[RESERVATION_ANNOTATION] === 'true';
+    this.o.pool.release(key, sticky ? { reserveForMs: RESERVE_MS } : {});
+    this.containers.delete(key);
+    this.persist();
+    this.o.log?.('release', { pod: key, sticky, containerId: r.K8sPodInfraContainerId });
+    return { Success: true, IPv4: true, IPv6: false };
+  }
+
+  async getIPInfo(r: PodRef): Promise<GetInfoReply> {
+    const key = this.key(r);
+    const lease = this.o.pool.leaseOf(key);
+    if (!lease) return { IPType: 'TypeENIMultiIP', Success: false, IPv4: false, IPv6: false, NetConfs: [], Error: `no IP for ${key}` };
+    const meta = await this.o.pods?.get(r.K8sPodNamespace, r.K8sPodName).catch(() => undefined);
+    return { IPType: 'TypeENIMultiIP', Success: true, IPv4: true, IPv6: false, NetConfs: [this.netConf(lease, meta, r.IfName)], Error: '' };
+  }
+
+  async recordEvent(e: EventRequest): Promise<EventReply> {
+    this.events.push(e);
+    if (this.events.length > 1000) this.events.shift();
+    this.o.log?.('event', { ...e });
+    return { Succeed: true, Error: '' };
+  }
+
+  /** GC of pods deleted without CNI DEL: releases leases of keys `alive` rejects. */
+  gc(alive: (key: string) => boolean): string[] {
+    const gone = this.o.pool.gc(alive);
+    for (const k of gone) this.containers.delete(k);
+    if (gone.length) this.persist();
+    return gone;
+  }
+}
+
+/** Errors that mean "try again later" on the CNI side (code 11). */
+export function isTransient(e: unknown): boolean {
+  return e instanceof TransientError;
+}

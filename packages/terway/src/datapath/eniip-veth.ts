@@ -1,0 +1,236 @@
+/**
+ * ENI multi-IP with veth policy routing (Terway's `eniip_virtual_type: veth`):
+ *
+ *   pod:  eth0 podIP/32; 169.254.1.1 dev eth0 scope link; default via
+ *         169.254.1.1 dev eth0 onlink; PERMANENT 169.254.1.1 -> host veth MAC
+ *   host: veth cali<sha1(ns.name)[:11]>; podIP/32 dev cali* scope link (main);
+ *         `to podIP lookup main pref 512`; `from podIP lookup 1000+<ENI ifindex> pref 2048`;
+ *         table 1000+<ENI ifindex>: default via <vSwitch gateway> dev <ENI> onlink;
+ *         forwarding=1, rp_filter=0 on the ENI and the host veth
+ *   bandwidth: tbf on the pod eth0 (egress) and the host veth (ingress)
+ *
+ * The kernel holds the state: the rules' prefs and tables and the host veth
+ * name tie a pod IP to its ENI and its pod, so repair() can rebuild or prune
+ * them from the list of live pods alone.
+ */
+import { createHash } from 'node:crypto';
+import { addr, isExistsError, isNotFoundError, link, neigh, route, rule, sysctl, UndoStack, type Netns } from '@cnikit/netlib';
+import { setRate, type BandwidthLimits } from './bandwidth';
+
+export const PREF_TO_POD = 512;
+export const PREF_FROM_POD = 2048;
+export const ENI_TABLE_BASE = 1000;
+export const MAIN_TABLE = 254;
+export const POD_GATEWAY = '169.254.1.1';
+const SCOPE_LINK = 253;
+
+/** Terway's host veth name: `cali` + sha1("<namespace>.<name>")[:11]. */
+export function hostVethName(podNamespace: string, podName: string): string {
+  return `cali${createHash('sha1').update(`${podNamespace}.${podName}`).digest('hex').slice(0, 11)}`;
+}
+
+export function eniTable(eniIndex: number): number {
+  return ENI_TABLE_BASE + eniIndex;
+}
+
+/** The host link of an ENI, found by its MAC (names change across reboots: anchor #141). */
+export async function findEniLink(hostNs: Netns, mac: string): Promise<link.Link> {
+  const want = mac.toLowerCase();
+  const l = (await link.list(hostNs)).find((x) => x.mac.toLowerCase() === want && !x.name.startsWith('cali'));
+  if (!l) throw new Error(`datapath: no link with the ENI MAC ${mac} on the host`);
+  return l;
+}
+
+async function ignoreExists(p: Promise<unknown>): Promise<void> {
+  try {
+    await p;
+  } catch (e) {
+    if (!isExistsError(e)) throw e;
+  }
+}
+
+async function ignoreMissing(p: Promise<unknown>): Promise<void> {
+  try {
+    await p;
+  } catch (e) {
+    if (!isNotFoundError(e)) throw e;
+  }
+}
+
+/** Brings an ENI up and (re)writes its table: default via the vSwitch gateway. Idempotent. */
+export async function ensureEni(hostNs: Netns, eni: { mac: string; gateway: string }): Promise<{ index: number; name: string; table: number }> {
+  const l = await findEniLink(hostNs, eni.mac);
+  if (!l.up) await link.setUp(hostNs, l.index);
+  const table = eniTable(l.index);
+  await route.replace(hostNs, { dst: `${eni.gateway}/32`, oif: l.index, scope: SCOPE_LINK, table });
+  await route.replace(hostNs, { dst: 'default', gw: eni.gateway, oif: l.index, onlink: true, table });
+  sysctl.set(hostNs, `net/ipv4/conf/${l.name}/rp_filter`, 0);
+  sysctl.set(hostNs, 'net/ipv4/conf/all/rp_filter', 0);
+  sysctl.set(hostNs, 'net/ipv4/ip_forward', 1);
+  return { index: l.index, name: l.name, table };
+}
+
+export interface PodNetwork {
+  podNamespace: string;
+  podName: string;
+  ifName: string;
+  ip: string;
+  eni: { mac: string; gateway: string };
+  bandwidth?: BandwidthLimits;
+  mtu?: number;
+}
+
+export interface PodSetup {
+  hostVeth: string;
+  hostVethIndex: number;
+  hostVethMac: string;
+  podMac: string;
+  eniIndex: number;
+  table: number;
+}
+
+/**
+ * Wires a pod. Every change is undone if a later one fails; a leftover host
+ * veth of the same pod (a retried ADD) is replaced.
+ */
+export async function setupPod(hostNs: Netns, podNs: Netns, p: PodNetwork): Promise<PodSetup> {
+  const undo = new UndoStack();
+  const name = hostVethName(p.podNamespace, p.podName);
+  try {
+    const eni = await ensureEni(hostNs, p.eni);
+    if (await link.find(hostNs, name)) await ignoreMissing(link.del(hostNs, name));
+    const { link: host, peer } = await link.addVeth(hostNs, { name, peerName: p.ifName, peerNs: podNs, mtu: p.mtu ?? 1500 });
+    undo.push(`delete ${name}`, () => ignoreMissing(link.del(hostNs, name)));
+    // Pod side.
+    await link.setUp(podNs, 'lo').catch(() => undefined);
+    await link.setUp(podNs, peer.index);
+    await ignoreExists(addr.add(podNs, peer.index, `${p.ip}/32`));
+    await route.add(podNs, { dst: `${POD_GATEWAY}/32`, oif: peer.index, scope: SCOPE_LINK });
+    await route.add(podNs, { dst: 'default', gw: POD_GATEWAY, oif: peer.index, onlink: true });
+    await neigh.add(podNs, { index: peer.index, ip: POD_GATEWAY, mac: host.mac });
+    // Host side.
+    await link.setUp(hostNs, host.index);
+    sysctl.set(hostNs, `net/ipv4/conf/${name}/rp_filter`, 0);
+    await route.replace(hostNs, { dst: `${p.ip}/32`, oif: host.index, scope: SCOPE_LINK });
+    undo.push(`route ${p.ip}/32`, () => ignoreMissing(route.del(hostNs, { dst: `${p.ip}/32`, oif: host.index })));
+    await neigh.replace(hostNs, { index: host.index, ip: p.ip, mac: peer.mac });
+    await addPodRules(hostNs, p.ip, eni.table);
+    undo.push(`rules ${p.ip}`, () => delPodRules(hostNs, p.ip));
+    // Bandwidth.
+    if (p.bandwidth?.egressBps) await setRate(podNs, peer.index, p.bandwidth.egressBps);
+    if (p.bandwidth?.ingressBps) await setRate(hostNs, host.index, p.bandwidth.ingressBps);
+    undo.commit();
+    return { hostVeth: name, hostVethIndex: host.index, hostVethMac: host.mac, podMac: peer.mac, eniIndex: eni.index, table: eni.table };
+  } catch (e) {
+    await undo.unwind();
+    throw e;
+  }
+}
+
+async function addPodRules(hostNs: Netns, ipAddr: string, table: number): Promise<void> {
+  await ignoreExists(rule.add(hostNs, { family: 4, priority: PREF_TO_POD, dst: `${ipAddr}/32`, table: MAIN_TABLE }));
+  await ignoreExists(rule.add(hostNs, { family: 4, priority: PREF_FROM_POD, src: `${ipAddr}/32`, table }));
+}
+
+/** Removes every rule of a pod IP at the Terway prefs (any table). Idempotent. */
+export async function delPodRules(hostNs: Netns, ipAddr: string): Promise<void> {
+  const cidr = `${ipAddr}/32`;
+  for (const r of await rule.list(hostNs, 4)) {
+    if ((r.priority === PREF_TO_POD && r.dst === cidr) || (r.priority === PREF_FROM_POD && r.src === cidr)) {
+      await ignoreMissing(rule.del(hostNs, { family: 4, priority: r.priority, table: r.table, ...(r.src ? { src: r.src } : {}), ...(r.dst ? { dst: r.dst } : {}) }));
+    }
+  }
+}
+
+/** DEL: rules, the host route and the veth (the pod end goes with it). Idempotent. */
+export async function teardownPod(hostNs: Netns, p: { podNamespace: string; podName: string; ip?: string }): Promise<void> {
+  const name = hostVethName(p.podNamespace, p.podName);
+  if (p.ip) {
+    await delPodRules(hostNs, p.ip);
+    await ignoreMissing(route.del(hostNs, { dst: `${p.ip}/32`, table: MAIN_TABLE }));
+  }
+  await ignoreMissing(link.del(hostNs, name));
+}
+
+export interface LivePod {
+  podNamespace: string;
+  podName: string;
+  ip: string;
+  eniMac: string;
+  gateway: string;
+}
+
+export interface RepairReport {
+  rulesRemoved: string[];
+  rulesAdded: string[];
+  routesRemoved: string[];
+  routesAdded: string[];
+}
+
+/**
+ * Makes the host match the live pods: removes Terway rules (prefs 512/2048)
+ * and cali* host routes of IPs no live pod holds (pods gone without DEL,
+ * anchor PR #171/#746), rewrites rules pointing at the wrong ENI table, and
+ * puts back missing rules, host routes and ENI tables of live pods.
+ */
+export async function repair(hostNs: Netns, live: LivePod[]): Promise<RepairReport> {
+  const rep: RepairReport = { rulesRemoved: [], rulesAdded: [], routesRemoved: [], routesAdded: [] };
+  const want = new Map<string, { table: number; veth: string; pod: LivePod }>();
+  for (const p of live) {
+    const eni = await ensureEni(hostNs, { mac: p.eniMac, gateway: p.gateway });
+    want.set(`${p.ip}/32`, { table: eni.table, veth: hostVethName(p.podNamespace, p.podName), pod: p });
+  }
+  const rules = await rule.list(hostNs, 4);
+  const seen = new Set<string>();
+  for (const r of rules) {
+    let cidr: string | undefined;
+    let ok = false;
+    if (r.priority === PREF_TO_POD && r.dst) {
+      cidr = r.dst;
+      ok = want.has(cidr) && r.table === MAIN_TABLE;
+    } else if (r.priority === PREF_FROM_POD && r.src) {
+      cidr = r.src;
+      ok = want.get(cidr)?.table === r.table;
+    } else continue;
+    if (ok) {
+      seen.add(`${r.priority} ${cidr}`);
+      continue;
+    }
+    await ignoreMissing(rule.del(hostNs, { family: 4, priority: r.priority, table: r.table, ...(r.src ? { src: r.src } : {}), ...(r.dst ? { dst: r.dst } : {}) }));
+    rep.rulesRemoved.push(`${r.priority} ${cidr} table ${r.table}`);
+  }
+  for (const [cidr, w] of want) {
+    if (!seen.has(`${PREF_TO_POD} ${cidr}`)) {
+      await ignoreExists(rule.add(hostNs, { family: 4, priority: PREF_TO_POD, dst: cidr, table: MAIN_TABLE }));
+      rep.rulesAdded.push(`${PREF_TO_POD} to ${cidr}`);
+    }
+    if (!seen.has(`${PREF_FROM_POD} ${cidr}`)) {
+      await ignoreExists(rule.add(hostNs, { family: 4, priority: PREF_FROM_POD, src: cidr, table: w.table }));
+      rep.rulesAdded.push(`${PREF_FROM_POD} from ${cidr} table ${w.table}`);
+    }
+  }
+  // Host routes through cali* links.
+  const links = await link.list(hostNs);
+  const byIndex = new Map(links.map((l) => [l.index, l.name]));
+  const routes = await route.list(hostNs, { family: 4 });
+  const have = new Set<string>();
+  for (const r of routes) {
+    const dev = r.oif !== undefined ? byIndex.get(r.oif) : undefined;
+    if (!dev?.startsWith('cali') || !r.dst.endsWith('/32')) continue;
+    const w = want.get(r.dst);
+    if (w && w.veth === dev) {
+      have.add(r.dst);
+      continue;
+    }
+    await ignoreMissing(route.del(hostNs, { dst: r.dst, oif: r.oif! }));
+    rep.routesRemoved.push(`${r.dst} dev ${dev}`);
+  }
+  for (const [cidr, w] of want) {
+    if (have.has(cidr)) continue;
+    const l = links.find((x) => x.name === w.veth);
+    if (!l) continue; // the pod's veth is gone: only a new ADD can help
+    await route.replace(hostNs, { dst: cidr, oif: l.index, scope: SCOPE_LINK });
+    rep.routesAdded.push(`${cidr} dev ${w.veth}`);
+  }
+  return rep;
+}

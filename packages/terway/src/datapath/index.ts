@@ -1,0 +1,2 @@
+export * from './bandwidth';
+export * from './eniip-veth';

@@ -1,0 +1,15 @@
+/**
+ * @cnikit/terway: Terway's ENI multi-IP pool, the Alibaba ECS/VPC OpenAPI
+ * client (official SDK) and its local fake, the veth policy-routing datapath
+ * with tbf bandwidth, terwayd and the terway CNI binary's gRPC client.
+ */
+export * from './clock';
+export * from './pool';
+export * from './cloud';
+export * from './datapath';
+export * from './rpc/proto';
+export { TerwayClient, CLIENT_TIMEOUT_MS } from './cni/client';
+export { TerwayDaemon, RESERVATION_ANNOTATION, RESERVE_MS, type PodMeta, type PodSource } from './daemon/daemon';
+export { TerwayServer } from './daemon/server';
+export { LeaseStore, type StoredLease } from './daemon/store';
+export { startTerwayd, type Terwayd, type TerwaydOptions } from './daemon/bootstrap';

@@ -1,0 +1,4 @@
+export * from './config';
+export * from './pool';
+export * from './types';
+export { pickVSwitch } from './vswitch';

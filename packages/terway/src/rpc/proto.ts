@@ -1,0 +1,93 @@
+/**
+ * The TerwayBackend gRPC service of the anchor (package `rpc`), as a
+ * protobuf JSON descriptor so no .proto file has to ship next to the
+ * executables. Field names and numbers follow the anchor's rpc.proto:
+ *
+ *   service TerwayBackend {
+ *     rpc AllocIP (AllocIPRequest) returns (AllocIPReply);
+ *     rpc ReleaseIP (ReleaseIPRequest) returns (ReleaseIPReply);
+ *     rpc GetIPInfo (GetInfoRequest) returns (GetInfoReply);
+ *     rpc RecordEvent (EventRequest) returns (EventReply);
+ *   }
+ */
+import * as grpc from '@grpc/grpc-js';
+import * as protoLoader from '@grpc/proto-loader';
+
+type Fields = Record<string, string>;
+
+/** Fields numbered in order of declaration; "repeated X" for lists. */
+function msg(f: Fields): { fields: Record<string, { type: string; id: number; rule?: string }> } {
+  const fields: Record<string, { type: string; id: number; rule?: string }> = {};
+  Object.entries(f).forEach(([name, type], i) => {
+    const rep = type.startsWith('repeated ');
+    fields[name] = { type: rep ? type.slice(9) : type, id: i + 1, ...(rep ? { rule: 'repeated' } : {}) };
+  });
+  return { fields };
+}
+
+const podRef: Fields = { K8sPodName: 'string', K8sPodNamespace: 'string', K8sPodInfraContainerId: 'string', Netns: 'string', IfName: 'string' };
+
+export const TERWAY_DESCRIPTOR = {
+  nested: {
+    rpc: {
+      nested: {
+        TerwayBackend: {
+          methods: {
+            AllocIP: { requestType: 'AllocIPRequest', responseType: 'AllocIPReply' },
+            ReleaseIP: { requestType: 'ReleaseIPRequest', responseType: 'ReleaseIPReply' },
+            GetIPInfo: { requestType: 'GetInfoRequest', responseType: 'GetInfoReply' },
+            RecordEvent: { requestType: 'EventRequest', responseType: 'EventReply' },
+          },
+        },
+        IPType: { values: { TypeVPCIP: 0, TypeVPCENI: 1, TypeENIMultiIP: 2 } },
+        EventTarget: { values: { EventTargetNode: 0, EventTargetPod: 1 } },
+        EventType: { values: { EventTypeNormal: 0, EventTypeWarning: 1 } },
+        AllocIPRequest: msg(podRef),
+        ReleaseIPRequest: msg({ ...podRef, Reason: 'string' }),
+        GetInfoRequest: msg(podRef),
+        IPSet: msg({ IPv4: 'string', IPv6: 'string' }),
+        BasicInfo: msg({ PodIP: 'IPSet', PodCIDR: 'IPSet', GatewayIP: 'IPSet', ServiceCIDR: 'IPSet' }),
+        ENIInfo: msg({ MAC: 'string', Trunk: 'bool', Vid: 'uint32', GatewayIP: 'IPSet' }),
+        Pod: msg({ Ingress: 'uint64', Egress: 'uint64', NetworkPriority: 'string' }),
+        Route: msg({ Dst: 'string' }),
+        NetConf: msg({ BasicInfo: 'BasicInfo', ENIInfo: 'ENIInfo', Pod: 'Pod', IfName: 'string', ExtraRoutes: 'repeated Route', DefaultRoute: 'bool' }),
+        AllocIPReply: msg({ Success: 'bool', IPType: 'IPType', IPv4: 'bool', IPv6: 'bool', NetConfs: 'repeated NetConf' }),
+        ReleaseIPReply: msg({ Success: 'bool', IPv4: 'bool', IPv6: 'bool' }),
+        GetInfoReply: msg({ IPType: 'IPType', Success: 'bool', IPv4: 'bool', IPv6: 'bool', NetConfs: 'repeated NetConf', Error: 'string' }),
+        EventRequest: msg({ EventTarget: 'EventTarget', K8sPodName: 'string', K8sPodNamespace: 'string', EventType: 'EventType', Reason: 'string', Message: 'string' }),
+        EventReply: msg({ Succeed: 'bool', Error: 'string' }),
+      },
+    },
+  },
+};
+
+export const DEFAULT_SOCKET = '/var/run/eni/eni.socket';
+
+// Plain shapes of the messages (proto-loader: keepCase, enums as strings, longs as numbers).
+export interface PodRef { K8sPodName: string; K8sPodNamespace: string; K8sPodInfraContainerId: string; Netns: string; IfName: string }
+export interface IPSet { IPv4: string; IPv6: string }
+export interface NetConf {
+  BasicInfo: { PodIP: IPSet; PodCIDR: IPSet; GatewayIP: IPSet; ServiceCIDR: IPSet | null } | null;
+  ENIInfo: { MAC: string; Trunk: boolean; Vid: number; GatewayIP: IPSet } | null;
+  Pod: { Ingress: number; Egress: number; NetworkPriority: string } | null;
+  IfName: string;
+  ExtraRoutes: { Dst: string }[];
+  DefaultRoute: boolean;
+}
+export interface AllocIPReply { Success: boolean; IPType: string; IPv4: boolean; IPv6: boolean; NetConfs: NetConf[] }
+export interface ReleaseIPReply { Success: boolean; IPv4: boolean; IPv6: boolean }
+export interface GetInfoReply { IPType: string; Success: boolean; IPv4: boolean; IPv6: boolean; NetConfs: NetConf[]; Error: string }
+export interface EventRequest { EventTarget: string; K8sPodName: string; K8sPodNamespace: string; EventType: string; Reason: string; Message: string }
+export interface EventReply { Succeed: boolean; Error: string }
+
+let cached: grpc.ServiceDefinition | undefined;
+
+/** The service definition for grpc-js servers and clients. */
+export function terwayService(): grpc.ServiceDefinition {
+  if (!cached) {
+    const def = protoLoader.fromJSON(TERWAY_DESCRIPTOR as unknown as Parameters<typeof protoLoader.fromJSON>[0], { keepCase: true, longs: Number, enums: String, defaults: true, oneofs: true });
+    const pkg = grpc.loadPackageDefinition(def) as unknown as { rpc: { TerwayBackend: grpc.ServiceClientConstructor } };
+    cached = pkg.rpc.TerwayBackend.service;
+  }
+  return cached;
+}
