@@ -161,7 +161,7 @@ describe('pool over the SDK and the fake', () => {
     expect(leases.every((l) => l.vswitchId === 'vsw-a' && l.gateway === '192.168.0.253')).toBe(true);
     await expect(pool.allocate('default/p12')).rejects.toMatchObject({ code: 11 });
     for (const k of keys) pool.release(k);
-    for (let i = 0; i < 100 && (pool.stats().releasing > 0 || pool.stats().idle > 2); i++) await new Promise((r) => setTimeout(r, 20));
+    for (let i = 0; i < 500 && (pool.stats().releasing > 0 || pool.stats().idle > 2); i++) await new Promise((r) => setTimeout(r, 20));
     expect(pool.stats()).toMatchObject({ idle: 2, used: 0, releasing: 0 });
     expect(api.enis.size).toBe(2); // the primary ENI + one kept for the 2 idle IPs
     pool.stop();

@@ -141,6 +141,10 @@ describe('terway CNI + terwayd', () => {
     await s.server.stop();
     const down = await cni(s, 'ADD', s.t.pods[1]!, 'b');
     expect(down.out).toMatchObject({ code: 11 });
+    // DEL with the daemon down: the veth goes, the answer says try again (for the release).
+    const delDown = await cni(s, 'DEL', s.t.pods[0]!, 'a');
+    expect(delDown.out).toMatchObject({ code: 11 });
+    expect(ipj<{ ifname: string }[]>(s.t.host, 'link show').some((l) => l.ifname === hostVethName('default', 'a'))).toBe(false);
   });
 
   it('bandwidth annotations reach tbf; a StatefulSet pod gets its IP back', async () => {

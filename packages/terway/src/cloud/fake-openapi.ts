@@ -82,7 +82,7 @@ export interface FakeOpenApiOptions {
   attachDelayMs?: number;
   /** Latency added to every call, or per action. */
   latencyMs?: number | Record<string, number>;
-  /** Called when an ENI reaches InUse / Available after a detach (datapath tests plug a link here). */
+  /** Called when an attach completes, before the ENI shows InUse / after a detach (datapath tests plug a link here). */
   onAttached?: (eni: FakeEni) => void | Promise<void>;
   onDetached?: (eni: FakeEni) => void | Promise<void>;
 }
@@ -166,6 +166,16 @@ export class FakeOpenApi {
   async listen(port = 0): Promise<string> {
     this.server = http.createServer((req, res) => this.handle(req, res));
     await new Promise<void>((r) => this.server!.listen(port, '127.0.0.1', r));
+    return this.endpoint;
+  }
+
+  /**
+   * Binds at once, on every address, in the calling thread's network
+   * namespace: wrapped in netlib's runInNetns it serves a test namespace.
+   */
+  listenSync(port = 0): string {
+    this.server = http.createServer((req, res) => this.handle(req, res));
+    this.server.listen(port);
     return this.endpoint;
   }
 
@@ -450,8 +460,15 @@ export class FakeOpenApi {
         e.instanceId = inst.id;
         this.later(this.o.attachDelayMs ?? 30, () => {
           if (e.status !== 'Attaching') return;
-          e.status = 'InUse';
-          void this.o.onAttached?.(e);
+          // The NIC is plugged (hook) before the API reports InUse, as on a real instance.
+          void Promise.resolve(this.o.onAttached?.(e)).then(
+            () => {
+              if (e.status === 'Attaching') e.status = 'InUse';
+            },
+            () => {
+              if (e.status === 'Attaching') e.status = 'InUse';
+            },
+          );
         });
         return {};
       }

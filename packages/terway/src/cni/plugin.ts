@@ -65,9 +65,18 @@ export async function del(a: CmdArgs): Promise<void> {
   const ref = podRef(a);
   const client = new TerwayClient(conf.socket);
   try {
-    const info = await client.getIPInfo(ref);
-    const ip = info.Success ? info.NetConfs[0]?.BasicInfo?.PodIP?.IPv4 : undefined;
+    let ip: string | undefined;
+    let daemonError: unknown;
+    try {
+      const info = await client.getIPInfo(ref);
+      ip = info.Success ? info.NetConfs[0]?.BasicInfo?.PodIP?.IPv4 : undefined;
+    } catch (e) {
+      daemonError = e;
+    }
+    // The pod's veth goes even when terwayd cannot answer (its rules are then
+    // left to terwayd's repair); the release is what the retry is for.
     await teardownPod(hostNetns(), { podNamespace: ref.K8sPodNamespace, podName: ref.K8sPodName, ...(ip ? { ip } : {}) });
+    if (daemonError) throw daemonError;
     await client.releaseIP({ ...ref, Reason: 'cni del' });
   } catch (e) {
     if (e instanceof NetnsNotFoundError || isNotFoundError(e)) return;

@@ -422,19 +422,20 @@ export class EniIpPool {
     let left = Math.min(want, this.capacity - this.totalIps() - this.inflight());
     const batch = this.o.assignBatch ?? 10;
     const perEni = this.o.quota.ipsPerEni;
-    // Secondary IPs on ENIs with room, fullest first.
+    // Secondary IPs on ENIs with room, fullest first. Room on an ENI with an
+    // assignment in flight is counted (so no ENI is created for it) but asked
+    // for on the next pass, when that call has returned.
     const enis = [...this.enis.values()].filter((e) => !e.deleting).sort((a, b) => b.ips.size - a.ips.size);
     for (const e of enis) {
       if (left <= 0) return;
-      if (e.assigning > 0) continue; // one AssignPrivateIpAddresses per ENI at a time
-      const room = perEni - e.ips.size;
+      const room = perEni - e.ips.size - e.assigning;
       if (room <= 0) continue;
       const n = Math.min(room, left, batch);
       left -= n;
-      this.assign(e, n);
+      if (e.assigning === 0) this.assign(e, n);
     }
-    // New ENIs for the rest, one creation at a time.
-    if (left > 0 && this.creating === 0 && this.enis.size < this.maxEnis) this.createEni(Math.min(left, perEni, batch + 1));
+    // New ENIs for the rest, one creation at a time, with up to a full ENI of IPs.
+    if (left > 0 && this.creating === 0 && this.enis.size < this.maxEnis) this.createEni(Math.min(left, perEni));
   }
 
   private assign(e: EniState, n: number): void {

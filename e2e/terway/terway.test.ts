@@ -1,0 +1,111 @@
+/**
+ * The built `terwayd` and `terway` executables (dist/bin) in a "node" namespace: terwayd runs there
+ * (`ip netns exec`) against the package's fake ECS/VPC OpenAPI, which this test process serves from
+ * inside that namespace (socket bound there); ENIs appear as veths into an "ext" namespace standing
+ * for the VPC when the fake reports them InUse. The terway binary is run the way a runtime runs it.
+ */
+import { spawn, type ChildProcess } from 'node:child_process';
+import * as fs from 'node:fs';
+import * as os from 'node:os';
+import * as path from 'node:path';
+import { openNetns, runInNetns } from '@cnikit/netlib';
+import { FakeOpenApi } from '../../packages/terway/src/cloud/fake-openapi';
+import { hostVethName } from '../../packages/terway/src/datapath/eniip-veth';
+import { CNI_PATH, Netns, deleteAllNamespaces, describeWithPlugin, execPlugin, hasPlugin, pluginPath } from '../lib';
+
+// Needs both executables: skipped (or failing under CI) when either is missing.
+const describeBoth = hasPlugin('terway') ? describeWithPlugin('terwayd') : describeWithPlugin('terway');
+
+describeBoth('terway + terwayd executables', () => {
+  let node: Netns;
+  let ext: Netns;
+  let pod: Netns;
+  let dir: string;
+  let api: FakeOpenApi;
+  let daemon: ChildProcess;
+  let stderr = '';
+
+  beforeAll(async () => {
+    node = await Netns.create('twnode');
+    ext = await Netns.create('twext');
+    pod = await Netns.create('twpod');
+    await ext.ip('addr', 'add', '10.9.9.9/32', 'dev', 'lo');
+    await node.ip('addr', 'add', '10.6.0.1/32', 'dev', 'lo');
+    dir = fs.mkdtempSync(path.join(os.tmpdir(), 'cnikit-e2e-terway-'));
+    let n = 0;
+    api = new FakeOpenApi({
+      attachDelayMs: 30,
+      onAttached: async (eni) => {
+        n++;
+        await node.ip('link', 'add', `eni${n}`, 'address', eni.mac, 'type', 'veth', 'peer', 'name', `vpc${n}`, 'netns', ext.name);
+        await ext.ip('link', 'set', `vpc${n}`, 'up');
+        if (n === 1) await ext.ip('addr', 'add', '192.168.0.253/24', 'dev', 'vpc1');
+      },
+    });
+    api.addVSwitch('vsw-a', 'cn-hangzhou-i', '192.168.0.0/24');
+    api.addInstanceType('ecs.g7.large', { eniQuantity: 3, eniPrivateIpAddressQuantity: 10 });
+    api.addInstance('i-e2e', 'ecs.g7.large', 'vsw-a');
+    const nodeNs = openNetns(node.path);
+    let endpoint: string;
+    try {
+      endpoint = runInNetns(nodeNs, () => api.listenSync());
+    } finally {
+      nodeNs.close();
+    }
+    fs.writeFileSync(path.join(dir, 'eni.json'), JSON.stringify({ max_pool_size: 5, min_pool_size: 1, security_group: 'sg-1', access_key: 'LTAI-test', access_secret: 'test-secret' }));
+    daemon = spawn('ip', ['netns', 'exec', node.name, pluginPath('terwayd'), '--config', path.join(dir, 'eni.json'), '--socket', path.join(dir, 'eni.socket'), '--state', path.join(dir, 'pod.json'),
+      '--metadata', `http://${endpoint}`, '--ecs-endpoint', endpoint, '--vpc-endpoint', endpoint, '--protocol', 'http', '--log-file', path.join(dir, 'terwayd.log')], { stdio: ['ignore', 'ignore', 'pipe'] });
+    daemon.stderr!.on('data', (c: Buffer) => (stderr += c.toString()));
+    for (let i = 0; i < 300 && !stderr.includes('listening'); i++) {
+      if (daemon.exitCode !== null) break;
+      await new Promise((r) => setTimeout(r, 50));
+    }
+    if (!stderr.includes('listening')) throw new Error(`terwayd did not start: ${stderr}`);
+  });
+
+  afterAll(async () => {
+    daemon?.kill('SIGTERM');
+    await new Promise((r) => setTimeout(r, 200));
+    await api?.close();
+    await deleteAllNamespaces();
+    fs.rmSync(dir, { recursive: true, force: true });
+  });
+
+  const conf = (socket: string): object => ({ cniVersion: '1.0.0', name: 'terway', type: 'terway', socket });
+  const env = (cmd: string): Record<string, string> => ({
+    CNI_COMMAND: cmd, CNI_CONTAINERID: 'e2e-terway-0001', CNI_NETNS: pod.path, CNI_IFNAME: 'eth0', CNI_PATH,
+    CNI_ARGS: 'IgnoreUnknown=1;K8S_POD_NAMESPACE=default;K8S_POD_NAME=web-0;K8S_POD_INFRA_CONTAINER_ID=e2e-terway-0001',
+  });
+
+  test('ADD wires an ENI IP the pod reaches the VPC with; DEL removes it; both twice', async () => {
+    const socket = path.join(dir, 'eni.socket');
+    const add = await execPlugin(pluginPath('terway'), env('ADD'), conf(socket), node);
+    expect(add.code).toBe(0);
+    const ip = (add.json as { ips: { address: string }[] }).ips[0]!.address.split('/')[0]!;
+    expect(ip).toMatch(/^192\.168\.0\./);
+    const eni = [...api.enis.values()].find((e) => e.type === 'Secondary' && [e.primaryIp, ...e.secondaryIps].includes(ip))!;
+    expect(eni.status).toBe('InUse');
+    const rules = await node.ipJson<{ priority: number; src?: string; dst?: string }>('rule', 'show');
+    expect(rules.filter((r) => (r.priority === 512 && r.dst === ip) || (r.priority === 2048 && r.src === ip))).toHaveLength(2);
+    await ext.ip('neigh', 'replace', ip, 'lladdr', eni.mac, 'dev', 'vpc1', 'nud', 'permanent');
+    await pod.execOk(['ping', '-c1', '-W2', '10.9.9.9']);
+    const again = await execPlugin(pluginPath('terway'), env('ADD'), conf(socket), node);
+    expect(again.code).toBe(0);
+    expect((again.json as { ips: { address: string }[] }).ips[0]!.address).toBe(`${ip}/32`);
+
+    for (let i = 0; i < 2; i++) {
+      const del = await execPlugin(pluginPath('terway'), env('DEL'), conf(socket), node);
+      expect(del.code).toBe(0);
+    }
+    const links = await node.ipJson<{ ifname: string }>('link', 'show');
+    expect(links.some((l) => l.ifname === hostVethName('default', 'web-0'))).toBe(false);
+    const stored = JSON.parse(fs.readFileSync(path.join(dir, 'pod.json'), 'utf8')) as { leases: unknown[] };
+    expect(stored.leases).toEqual([]);
+  });
+
+  test('daemon unreachable: code 11', async () => {
+    const r = await execPlugin(pluginPath('terway'), env('ADD'), conf(path.join(dir, 'nobody.socket')), node);
+    expect(r.code).toBe(1);
+    expect((r.json as { code: number }).code).toBe(11);
+  });
+});

@@ -1,0 +1,48 @@
+// Which executables to build: every workspace package declares its own in
+// package.json as "cnikit": {"executables": {"<name>": "src/<entry>.ts"}}, so adding
+// a plugin never means editing the build tooling.
+import * as fs from 'node:fs';
+import * as path from 'node:path';
+
+const NAME = /^[a-z0-9][a-z0-9._-]*$/;
+/** The multi-call executable's own name; no program may take it. */
+export const MULTICALL = 'cnikit';
+
+/** @typedef {{ name: string, entry: string, owner: string }} Target */
+
+/** @returns {Target[]} declared by packages/<pkg>/package.json, sorted by name. */
+export function workspaceTargets(root) {
+  const pkgsDir = path.join(root, 'packages');
+  const out = [];
+  for (const dir of fs.readdirSync(pkgsDir).sort()) {
+    const manifest = path.join(pkgsDir, dir, 'package.json');
+    if (!fs.existsSync(manifest)) continue;
+    const pkg = JSON.parse(fs.readFileSync(manifest, 'utf8'));
+    out.push(...fromDeclaration(pkg.cnikit?.executables ?? {}, path.join(pkgsDir, dir), manifest));
+  }
+  return checked(out);
+}
+
+/** @returns {Target[]} the throwaway entries under tools/build/fixtures/ (tests and measurements). */
+export function fixtureTargets(root) {
+  const dir = path.join(root, 'tools', 'build', 'fixtures');
+  const manifest = path.join(dir, 'executables.json');
+  return checked(fromDeclaration(JSON.parse(fs.readFileSync(manifest, 'utf8')), dir, manifest));
+}
+
+function fromDeclaration(decl, baseDir, manifest) {
+  return Object.entries(decl).map(([name, rel]) => {
+    if (!NAME.test(name) || name === MULTICALL) throw new Error(`${manifest}: bad executable name ${JSON.stringify(name)}`);
+    if (typeof rel !== 'string') throw new Error(`${manifest}: executable ${name}: entry must be a path string`);
+    return { name, entry: path.resolve(baseDir, rel), owner: manifest };
+  });
+}
+
+function checked(targets) {
+  const seen = new Map();
+  for (const t of targets) {
+    if (seen.has(t.name)) throw new Error(`executable ${t.name} declared twice: ${seen.get(t.name)} and ${t.owner}`);
+    seen.set(t.name, t.owner);
+  }
+  return targets.sort((a, b) => a.name.localeCompare(b.name));
+}
