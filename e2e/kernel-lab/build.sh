@@ -55,7 +55,7 @@ fi
 
 QEMU="$(command -v qemu-system-x86_64)" || die "qemu-system-x86_64 not found after install"
 BUSYBOX=/bin/busybox # from busybox-static: no shared libraries, so it runs from the initramfs
-"$BUSYBOX" --list 2>/dev/null | grep -qx insmod || die "$BUSYBOX is not a usable busybox (busybox-static)"
+"$BUSYBOX" --list 2>/dev/null | grep -x insmod >/dev/null || die "$BUSYBOX is not a usable busybox (busybox-static)"
 
 # --------------------------------------------------------------------------------------------
 # 2. Kernel version

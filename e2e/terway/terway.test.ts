@@ -77,7 +77,7 @@ describeBoth('terway + terwayd executables', () => {
     CNI_ARGS: 'IgnoreUnknown=1;K8S_POD_NAMESPACE=default;K8S_POD_NAME=web-0;K8S_POD_INFRA_CONTAINER_ID=e2e-terway-0001',
   });
 
-  test('ADD wires an ENI IP the pod reaches the VPC with; DEL removes it; both twice', async () => {
+  test('ADD wires an ENI IP the pod reaches the VPC with; CHECK passes; DEL removes it; ADD and DEL twice', async () => {
     const socket = path.join(dir, 'eni.socket');
     const add = await execPlugin(pluginPath('terway'), env('ADD'), conf(socket), node);
     expect(add.code).toBe(0);
@@ -89,6 +89,8 @@ describeBoth('terway + terwayd executables', () => {
     expect(rules.filter((r) => (r.priority === 512 && r.dst === ip) || (r.priority === 2048 && r.src === ip))).toHaveLength(2);
     await ext.ip('neigh', 'replace', ip, 'lladdr', eni.mac, 'dev', 'vpc1', 'nud', 'permanent');
     await pod.execOk(['ping', '-c1', '-W2', '10.9.9.9']);
+    const chk = await execPlugin(pluginPath('terway'), env('CHECK'), { ...conf(socket), prevResult: add.json }, node);
+    expect(chk.code).toBe(0);
     const again = await execPlugin(pluginPath('terway'), env('ADD'), conf(socket), node);
     expect(again.code).toBe(0);
     expect((again.json as { ips: { address: string }[] }).ips[0]!.address).toBe(`${ip}/32`);

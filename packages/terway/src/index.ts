@@ -13,3 +13,5 @@ export { TerwayDaemon, RESERVATION_ANNOTATION, RESERVE_MS, type PodMeta, type Po
 export { TerwayServer } from './daemon/server';
 export { LeaseStore, type StoredLease } from './daemon/store';
 export { startTerwayd, type Terwayd, type TerwaydOptions } from './daemon/bootstrap';
+export { EniDevicePlugin, ENI_RESOURCE, MEMBER_ENI_RESOURCE } from './deviceplugin/plugin';
+export { kubePodSource } from './daemon/kube-pods';

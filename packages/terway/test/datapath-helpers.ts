@@ -139,5 +139,6 @@ export async function tcpRate(from: TestNs, to: TestNs, toIp: string, secs = 4):
   } finally {
     send.kill();
     recv.kill();
+    fs.rmSync(script, { force: true });
   }
 }

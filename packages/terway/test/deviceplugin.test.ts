@@ -91,6 +91,29 @@ it('registers both resources with the kubelet and serves their devices', async (
   m.close();
 });
 
+it('registers again when the kubelet restarts (kubelet.sock recreated)', async () => {
+  const p = new EniDevicePlugin({ resourceName: ENI_RESOURCE, dir, count: 1 });
+  plugins.push(p);
+  await p.start();
+  expect(registered).toHaveLength(1);
+  // The kubelet restarts: its socket goes and comes back with a fresh registry.
+  kubelet.forceShutdown();
+  fs.rmSync(path.join(dir, KUBELET_SOCKET), { force: true });
+  registered = [];
+  kubelet = new grpc.Server();
+  kubelet.addService(deviceApi().Registration.service, {
+    Register: (call: grpc.ServerUnaryCall<Registered, unknown>, cb: grpc.sendUnaryData<unknown>) => {
+      registered.push(call.request);
+      cb(null, {});
+    },
+  });
+  await new Promise<void>((r, j) => kubelet.bindAsync(`unix://${path.join(dir, KUBELET_SOCKET)}`, grpc.ServerCredentials.createInsecure(), (e) => (e ? j(e) : r())));
+  // Wait for the plugin's side (its callback comes after the kubelet has recorded the call).
+  for (let i = 0; i < 300 && p.registrations < 2; i++) await new Promise((r) => setTimeout(r, 10));
+  expect(registered.map((r) => r.resource_name)).toEqual(['aliyun/eni']);
+  expect(p.registrations).toBe(2);
+});
+
 it('fails clearly when the kubelet is not there', async () => {
   const p = new EniDevicePlugin({ resourceName: ENI_RESOURCE, dir: path.join(dir, 'nokubelet'), count: 1 });
   plugins.push(p);

@@ -13,6 +13,7 @@ import { AliyunEniCloud, FakeOpenApi } from '../src/cloud';
 import { realClock } from '../src/clock';
 import * as plugin from '../src/cni/plugin';
 import { TerwayDaemon, type PodMeta } from '../src/daemon/daemon';
+import { ExclusiveEniAllocator } from '../src/daemon/exclusive';
 import { TerwayServer } from '../src/daemon/server';
 import { LeaseStore } from '../src/daemon/store';
 import { hostVethName } from '../src/datapath/eniip-veth';
@@ -35,7 +36,7 @@ interface Stack {
   stop(): Promise<void>;
 }
 
-async function stack(opts: { pods?: number; quota?: { eniQuantity: number; eniPrivateIpAddressQuantity: number } } = {}): Promise<Stack> {
+async function stack(opts: { pods?: number; quota?: { eniQuantity: number; eniPrivateIpAddressQuantity: number }; exclusive?: boolean } = {}): Promise<Stack> {
   const t = makeTopo(opts.pods ?? 2);
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'terway-'));
   let n = 0;
@@ -47,6 +48,11 @@ async function stack(opts: { pods?: number; quota?: { eniQuantity: number; eniPr
       sh(t.ext.ns, `ip link set vpc${n} up`);
       if (n === 1) sh(t.ext.ns, 'ip addr add 192.168.0.253/24 dev vpc1');
     },
+    // Detached: the NIC leaves the instance.
+    onDetached: (eni) => {
+      const l = ipj<{ ifname: string; address: string }[]>(t.host, 'link show').find((x) => x.address === eni.mac);
+      if (l) sh(t.host.ns, `ip link del ${l.ifname}`);
+    },
   });
   api.addVSwitch('vsw-a', 'cn-hangzhou-i', '192.168.0.0/24');
   api.addInstanceType('ecs.test', opts.quota ?? { eniQuantity: 3, eniPrivateIpAddressQuantity: 10 });
@@ -55,7 +61,11 @@ async function stack(opts: { pods?: number; quota?: { eniQuantity: number; eniPr
   const cloud = new AliyunEniCloud({ regionId: 'cn-hangzhou', instanceId: 'i-node1', accessKeyId: 'LTAI-test', accessKeySecret: 'test-secret', ecsEndpoint: api.endpoint, vpcEndpoint: api.endpoint, protocol: 'http', pollIntervalMs: 10 });
   const pool = new EniIpPool({ config: parsePoolConfig({ max_pool_size: 5, security_groups: ['sg-1'], vswitches: { 'cn-hangzhou-i': ['vsw-a'] } }), quota: await cloud.instanceQuota('ecs.test'), cloud, clock: realClock, zone: 'cn-hangzhou-i' });
   const pods = new Map<string, PodMeta>();
-  const daemon = new TerwayDaemon({ pool, store: new LeaseStore(path.join(dir, 'pod.json')), pods: { get: async (ns, name) => pods.get(`${ns}/${name}`) } });
+  const source = opts.exclusive
+    ? new ExclusiveEniAllocator({ cloud, config: parsePoolConfig({ security_groups: ['sg-1'], vswitches: { 'cn-hangzhou-i': ['vsw-a'] } }), quota: await cloud.instanceQuota('ecs.test'), zone: 'cn-hangzhou-i' })
+    : pool;
+  const podSource = { get: async (ns: string, name: string) => pods.get(`${ns}/${name}`) };
+  const daemon = new TerwayDaemon({ pool: source, store: new LeaseStore(path.join(dir, 'pod.json')), pods: podSource, serviceCidr: '10.96.0.0/12', ...(opts.exclusive ? { ipType: 'TypeVPCENI' as const } : {}) });
   const socket = path.join(dir, 'eni.socket');
   const server = new TerwayServer(daemon, socket);
   await server.start();
@@ -78,7 +88,7 @@ async function stack(opts: { pods?: number; quota?: { eniQuantity: number; eniPr
   };
 }
 
-async function cni(s: Stack, command: 'ADD' | 'DEL', pod: TestNs, name: string, version = '1.0.0', extra: Record<string, unknown> = {}): Promise<{ code: number; out: Record<string, unknown> | undefined }> {
+async function cni(s: Stack, command: 'ADD' | 'DEL' | 'CHECK', pod: TestNs, name: string, version = '1.0.0', extra: Record<string, unknown> = {}): Promise<{ code: number; out: Record<string, unknown> | undefined }> {
   const conf = { cniVersion: version, name: 'terway', type: 'terway', socket: s.socket, ...extra };
   const env = { CNI_COMMAND: command, CNI_CONTAINERID: `ctr-${name}`, CNI_NETNS: pod.ns.path, CNI_IFNAME: 'eth0', CNI_PATH: '/opt/cni/bin', CNI_ARGS: `IgnoreUnknown=1;K8S_POD_NAMESPACE=default;K8S_POD_NAME=${name};K8S_POD_INFRA_CONTAINER_ID=ctr-${name}` };
   const r = await useHostNetns(s.t.host.ns, () => runPlugin(plugin as unknown as PluginHandlers, { about: 'terway test' }, { env, stdin: JSON.stringify(conf) }));
@@ -112,6 +122,13 @@ describe.each(VERSIONS)('terway CNI + terwayd [%s]', (version) => {
     sh(s.t.pods[0]!.ns, 'ping -c1 -W2 10.9.9.9');
     expect(ipj<{ priority: number; src?: string }[]>(s.t.host, 'rule show').filter((r) => r.src === ip && r.priority === 2048)).toHaveLength(1);
     expect(s.pool.stats().used).toBe(1);
+
+    // CHECK passes, then names what broke.
+    const chk = await cni(s, 'CHECK', s.t.pods[0]!, 'web-0', version, { prevResult: add.out });
+    expect(chk).toEqual({ code: 0, out: undefined });
+    sh(s.t.host.ns, `ip rule del to ${ip}/32 lookup main pref 512`);
+    const bad = await cni(s, 'CHECK', s.t.pods[0]!, 'web-0', version, { prevResult: add.out });
+    expect(bad.out).toMatchObject({ code: 100, msg: `terway: CHECK: rule "to ${ip}/32 lookup main pref 512" is missing` });
 
     const del = await cni(s, 'DEL', s.t.pods[0]!, 'web-0', version);
     expect(del.code).toBe(0);
@@ -147,6 +164,16 @@ describe('terway CNI + terwayd', () => {
     expect(ipj<{ ifname: string }[]>(s.t.host, 'link show').some((l) => l.ifname === hostVethName('default', 'a'))).toBe(false);
   });
 
+  it('the pod source failing answers code 11 and takes no IP', async () => {
+    s = await stack();
+    s.pods.get = () => {
+      throw new Error('apiserver: connection refused');
+    };
+    const r = await cni(s, 'ADD', s.t.pods[0]!, 'x');
+    expect(r.out).toMatchObject({ code: 11, msg: expect.stringMatching(/read pod default\/x: apiserver: connection refused/) });
+    expect(s.pool.stats().used).toBe(0);
+  });
+
   it('bandwidth annotations reach tbf; a StatefulSet pod gets its IP back', async () => {
     s = await stack();
     s.pods.set('default/db-0', { annotations: { 'k8s.aliyun.com/ingress-bandwidth': '30M', 'k8s.aliyun.com/egress-bandwidth': '15M' }, statefulSet: true });
@@ -165,5 +192,27 @@ describe('terway CNI + terwayd', () => {
     // Leases are on disk.
     const stored = JSON.parse(fs.readFileSync(path.join(s.dir, 'pod.json'), 'utf8')) as { leases: { key: string; ip: string }[] };
     expect(stored.leases.map((l) => l.key).sort()).toEqual(['default/db-0', 'default/other']);
+  });
+});
+
+describe('exclusive ENI mode (TypeVPCENI)', () => {
+  it('ADD moves a fresh ENI into the pod; CHECK passes; DEL gives it back and the ENI is deleted', async () => {
+    s = await stack({ pods: 1, exclusive: true });
+    sh(s.t.host.ns, 'ip addr add 10.96.0.10/32 dev lo');
+    const add = await cni(s, 'ADD', s.t.pods[0]!, 'db-0');
+    expect(add.code).toBe(0);
+    const ip = podIpOf(add.out);
+    expect((add.out?.['ips'] as { address: string }[])[0]!.address).toBe(`${ip}/24`);
+    const eni = [...s.api.enis.values()].find((e) => e.type === 'Secondary')!;
+    expect(eni.primaryIp).toBe(ip);
+    expect(ipj<{ address: string }[]>(s.t.pods[0]!, 'link show eth0')[0]!.address).toBe(eni.mac);
+    sh(s.t.pods[0]!.ns, 'ping -c1 -W2 10.9.9.9'); // the VPC through the ENI itself
+    sh(s.t.pods[0]!.ns, 'ping -c1 -W2 10.96.0.10'); // a Service through the host
+    expect((await cni(s, 'CHECK', s.t.pods[0]!, 'db-0', '1.0.0', { prevResult: add.out })).code).toBe(0);
+    expect((await cni(s, 'DEL', s.t.pods[0]!, 'db-0')).code).toBe(0);
+    for (let i = 0; i < 200 && s.api.enis.has(eni.id); i++) await new Promise((r) => setTimeout(r, 20));
+    expect(s.api.enis.has(eni.id)).toBe(false);
+    expect(ipj<{ ifname: string }[]>(s.t.pods[0]!, 'link show').map((l) => l.ifname)).toEqual(['lo']);
+    expect((await cni(s, 'DEL', s.t.pods[0]!, 'db-0')).code).toBe(0);
   });
 });

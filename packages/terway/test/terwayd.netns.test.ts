@@ -8,7 +8,9 @@ import * as os from 'node:os';
 import * as path from 'node:path';
 import { runPlugin, type PluginHandlers } from '@cnikit/netlib';
 import { sh, useHostNetns } from '@cnikit/netlib/testing';
-import { FakeOpenApi } from '../src/cloud';
+import * as grpc from '@grpc/grpc-js';
+import { AliyunEniCloud, FakeOpenApi } from '../src/cloud';
+import { deviceApi } from '../src/deviceplugin/proto';
 import { FakeClock } from '../src/clock';
 import * as plugin from '../src/cni/plugin';
 import { startTerwayd, type Terwayd } from '../src/daemon/bootstrap';
@@ -47,7 +49,7 @@ afterEach(async () => {
   fs.rmSync(dir, { recursive: true, force: true });
 });
 
-function start(clock?: FakeClock): Promise<Terwayd> {
+function start(clock?: FakeClock, extra: { devicePluginDir?: string; mode?: 'ENIOnly' } = {}): Promise<Terwayd> {
   return startTerwayd({
     eniConf: { max_pool_size: 5, security_group: 'sg-1', access_key: 'LTAI-test', access_secret: 'test-secret', service_cidr: '172.16.0.0/16' },
     socket: path.join(dir, 'eni.socket'),
@@ -59,6 +61,7 @@ function start(clock?: FakeClock): Promise<Terwayd> {
     hostNs: t.host.ns,
     gcIntervalMs: 0,
     ...(clock ? { clock } : {}),
+    ...extra,
   });
 }
 
@@ -106,4 +109,45 @@ it('releases the IP of a pod whose netns went away without DEL', async () => {
   expect(d.pool.leaseOf('default/stays')).toBeDefined();
   const stored = JSON.parse(fs.readFileSync(path.join(dir, 'pod.json'), 'utf8')) as { leases: { key: string }[] };
   expect(stored.leases.map((l) => l.key)).toEqual(['default/stays']);
+});
+
+it('registers aliyun/eni with the instance ENI quota when asked', async () => {
+  const dpDir = path.join(dir, 'device-plugins');
+  fs.mkdirSync(dpDir);
+  const registered: string[] = [];
+  const kubelet = new grpc.Server();
+  kubelet.addService(deviceApi().Registration.service, {
+    Register: (call: grpc.ServerUnaryCall<{ resource_name: string }, unknown>, cb: grpc.sendUnaryData<unknown>) => {
+      registered.push(call.request.resource_name);
+      cb(null, {});
+    },
+  });
+  await new Promise<void>((r, j) => kubelet.bindAsync(`unix://${path.join(dpDir, 'kubelet.sock')}`, grpc.ServerCredentials.createInsecure(), (e) => (e ? j(e) : r())));
+  try {
+    d = await start(undefined, { devicePluginDir: dpDir });
+    expect(registered).toEqual(['aliyun/eni']);
+    expect(d.devicePlugin?.devices()).toHaveLength(2); // EniQuantity 3 - the primary ENI
+  } finally {
+    kubelet.forceShutdown();
+  }
+});
+
+it('ENIOnly: a whole ENI per pod, kept across a restart; an ENI nobody holds is deleted', async () => {
+  d = await start(undefined, { mode: 'ENIOnly' });
+  const a = await add(t.pods[0]!, 'a');
+  expect(a.code).toBe(0);
+  const ip = ipOf(a.out);
+  const mine = [...api.enis.values()].find((e) => e.primaryIp === ip)!;
+  expect(ipj<{ address: string }[]>(t.pods[0]!, 'link show eth0')[0]!.address).toBe(mine.mac);
+  await d.stop();
+  d = undefined;
+  // While terwayd is down, an ENI gets attached that no pod holds (a pod deleted meanwhile).
+  const cloud = new AliyunEniCloud({ regionId: 'cn-hangzhou', instanceId: 'i-node1', accessKeyId: 'LTAI-test', accessKeySecret: 'test-secret', ecsEndpoint: api.endpoint, vpcEndpoint: api.endpoint, protocol: 'http', pollIntervalMs: 10 });
+  const leaked = await cloud.createEni({ vswitchId: 'vsw-node', securityGroups: ['sg-1'], ipCount: 1 });
+  d = await start(undefined, { mode: 'ENIOnly' });
+  expect(d.daemon).toBeDefined();
+  expect(api.enis.has(leaked.eniId)).toBe(false);
+  expect(api.enis.get(mine.id)?.status).toBe('InUse');
+  const again = await add(t.pods[0]!, 'a');
+  expect(ipOf(again.out)).toBe(ip);
 });

@@ -3,6 +3,6 @@
  * See docs/terway.md.
  */
 import { pluginMain } from '@cnikit/netlib';
-import { add, del } from './plugin';
+import { add, check, del } from './plugin';
 
-pluginMain({ add, del }, { about: 'cnikit terway: ENI multi-IP pods through terwayd' });
+pluginMain({ add, del, check }, { about: 'cnikit terway: ENI multi-IP pods through terwayd' });

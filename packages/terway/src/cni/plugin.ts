@@ -4,7 +4,9 @@
  * DEL tears down what it finds and releases; both idempotent.
  */
 import { CniCode, CniError, hostNetns, openNetns, UndoStack, isNotFoundError, NetnsNotFoundError, type CmdArgs, type Result } from '@cnikit/netlib';
-import { POD_GATEWAY, setupPod, teardownPod } from '../datapath/eniip-veth';
+import { addr, link, type Netns } from '@cnikit/netlib';
+import { checkPod, hostVethName, POD_GATEWAY, setupPod, teardownPod } from '../datapath/eniip-veth';
+import { setupExclusivePod, teardownExclusivePod } from '../datapath/exclusive-eni';
 import type { PodRef } from '../rpc/proto';
 import { TerwayClient } from './client';
 import { parseConf } from './config';
@@ -30,6 +32,19 @@ export async function add(a: CmdArgs): Promise<Result> {
     const mac = nc?.ENIInfo?.MAC;
     const gw = nc?.ENIInfo?.GatewayIP?.IPv4 || nc?.BasicInfo?.GatewayIP?.IPv4;
     if (!reply.Success || !podIp || !mac || !gw) throw new CniError(CniCode.Internal, `terway: AllocIP answered without an IPv4, ENI MAC or gateway for ${ref.K8sPodNamespace}/${ref.K8sPodName}`);
+    if (reply.IPType === 'TypeVPCENI') {
+      // Exclusive ENI: the ENI itself becomes the pod's interface.
+      const prefix = Number((nc.BasicInfo?.PodCIDR?.IPv4 ?? '').split('/')[1] ?? 32) || 32;
+      const services = (nc.BasicInfo?.ServiceCIDR?.IPv4 ?? '').split(',').map((x) => x.trim()).filter(Boolean);
+      const x = await setupExclusivePod(hostNetns(), podNs, { podNamespace: ref.K8sPodNamespace, podName: ref.K8sPodName, ifName: a.ifName, eni: { mac, ip: podIp, prefix, gateway: gw }, serviceCidrs: services, mtu: conf.mtu });
+      undo.commit();
+      return {
+        cniVersion: a.conf.cniVersion,
+        interfaces: [{ name: x.hostVeth }, { name: a.ifName, mac, sandbox: a.netns }],
+        ips: [{ address: `${podIp}/${prefix}`, gateway: gw, interface: 1 }],
+        routes: [{ dst: '0.0.0.0/0', gw }],
+      };
+    }
     const ingress = nc.Pod?.Ingress || conf.capabilityBandwidth?.ingressRate || undefined;
     const egress = nc.Pod?.Egress || conf.capabilityBandwidth?.egressRate || undefined;
     const s = await setupPod(hostNetns(), podNs, {
@@ -67,15 +82,29 @@ export async function del(a: CmdArgs): Promise<void> {
   try {
     let ip: string | undefined;
     let daemonError: unknown;
+    let info: Awaited<ReturnType<TerwayClient['getIPInfo']>> | undefined;
     try {
-      const info = await client.getIPInfo(ref);
+      info = await client.getIPInfo(ref);
       ip = info.Success ? info.NetConfs[0]?.BasicInfo?.PodIP?.IPv4 : undefined;
     } catch (e) {
       daemonError = e;
     }
     // The pod's veth goes even when terwayd cannot answer (its rules are then
     // left to terwayd's repair); the release is what the retry is for.
-    await teardownPod(hostNetns(), { podNamespace: ref.K8sPodNamespace, podName: ref.K8sPodName, ...(ip ? { ip } : {}) });
+    const exclusiveMac = info?.IPType === 'TypeVPCENI' ? info.NetConfs[0]?.ENIInfo?.MAC : undefined;
+    if (exclusiveMac) {
+      let podNs;
+      try {
+        podNs = openNetns(a.netns);
+      } catch (e) {
+        if (!(e instanceof NetnsNotFoundError)) throw e;
+      }
+      try {
+        await teardownExclusivePod(hostNetns(), podNs, { podNamespace: ref.K8sPodNamespace, podName: ref.K8sPodName, mac: exclusiveMac });
+      } finally {
+        podNs?.close();
+      }
+    } else await teardownPod(hostNetns(), { podNamespace: ref.K8sPodNamespace, podName: ref.K8sPodName, ...(ip ? { ip } : {}) });
     if (daemonError) throw daemonError;
     await client.releaseIP({ ...ref, Reason: 'cni del' });
   } catch (e) {
@@ -84,4 +113,35 @@ export async function del(a: CmdArgs): Promise<void> {
   } finally {
     client.close();
   }
+}
+
+/** Plugin-specific CNI code (>= 100): the pod's network is not what ADD made. */
+export const CODE_CHECK_FAILED = 100;
+
+export async function check(a: CmdArgs): Promise<void> {
+  const conf = parseConf(a);
+  const ref = podRef(a);
+  const client = new TerwayClient(conf.socket);
+  const podNs = openNetns(a.netns);
+  try {
+    const info = await client.getIPInfo(ref);
+    const nc = info.NetConfs[0];
+    const ip = nc?.BasicInfo?.PodIP?.IPv4;
+    const mac = nc?.ENIInfo?.MAC;
+    if (!info.Success || !ip || !mac) throw new CniError(CODE_CHECK_FAILED, `terway: CHECK: terwayd holds no IP for ${ref.K8sPodNamespace}/${ref.K8sPodName}`, info.Error);
+    const problems = info.IPType === 'TypeVPCENI' ? await checkExclusive(podNs, a.ifName, ip, mac, hostVethName(ref.K8sPodNamespace, ref.K8sPodName)) : await checkPod(hostNetns(), podNs, { podNamespace: ref.K8sPodNamespace, podName: ref.K8sPodName, ifName: a.ifName, ip, eniMac: mac });
+    if (problems.length) throw new CniError(CODE_CHECK_FAILED, `terway: CHECK: ${problems[0]}${problems.length > 1 ? ` (and ${problems.length - 1} more)` : ''}`, problems.join('; '));
+  } finally {
+    podNs.close();
+    client.close();
+  }
+}
+
+async function checkExclusive(podNs: Netns, ifName: string, ip: string, mac: string, hostVeth: string): Promise<string[]> {
+  const problems: string[] = [];
+  const l = await link.find(podNs, ifName);
+  if (!l || l.mac.toLowerCase() !== mac.toLowerCase()) problems.push(`pod interface ${ifName} is not the ENI ${mac}`);
+  else if (!(await addr.list(podNs, { index: l.index, family: 4 })).some((x) => x.address.startsWith(`${ip}/`))) problems.push(`pod address ${ip} on ${ifName} is missing`);
+  if (!(await link.find(hostNetns(), hostVeth))) problems.push(`host veth ${hostVeth} is missing`);
+  return problems;
 }

@@ -13,7 +13,9 @@ import { realClock, type Clock } from '../clock';
 import { hostVethName, repair, type LivePod } from '../datapath/eniip-veth';
 import { EniIpPool, parsePoolConfig, type EniInfo, type PoolConfig } from '../pool';
 import { link } from '@cnikit/netlib';
+import { ENI_RESOURCE, EniDevicePlugin } from '../deviceplugin/plugin';
 import { TerwayDaemon, type PodSource } from './daemon';
+import { ExclusiveEniAllocator } from './exclusive';
 import { TerwayServer } from './server';
 import { LeaseStore } from './store';
 
@@ -31,6 +33,10 @@ export interface TerwaydOptions {
   pods?: PodSource;
   clock?: Clock;
   hostNs?: Netns;
+  /** ENIMultiIP (default: the pool of secondary IPs) or ENIOnly (a whole ENI per pod). */
+  mode?: 'ENIMultiIP' | 'ENIOnly';
+  /** The kubelet's device-plugin directory: when set, `aliyun/eni` is registered with the ENI quota. */
+  devicePluginDir?: string;
   /** GC period (default 5 min); 0 disables. */
   gcIntervalMs?: number;
   log?: (msg: string, fields?: Record<string, unknown>) => void;
@@ -41,6 +47,7 @@ export interface Terwayd {
   pool: EniIpPool;
   config: PoolConfig;
   gcOnce(): Promise<string[]>;
+  devicePlugin: EniDevicePlugin | undefined;
   stop(): Promise<void>;
 }
 
@@ -81,22 +88,48 @@ export async function startTerwayd(o: TerwaydOptions): Promise<Terwayd> {
   for (const e of enis) for (const a of e.ips) onEni.set(a, e);
   const stored = store.load();
   const kept = stored.filter((l) => onEni.has(l.ip));
-  pool.restore(enis, kept.map((l) => ({ key: l.key, ip: l.ip })));
-  log('restored', { enis: enis.length, leases: kept.length, dropped: stored.length - kept.length });
+  const exclusive = o.mode === 'ENIOnly' ? new ExclusiveEniAllocator({ cloud, config, quota, zone: meta.zoneId, defaultVSwitches: [meta.vswitchId] }) : undefined;
+  if (exclusive) {
+    // Whole ENIs: a stored lease keeps its ENI; an ENI nobody holds leaked (pod gone while terwayd was down).
+    const leaked = exclusive.restore(enis, kept.map((l) => ({ key: l.key, eniId: l.eniId })));
+    for (const id of leaked) await cloud.deleteEni(id).catch((e: unknown) => log('delete leaked ENI failed', { eni: id, error: String(e) }));
+    log('restored', { mode: 'ENIOnly', enis: enis.length, leases: kept.length, leakedDeleted: leaked.length });
+  } else {
+    pool.restore(enis, kept.map((l) => ({ key: l.key, ip: l.ip })));
+    log('restored', { enis: enis.length, leases: kept.length, dropped: stored.length - kept.length });
+  }
 
   const livePods = (): LivePod[] =>
-    pool.leases().flatMap(({ key, lease, reservedUntil }) => {
-      if (reservedUntil !== undefined) return [];
-      const [ns, name] = key.split('/');
-      return ns && name ? [{ podNamespace: ns, podName: name, ip: lease.ip, eniMac: lease.mac, gateway: lease.gateway }] : [];
-    });
-  const rep = await repair(hostNs, livePods()).catch((e: unknown) => (log('repair failed', { error: String(e) }), undefined));
-  if (rep) log('repaired', { ...rep });
+    exclusive
+      ? []
+      : pool.leases().flatMap(({ key, lease, reservedUntil }) => {
+          if (reservedUntil !== undefined) return [];
+          const [ns, name] = key.split('/');
+          return ns && name ? [{ podNamespace: ns, podName: name, ip: lease.ip, eniMac: lease.mac, gateway: lease.gateway }] : [];
+        });
+  const doRepair = async (): Promise<void> => {
+    if (exclusive) return; // no policy routing in this mode
+    const rep = await repair(hostNs, livePods()).catch((e: unknown) => (log('repair failed', { error: String(e) }), undefined));
+    if (rep && (rep.rulesAdded.length || rep.rulesRemoved.length || rep.routesAdded.length || rep.routesRemoved.length)) log('repaired', { ...rep });
+  };
+  await doRepair();
 
-  const daemon = new TerwayDaemon({ pool, store, ...(o.pods ? { pods: o.pods } : {}), ...(config.serviceCidr ? { serviceCidr: config.serviceCidr } : {}), log });
+  const daemon = new TerwayDaemon({
+    pool: exclusive ?? pool,
+    store,
+    ...(exclusive ? { ipType: 'TypeVPCENI' as const } : {}),
+    ...(o.pods ? { pods: o.pods } : {}),
+    ...(config.serviceCidr ? { serviceCidr: config.serviceCidr } : {}),
+    log,
+  });
   const server = new TerwayServer(daemon, o.socket);
   await server.start();
-  pool.start();
+  if (!exclusive) pool.start();
+  let devicePlugin: EniDevicePlugin | undefined;
+  if (o.devicePluginDir) {
+    devicePlugin = new EniDevicePlugin({ resourceName: ENI_RESOURCE, dir: o.devicePluginDir, count: Math.max(0, quota.eniQuantity - 1) });
+    await devicePlugin.start();
+  }
 
   // GC: a lease whose pod's host veth is gone is a pod deleted without DEL.
   // Leases younger than a minute are left alone (an ADD may be between AllocIP and the veth).
@@ -113,7 +146,7 @@ export async function startTerwayd(o: TerwaydOptions): Promise<Terwayd> {
     });
     for (const k of gone) firstSeen.delete(k);
     if (gone.length) log('gc', { released: gone });
-    await repair(hostNs, livePods()).catch((e: unknown) => log('repair failed', { error: String(e) }));
+    await doRepair();
     return gone;
   };
   let stopGc: (() => void) | undefined;
@@ -131,8 +164,10 @@ export async function startTerwayd(o: TerwaydOptions): Promise<Terwayd> {
     pool,
     config,
     gcOnce,
+    devicePlugin,
     async stop() {
       stopGc?.();
+      await devicePlugin?.stop();
       pool.stop();
       await server.stop();
     },

@@ -24,8 +24,15 @@ export interface PodSource {
   get(namespace: string, name: string): Promise<PodMeta | undefined>;
 }
 
+/** What the daemon hands out addresses from: the multi-IP pool or whole ENIs. */
+export type AddressSource = Pick<EniIpPool, 'allocate' | 'leaseOf' | 'leases' | 'gc'> & {
+  release(key: string, opts?: { reserveForMs?: number }): boolean;
+};
+
 export interface DaemonOptions {
-  pool: EniIpPool;
+  pool: AddressSource;
+  /** TypeENIMultiIP (default) or TypeVPCENI (exclusive ENI). */
+  ipType?: 'TypeENIMultiIP' | 'TypeVPCENI';
   store: LeaseStore;
   pods?: PodSource;
   serviceCidr?: string;
@@ -38,6 +45,10 @@ export class TerwayDaemon {
 
   constructor(private readonly o: DaemonOptions) {
     for (const l of o.store.load()) this.containers.set(l.key, l.containerId);
+  }
+
+  private get ipType(): string {
+    return this.o.ipType ?? 'TypeENIMultiIP';
   }
 
   private key(r: PodRef): string {
@@ -69,12 +80,18 @@ export class TerwayDaemon {
 
   async allocIP(r: PodRef): Promise<AllocIPReply> {
     const key = this.key(r);
-    const meta = await this.o.pods?.get(r.K8sPodNamespace, r.K8sPodName);
+    let meta: PodMeta | undefined;
+    try {
+      meta = await this.o.pods?.get(r.K8sPodNamespace, r.K8sPodName);
+    } catch (e) {
+      // Without the pod's annotations its bandwidth limit would be silently lost: retry later.
+      throw new TransientError(`terwayd: read pod ${key}: ${e instanceof Error ? e.message : String(e)}`, '', { cause: e });
+    }
     const lease = await this.o.pool.allocate(key);
     this.containers.set(key, r.K8sPodInfraContainerId);
     this.persist();
     this.o.log?.('alloc', { pod: key, ip: lease.ip, eni: lease.eniId, containerId: r.K8sPodInfraContainerId });
-    return { Success: true, IPType: 'TypeENIMultiIP', IPv4: true, IPv6: false, NetConfs: [this.netConf(lease, meta, r.IfName)] };
+    return { Success: true, IPType: this.ipType, IPv4: true, IPv6: false, NetConfs: [this.netConf(lease, meta, r.IfName)] };
   }
 
   async releaseIP(r: PodRef & { Reason?: string }): Promise<ReleaseIPReply> {
@@ -84,7 +101,7 @@ export class TerwayDaemon {
     if (owner && r.K8sPodInfraContainerId && owner !== r.K8sPodInfraContainerId) return { Success: true, IPv4: true, IPv6: false };
     const meta = await this.o.pods?.get(r.K8sPodNamespace, r.K8sPodName).catch(() => undefined);
     const sticky = meta?.statefulSet === true || meta?.annotations[RESERVATION_ANNOTATION] === 'true';
-    this.o.pool.release(key, sticky ? { reserveForMs: RESERVE_MS } : {});
+    this.o.pool.release(key, sticky && this.ipType === 'TypeENIMultiIP' ? { reserveForMs: RESERVE_MS } : {});
     this.containers.delete(key);
     this.persist();
     this.o.log?.('release', { pod: key, sticky, containerId: r.K8sPodInfraContainerId });
@@ -94,9 +111,9 @@ export class TerwayDaemon {
   async getIPInfo(r: PodRef): Promise<GetInfoReply> {
     const key = this.key(r);
     const lease = this.o.pool.leaseOf(key);
-    if (!lease) return { IPType: 'TypeENIMultiIP', Success: false, IPv4: false, IPv6: false, NetConfs: [], Error: `no IP for ${key}` };
+    if (!lease) return { IPType: this.ipType, Success: false, IPv4: false, IPv6: false, NetConfs: [], Error: `no IP for ${key}` };
     const meta = await this.o.pods?.get(r.K8sPodNamespace, r.K8sPodName).catch(() => undefined);
-    return { IPType: 'TypeENIMultiIP', Success: true, IPv4: true, IPv6: false, NetConfs: [this.netConf(lease, meta, r.IfName)], Error: '' };
+    return { IPType: this.ipType, Success: true, IPv4: true, IPv6: false, NetConfs: [this.netConf(lease, meta, r.IfName)], Error: '' };
   }
 
   async recordEvent(e: EventRequest): Promise<EventReply> {

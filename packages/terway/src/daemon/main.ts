@@ -4,19 +4,27 @@
  */
 import * as fs from 'node:fs';
 import { Command } from 'commander';
+import { connect } from '@cnikit/kube';
 import { createLogger } from '@cnikit/netlib';
+import { kubePodSource } from './kube-pods';
+import { loadEniConfigMap, writeCniConf } from './eni-config';
 import { DEFAULT_SOCKET } from '../rpc/proto';
 import { startTerwayd } from './bootstrap';
 
 const cmd = new Command('terwayd')
   .description('Terway node daemon: ENI multi-IP resource pool and the TerwayBackend gRPC service')
   .option('--config <file>', 'eni-config eni_conf JSON (the ConfigMap key mounted as a file)', '/etc/eni/eni.json')
+  .option('--configmap <namespace/name>', 'read eni_conf (and 10-terway.conf) from this ConfigMap instead of --config, e.g. kube-system/eni-config')
+  .option('--cni-conf-dir <dir>', 'write the ConfigMap\'s 10-terway.conf there (e.g. /etc/cni/net.d)')
   .option('--socket <path>', 'gRPC UNIX socket', DEFAULT_SOCKET)
   .option('--state <file>', 'local lease state', '/var/lib/cni/terway/pod.json')
   .option('--metadata <url>', 'instance metadata service', 'http://100.100.100.200')
   .option('--ecs-endpoint <host:port>', 'ECS OpenAPI endpoint (default: the regional one)')
   .option('--vpc-endpoint <host:port>', 'VPC OpenAPI endpoint (default: the regional one)')
   .option('--protocol <p>', 'http or https', 'https')
+  .option('--kubeconfig <file>', 'kubeconfig for pod annotations and StatefulSet ownership (in-cluster config when KUBERNETES_SERVICE_HOST is set)')
+  .option('--device-plugin-dir <dir>', 'register aliyun/eni with the kubelet there (e.g. /var/lib/kubelet/device-plugins)')
+  .option('--daemon-mode <mode>', 'ENIMultiIP (secondary IPs from the pool) or ENIOnly (a whole ENI per pod)', 'ENIMultiIP')
   .option('--gc-interval <seconds>', 'GC period of leaked IPs', '300')
   .option('--log-file <file>', 'JSON-lines log file', '/var/log/terway/terwayd.log')
   .option('--log-level <level>', 'debug, info, warn, error or off', 'info');
@@ -25,8 +33,21 @@ async function main(): Promise<void> {
   cmd.parse(process.argv);
   const o = cmd.opts<Record<string, string>>();
   const log = createLogger({ file: o['logFile']!, level: o['logLevel'] as 'info', module: 'terwayd' });
-  const eniConf = JSON.parse(fs.readFileSync(o['config']!, 'utf8')) as Record<string, unknown>;
+  if (o['daemonMode'] !== 'ENIMultiIP' && o['daemonMode'] !== 'ENIOnly') throw new Error(`--daemon-mode: expected ENIMultiIP or ENIOnly, got "${o['daemonMode']}"`);
+  const useKube = Boolean(o['kubeconfig']) || Boolean(process.env['KUBERNETES_SERVICE_HOST']);
+  const transport = useKube || o['configmap'] ? connect(o['kubeconfig'] ? { kubeconfig: o['kubeconfig'] } : {}) : undefined;
+  let eniConf: Record<string, unknown>;
+  if (o['configmap'] && transport) {
+    const [ns, name] = o['configmap'].includes('/') ? o['configmap'].split('/', 2) : ['kube-system', o['configmap']];
+    const cm = await loadEniConfigMap(transport, ns, name);
+    eniConf = cm.eniConf;
+    if (o['cniConfDir'] && cm.cniConf) writeCniConf(o['cniConfDir'], cm.cniConf);
+  } else {
+    eniConf = JSON.parse(fs.readFileSync(o['config']!, 'utf8')) as Record<string, unknown>;
+  }
+  const pods = transport ? kubePodSource(transport) : undefined;
   const d = await startTerwayd({
+    ...(pods ? { pods } : {}),
     eniConf,
     socket: o['socket']!,
     stateFile: o['state']!,
@@ -35,6 +56,8 @@ async function main(): Promise<void> {
     ...(o['vpcEndpoint'] ? { vpcEndpoint: o['vpcEndpoint'] } : {}),
     protocol: o['protocol'] === 'http' ? 'http' : 'https',
     gcIntervalMs: Number(o['gcInterval']) * 1000,
+    mode: o['daemonMode'] === 'ENIOnly' ? 'ENIOnly' : 'ENIMultiIP',
+    ...(o['devicePluginDir'] ? { devicePluginDir: o['devicePluginDir'] } : {}),
     log: (msg, fields) => log.info(msg, fields),
   });
   process.stderr.write(`terwayd: listening on ${o['socket']}\n`);

@@ -234,3 +234,33 @@ export async function repair(hostNs: Netns, live: LivePod[]): Promise<RepairRepo
   }
   return rep;
 }
+
+/**
+ * CHECK: what setupPod made is still there. Returns the problems found
+ * (empty when all is well), each naming the object.
+ */
+export async function checkPod(hostNs: Netns, podNs: Netns, p: { podNamespace: string; podName: string; ifName: string; ip: string; eniMac: string }): Promise<string[]> {
+  const problems: string[] = [];
+  const name = hostVethName(p.podNamespace, p.podName);
+  const host = await link.find(hostNs, name);
+  if (!host) problems.push(`host veth ${name} is missing`);
+  else if (!host.up) problems.push(`host veth ${name} is down`);
+  let table: number | undefined;
+  try {
+    table = eniTable((await findEniLink(hostNs, p.eniMac)).index);
+  } catch {
+    problems.push(`no ENI link with MAC ${p.eniMac}`);
+  }
+  const cidr = `${p.ip}/32`;
+  const rules = await rule.list(hostNs, 4);
+  if (!rules.some((r) => r.priority === PREF_TO_POD && r.dst === cidr && r.table === MAIN_TABLE)) problems.push(`rule "to ${cidr} lookup main pref ${PREF_TO_POD}" is missing`);
+  if (table !== undefined && !rules.some((r) => r.priority === PREF_FROM_POD && r.src === cidr && r.table === table)) problems.push(`rule "from ${cidr} lookup ${table} pref ${PREF_FROM_POD}" is missing`);
+  if (host && !(await route.list(hostNs, { family: 4 })).some((r) => r.dst === cidr && r.oif === host.index)) problems.push(`host route ${cidr} dev ${name} is missing`);
+  const pod = await link.find(podNs, p.ifName);
+  if (!pod) problems.push(`pod interface ${p.ifName} is missing`);
+  else {
+    if (!(await addr.list(podNs, { index: pod.index, family: 4 })).some((a) => a.address === cidr)) problems.push(`pod address ${cidr} on ${p.ifName} is missing`);
+    if (!(await route.list(podNs, { family: 4 })).some((r) => r.dst === 'default' && r.gw === POD_GATEWAY && r.oif === pod.index)) problems.push(`pod default route via ${POD_GATEWAY} dev ${p.ifName} is missing`);
+  }
+  return problems;
+}

@@ -1,2 +1,3 @@
 export * from './bandwidth';
 export * from './eniip-veth';
+export * from './exclusive-eni';

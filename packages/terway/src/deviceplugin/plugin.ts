@@ -26,7 +26,10 @@ export class EniDevicePlugin {
   private readonly server = new grpc.Server();
   private readonly streams = new Set<grpc.ServerWritableStream<unknown, { devices: Device[] }>>();
   private count: number;
+  private watcher: fs.FSWatcher | undefined;
   readonly socket: string;
+  /** Registrations made (the first, then one per kubelet restart). */
+  registrations = 0;
 
   constructor(private readonly o: DevicePluginOptions) {
     this.count = o.count;
@@ -70,6 +73,39 @@ export class EniDevicePlugin {
     fs.rmSync(this.socket, { force: true });
     await new Promise<void>((resolve, reject) => this.server.bindAsync(`unix://${this.socket}`, grpc.ServerCredentials.createInsecure(), (e) => (e ? reject(e) : resolve())));
     await this.register();
+    this.watchKubelet();
+  }
+
+  /**
+   * A kubelet restart recreates kubelet.sock and forgets every plugin: when
+   * the socket appears again, register again (as the upstream plugins do).
+   */
+  private watchKubelet(): void {
+    const kubeletSock = path.join(this.o.dir, KUBELET_SOCKET);
+    let inode = fs.statSync(kubeletSock, { throwIfNoEntry: false })?.ino;
+    this.watcher = fs.watch(this.o.dir, (_ev, file) => {
+      if (file !== KUBELET_SOCKET) return;
+      const st = fs.statSync(kubeletSock, { throwIfNoEntry: false });
+      if (!st) {
+        inode = undefined; // gone: the next socket is a new kubelet even if its inode number is reused
+        return;
+      }
+      if (st.ino === inode) return;
+      inode = st.ino;
+      void this.registerWithRetry();
+    });
+  }
+
+  /** The socket file appears before the kubelet listens on it: a few tries, 100 ms apart. */
+  private async registerWithRetry(tries = 20): Promise<void> {
+    for (let i = 0; i < tries && this.watcher; i++) {
+      try {
+        await this.register();
+        return;
+      } catch {
+        await new Promise((r) => setTimeout(r, 100));
+      }
+    }
   }
 
   /** Registers (again: after a kubelet restart its registry is empty). */
@@ -80,7 +116,7 @@ export class EniDevicePlugin {
         (client as unknown as { Register(r: unknown, o: grpc.CallOptions, cb: (e: Error | null) => void): void }).Register(
           { version: API_VERSION, endpoint: path.basename(this.socket), resource_name: this.o.resourceName, options: { pre_start_required: false, get_preferred_allocation_available: false } },
           { deadline: Date.now() + 10_000 },
-          (e) => (e ? reject(new Error(`device plugin ${this.o.resourceName}: register with the kubelet: ${e.message}`)) : resolve()),
+          (e) => (e ? reject(new Error(`device plugin ${this.o.resourceName}: register with the kubelet: ${e.message}`)) : (this.registrations++, resolve())),
         ),
       );
     } finally {
@@ -89,6 +125,8 @@ export class EniDevicePlugin {
   }
 
   async stop(): Promise<void> {
+    this.watcher?.close();
+    this.watcher = undefined;
     for (const s of this.streams) s.end();
     this.streams.clear();
     await new Promise<void>((r) => this.server.tryShutdown(() => r()));
