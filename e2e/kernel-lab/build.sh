@@ -95,8 +95,9 @@ fail() { echo "@@LAB FATAL $*"; poweroff -f; }
 mount -t 9p -o trans=virtio,version=9p2000.L,ro,msize=262144,cache=loose host /host || fail "mount host root"
 RUN=""
 NET=""
+REPO=""
 for a in $(cat /proc/cmdline); do
-  case "$a" in lab.run=*) RUN="${a#lab.run=}" ;; lab.net=*) NET="${a#lab.net=}" ;; esac
+  case "$a" in lab.run=*) RUN="${a#lab.run=}" ;; lab.net=*) NET="${a#lab.net=}" ;; lab.repo=*) REPO="${a#lab.repo=}" ;; esac
 done
 [ -n "$RUN" ] || fail "no lab.run= on the kernel command line"
 mount -t 9p -o trans=virtio,version=9p2000.L,msize=262144 run "/host$RUN" || fail "mount run dir $RUN"
@@ -109,6 +110,12 @@ mount -t tmpfs -o mode=1777 shm /host/dev/shm 2>/dev/null
 mount -t tmpfs -o mode=1777 tmp /host/tmp
 mount -t tmpfs -o mode=755 run /host/run
 mkdir -p /host/run/netns /host/run/lock
+# The repository (node, bundles, addons) at its own path, shared on its own: a checkout under /tmp
+# or /run would otherwise be hidden by the tmpfs mounts just above.
+if [ -n "$REPO" ]; then
+  mkdir -p "/host$REPO" 2>/dev/null
+  mount -t 9p -o trans=virtio,version=9p2000.L,ro,msize=262144,cache=loose repo "/host$REPO" || fail "mount repo $REPO"
+fi
 mount -t cgroup2 cgroup2 /host/sys/fs/cgroup 2>/dev/null
 mount -t bpf bpf /host/sys/fs/bpf 2>/dev/null
 # Modules the kernel asks for later (nft_*, sch_*, bridge...): the host's modprobe, in the host root.

@@ -417,9 +417,12 @@ function boot(p: LabPaths, o: LabOptions, runDir: string): Promise<LabResult> {
     '-device', 'virtio-9p-pci,fsdev=host,mount_tag=host',
     '-fsdev', `local,id=run,path=${runDir},security_model=none`,
     '-device', 'virtio-9p-pci,fsdev=run,mount_tag=run',
+    // The repository again, mounted by /init after the guest's tmpfs /tmp and /run (CI may clone under /tmp).
+    '-fsdev', `local,id=repo,path=${REPO_ROOT},security_model=none,readonly=on,multidevs=remap`,
+    '-device', 'virtio-9p-pci,fsdev=repo,mount_tag=repo',
   ];
   if (o.hostNetwork) args.push('-netdev', 'user,id=net0', '-device', 'virtio-net-pci,netdev=net0');
-  args.push('-append', `console=ttyS0 quiet loglevel=1 panic=-1 mitigations=off lab.run=${runDir}${o.hostNetwork ? ' lab.net=user' : ''}`);
+  args.push('-append', `console=ttyS0 quiet loglevel=1 panic=-1 mitigations=off lab.run=${runDir} lab.repo=${REPO_ROOT}${o.hostNetwork ? ' lab.net=user' : ''}`);
   const t0 = Date.now();
   const child = spawn(p.qemu, args, { stdio: ['ignore', 'pipe', 'pipe'] });
   track(child);
