@@ -17,6 +17,7 @@ import { execFileSync } from 'node:child_process';
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { parseArgs } from 'node:util';
+import { workspaceTargets } from './build/lib/targets.mjs';
 
 const root = path.resolve(import.meta.dirname, '..');
 const { values: opt } = parseArgs({
@@ -113,8 +114,14 @@ function executables(dir) {
   });
 }
 
+/** Executables the workspace declares as daemons or tools (not in "cnikit.cniPlugins"): they run as containers, not from /opt/cni/bin. */
+function notCniPlugins() {
+  return new Set(workspaceTargets(path.resolve(import.meta.dirname, '..')).filter((t) => !t.cni).map((t) => t.name));
+}
+
 function installSeparate(from, prefix) {
-  const names = executables(from).filter((n) => n !== MULTICALL);
+  const skip = notCniPlugins();
+  const names = executables(from).filter((n) => n !== MULTICALL && !skip.has(n));
   if (names.length === 0) fail(`no plugin executables in ${from}`);
   for (const n of names) report(copyFile(path.join(from, n), path.join(prefix, n), 0o755), path.join(prefix, n));
   const stale = path.join(prefix, MULTICALL);

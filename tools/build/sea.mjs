@@ -41,7 +41,8 @@ const log = (msg) => process.stderr.write(`[sea] ${msg}\n`);
 /** One executable to write: a single program, or the multi-call one holding them all. */
 function units(targets) {
   const list = targets.map((t) => ({ name: t.name, programs: [t], multicall: false }));
-  if (opt.multicall && targets.length > 0) list.push({ name: MULTICALL, programs: targets, multicall: true });
+  const cniTargets = targets.filter((t) => t.cni);
+  if (opt.multicall && cniTargets.length > 0) list.push({ name: MULTICALL, programs: cniTargets, multicall: true });
   const only = opt.only?.split(',').filter(Boolean);
   if (!only) return list;
   const unknown = only.filter((n) => !list.some((u) => u.name === n));

@@ -7,7 +7,11 @@ import type { Lease } from './pool';
 
 export const DEFAULT_SOCKET = '/run/cilium-eni-ipam/agent.sock';
 
-export interface AgentRequest { op: 'add' | 'del' | 'status'; owner: string }
+/**
+ * `check`: the lease `owner` holds (none = not held). `gc`: frees every allocation whose owner is not in `keep`
+ * (owners `<containerID>/<ifname>` of the valid attachments) and answers them in `released`.
+ */
+export interface AgentRequest { op: 'add' | 'del' | 'status' | 'check' | 'gc'; owner: string; keep?: string[] }
 export type AgentReply =
   | { ok: true; lease?: Lease; released?: string[]; pool?: number; used?: number; free?: number }
   | { ok: false; code: number; msg: string };

@@ -126,7 +126,7 @@ export class Agent {
   }
 
   handle(req: AgentRequest): AgentReply {
-    if (!req || (req.op !== 'status' && (typeof req.owner !== 'string' || !req.owner))) return { ok: false, code: 7, msg: 'agent: request needs a non-empty "owner"' };
+    if (!req || (req.op !== 'status' && req.op !== 'gc' && (typeof req.owner !== 'string' || !req.owner))) return { ok: false, code: 7, msg: 'agent: request needs a non-empty "owner"' };
     try {
       if (req.op === 'add') {
         const lease = this.pool.allocate(req.owner);
@@ -136,6 +136,13 @@ export class Agent {
       if (req.op === 'del') {
         const released = this.pool.release(req.owner);
         if (released.length) this.schedulePublish();
+        return { ok: true, released };
+      }
+      if (req.op === 'check') return { ok: true, lease: this.pool.holding(req.owner) };
+      if (req.op === 'gc') {
+        if (!Array.isArray(req.keep) || !req.keep.every((k) => typeof k === 'string')) return { ok: false, code: 7, msg: 'agent: gc needs "keep", an array of owners' };
+        const released = this.pool.releaseExcept(new Set(req.keep));
+        if (released.length) { this.log.info('gc released IPs of gone attachments', { released }); this.schedulePublish(); }
         return { ok: true, released };
       }
       if (req.op === 'status') return { ok: true, pool: this.pool.poolSize, used: this.pool.used.size, free: this.pool.freeIps().length };
@@ -190,8 +197,9 @@ export class Agent {
         const nl = buf.indexOf('\n');
         if (nl < 0) { if (buf.length > 65536) sock.destroy(); return; }
         let reply: AgentReply;
-        try { reply = this.handle(JSON.parse(buf.slice(0, nl)) as AgentRequest); } catch (e) { reply = { ok: false, code: 6, msg: `agent: bad request: ${(e as Error).message}` }; }
-        const done = reply.ok && ((reply.lease) || (reply.released?.length)) ? this.flush() : Promise.resolve();
+        let req: AgentRequest | undefined;
+        try { req = JSON.parse(buf.slice(0, nl)) as AgentRequest; reply = this.handle(req); } catch (e) { reply = { ok: false, code: 6, msg: `agent: bad request: ${(e as Error).message}` }; }
+        const done = reply.ok && ((reply.lease && (req?.op === 'add')) || (reply.released?.length)) ? this.flush() : Promise.resolve();
         // The answer goes out once `used` is stored, so a restarted agent never hands the same IP twice.
         void done.catch(() => undefined).then(() => sock.end(`${JSON.stringify(reply)}\n`));
       });

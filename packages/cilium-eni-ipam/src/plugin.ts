@@ -3,10 +3,10 @@
  * routing in the host netns, and returns the IP with the ENI's data: the interface entry carries the ENI MAC
  * (name `eni<number>`, the ENI's interface number), the gateway is the subnet's router, routes cover the VPC CIDRs.
  */
-import { CniCode, CniError, TransientError, hostNetns, ip as ipm, optionalPrevResultOf, type CmdArgs, type Result } from '@cnikit/netlib';
+import { CniCode, CniError, TransientError, hostNetns, ip as ipm, optionalPrevResultOf, validAttachments, type CmdArgs, type Result } from '@cnikit/netlib';
 import { agentRequest, type AgentReply, type AgentRequest } from './agent-client';
 import { parseConfig, type PluginConfig } from './config';
-import { setupEniRouting, teardownEniRouting } from './routing';
+import { checkEniRouting, setupEniRouting, teardownEniRouting } from './routing';
 
 const ownerOf = (a: CmdArgs): string => `${a.containerId}/${a.ifName}`;
 
@@ -63,4 +63,38 @@ export async function status(args: CmdArgs): Promise<void> {
   const cfg = parseConfig(args.conf);
   const r = await ask(cfg, { op: 'status', owner: '' }).catch((e) => { throw new CniError(CniCode.NotAvailable, 'cilium-eni-ipam: agent not available', (e as Error).message); });
   if (!r.free) throw new CniError(CniCode.NotAvailable, 'cilium-eni-ipam: no free IP on this node yet', `pool ${r.pool}, used ${r.used}`);
+}
+
+/**
+ * CHECK: the agent still holds an IP for this container (and, when the runtime passes a prevResult, the one
+ * it reports), and the ENI routing for it is in place in the host netns.
+ */
+export async function check(args: CmdArgs): Promise<void> {
+  const cfg = parseConfig(args.conf);
+  const prev = optionalPrevResultOf(args.conf);
+  const { lease } = await ask(cfg, { op: 'check', owner: ownerOf(args) });
+  if (!lease) throw new CniError(CniCode.Internal, 'cilium-eni-ipam: CHECK failed', `the agent holds no IP for ${ownerOf(args)}`);
+  const prevIps = (prev?.ips ?? []).map((i) => ipm.parseCidr(i.address).address);
+  if (prevIps.length && !prevIps.includes(lease.ip)) {
+    throw new CniError(CniCode.Internal, 'cilium-eni-ipam: CHECK failed', `the agent holds ${lease.ip} for ${ownerOf(args)}, prevResult has ${prevIps.join(', ')}`);
+  }
+  if (cfg.routing) {
+    try {
+      await checkEniRouting(hostNetns(), lease.ip, lease.eni, cfg);
+    } catch (e) {
+      if (e instanceof CniError) throw e;
+      throw new CniError(CniCode.Internal, 'cilium-eni-ipam: CHECK failed', `routing of ${lease.ip} (ENI ${lease.eni.id}): ${(e as Error).message}`, { cause: e });
+    }
+  }
+}
+
+/**
+ * GC: the agent frees every allocation whose owner is not one of `cni.dev/valid-attachments` and answers the
+ * IPs; their rules are removed here. A GC config without the list is code 7 (it would free everything).
+ */
+export async function gc(args: CmdArgs): Promise<void> {
+  const cfg = parseConfig(args.conf);
+  const keep = validAttachments(args.conf).map((a) => `${a.containerID}/${a.ifname}`);
+  const { released } = await ask(cfg, { op: 'gc', owner: '', keep });
+  if (cfg.routing) for (const a of released ?? []) await teardownEniRouting(hostNetns(), a, cfg);
 }

@@ -80,6 +80,19 @@ export class PoolAllocator {
     return { ip: a, owner, eni: eniInfo(e) };
   }
 
+  /** The lease `owner` holds, if any (CHECK). */
+  holding(owner: string): Lease | undefined {
+    for (const [a, v] of this.used) if (v.owner === owner) return this.lease(a, owner);
+    return undefined;
+  }
+
+  /** GC: frees every IP whose owner is not in `keep`; returns them. */
+  releaseExcept(keep: ReadonlySet<string>): string[] {
+    const out: string[] = [];
+    for (const [a, v] of this.used) if (!keep.has(v.owner ?? "")) { this.used.delete(a); out.push(a); }
+    return out;
+  }
+
   /** Frees every IP of `owner`; returns them. Unknown owners are fine (DEL is idempotent). */
   release(owner: string): string[] {
     const out: string[] = [];

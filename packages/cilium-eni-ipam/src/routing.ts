@@ -34,3 +34,25 @@ export async function teardownEniRouting(host: Netns, podIp: string, o: RoutingO
     try { await rule.del(host, r); } catch (e) { if (!isNotFoundError(e)) throw e; }
   }
 }
+
+/**
+ * CHECK: the pod IP's rules (from <ip>/32 -> ENI table at rulePriority, to <ip>/32 -> main) and the ENI table's
+ * routes (subnet on-link and default via the gateway, both on the ENI link found by MAC) exist. Throws a
+ * message naming what is missing.
+ */
+export async function checkEniRouting(host: Netns, podIp: string, eni: EniInfo, o: RoutingOptions): Promise<void> {
+  const table = tableFor(eni, o);
+  const missing: string[] = [];
+  const rules = await rule.list(host, 4);
+  const host32 = (p: string | undefined): string | undefined => p?.replace(/\/32$/, '');
+  if (!rules.some((r) => r.priority === o.rulePriority && host32(r.src) === podIp && !r.dst && r.table === table)) missing.push(`rule from ${podIp} lookup ${table} pref ${o.rulePriority}`);
+  if (!rules.some((r) => r.priority === o.ingressPriority && host32(r.dst) === podIp && !r.src && r.table === route.RT_TABLE.MAIN)) missing.push(`rule to ${podIp} lookup main pref ${o.ingressPriority}`);
+  const dev = (await link.list(host)).find((l) => l.mac.toLowerCase() === eni.mac.toLowerCase());
+  if (!dev) missing.push(`ENI ${eni.id} link (${eni.mac})`);
+  else {
+    const routes = await route.list(host, { table, family: 4 });
+    if (eni.subnetCidr && !routes.some((r) => r.dst === eni.subnetCidr && r.oif === dev.index)) missing.push(`route ${eni.subnetCidr} dev ${dev.name} table ${table}`);
+    if (!routes.some((r) => (r.dst === 'default' || r.dst === '0.0.0.0/0') && r.gw === eni.gateway && r.oif === dev.index)) missing.push(`route default via ${eni.gateway} dev ${dev.name} table ${table}`);
+  }
+  if (missing.length) throw new Error(`missing ${missing.join('; ')}`);
+}

@@ -106,6 +106,23 @@ test('agent creates its CiliumNode; operator fills the pool; the agent hands out
   expect(metrics).toMatch(/leader_election_master_status\{name="[^"]+"\} 1/);
 });
 
+test('agent: check answers the lease an owner holds; gc frees the owners not kept and publishes used', async () => {
+  const { agent, name } = await startAgent();
+  await agent.waitForPool(20_000);
+  const sock = agent.socketPath;
+  const a = await agentRequest(sock, { op: 'add', owner: 'keep/eth0' });
+  const b = await agentRequest(sock, { op: 'add', owner: 'gone/eth0' });
+  if (!a.ok || !b.ok) throw new Error('add failed');
+  expect(await agentRequest(sock, { op: 'check', owner: 'keep/eth0' })).toMatchObject({ ok: true, lease: { ip: a.lease!.ip } });
+  expect((await agentRequest(sock, { op: 'check', owner: 'nobody/eth0' }) as { lease?: unknown }).lease).toBeUndefined();
+  expect(await agentRequest(sock, { op: 'gc', owner: '' })).toMatchObject({ ok: false, code: 7 });
+  expect(await agentRequest(sock, { op: 'gc', owner: '', keep: ['keep/eth0'] })).toEqual({ ok: true, released: [b.lease!.ip] });
+  // the reply is sent after used is stored
+  const used = (await nodes().get(name)).status?.ipam?.used ?? {};
+  expect(Object.keys(used)).toEqual([a.lease!.ip]);
+  expect(used[a.lease!.ip]).toMatchObject({ owner: 'keep/eth0' });
+});
+
 test('surge: 30 pending pods scheduled to a fresh node are covered in the first round (cilium#32713)', async () => {
   const ns = uniqueName('surge');
   await clientFor(transport, Namespaces).create({ metadata: { name: ns } });

@@ -12,6 +12,7 @@ import { PoolAllocator } from '../src/pool';
 import type { CiliumNode } from '../src/types';
 
 const VERSIONS = ['0.3.1', '0.4.0', '1.0.0', '1.1.0'];
+const CHECK_VERSIONS = ['0.4.0', '1.0.0', '1.1.0'];
 const MAC = '02:aa:bb:cc:dd:01';
 const root = process.getuid?.() === 0;
 const d = root ? describe : describe.skip;
@@ -28,7 +29,9 @@ function stubAgent(socket: string, pool: PoolAllocator): Promise<net.Server> {
       try {
         reply = req.op === 'add' ? { ok: true, lease: pool.allocate(req.owner) }
           : req.op === 'del' ? { ok: true, released: pool.release(req.owner) }
-            : { ok: true, pool: pool.poolSize, used: pool.used.size, free: pool.freeIps().length };
+            : req.op === 'check' ? { ok: true, lease: pool.holding(req.owner) }
+              : req.op === 'gc' ? { ok: true, released: pool.releaseExcept(new Set(req.keep)) }
+                : { ok: true, pool: pool.poolSize, used: pool.used.size, free: pool.freeIps().length };
       } catch (e) { reply = { ok: false, code: 11, msg: (e as Error).message }; }
       s.end(`${JSON.stringify(reply)}\n`);
     });
@@ -111,6 +114,88 @@ d('cilium-eni-ipam plugin (netns)', () => {
       expect((await runPlugin(plugin, { about: 't' }, { env: { CNI_COMMAND: 'STATUS', CNI_PATH: '/x' }, stdin: conf('1.1.0') })).exitCode).toBe(0);
       const r = await runPlugin(plugin, { about: 't' }, { env: env('ADD'), stdin: conf('1.1.0', { 'table-offset': -1 }) });
       expect(JSON.parse(r.stdout)).toMatchObject({ code: 7, msg: expect.stringContaining('ipam.table-offset') });
+    });
+  });
+  test.each(CHECK_VERSIONS)('[%s] CHECK: passes after ADD; fails when the ENI table route, the rule or the allocation is gone', async (v) => {
+    await useHostNetns(host.ns, async () => {
+      const a = await runPlugin(plugin, { about: 't' }, { env: env('ADD'), stdin: conf(v) });
+      expect(a.exitCode).toBe(0);
+      const prevResult = JSON.parse(a.stdout);
+      const withPrev = JSON.stringify({ ...JSON.parse(conf(v)), prevResult });
+      const chk = () => runPlugin(plugin, { about: 't' }, { env: env('CHECK'), stdin: withPrev });
+      let r = await chk();
+      expect(r.stdout).toBe('');
+      expect(r.exitCode).toBe(0);
+      // the ENI table lost its default route
+      sh(host.ns, 'ip route del default table 11');
+      r = await chk();
+      expect(r.exitCode).toBe(1);
+      expect(JSON.parse(r.stdout)).toMatchObject({ code: 999, details: expect.stringContaining('default via 10.0.64.1') });
+      sh(host.ns, 'ip route add default via 10.0.64.1 dev eni1 table 11');
+      expect((await chk()).exitCode).toBe(0);
+      // the rule from the pod IP is gone
+      sh(host.ns, 'ip rule del from 10.0.64.10/32 lookup 11 pref 111');
+      r = await chk();
+      expect(JSON.parse(r.stdout)).toMatchObject({ code: 999, details: expect.stringContaining('rule from 10.0.64.10 lookup 11') });
+      sh(host.ns, 'ip rule add from 10.0.64.10/32 lookup 11 pref 111');
+      expect((await chk()).exitCode).toBe(0);
+      // a prevResult naming another IP than the agent holds
+      const other = { ...prevResult, ips: [{ ...prevResult.ips[0], address: '10.0.64.11/18' }] };
+      r = await runPlugin(plugin, { about: 't' }, { env: env('CHECK'), stdin: JSON.stringify({ ...JSON.parse(conf(v)), prevResult: other }) });
+      expect(JSON.parse(r.stdout)).toMatchObject({ code: 999, details: expect.stringContaining('holds 10.0.64.10') });
+      // the agent no longer holds the allocation
+      pool.release('c0ffee01/eth0');
+      r = await chk();
+      expect(JSON.parse(r.stdout)).toMatchObject({ code: 999, details: expect.stringContaining('holds no IP for c0ffee01/eth0') });
+    });
+  });
+
+  test('[0.3.1] CHECK does not exist: code 1', async () => {
+    await useHostNetns(host.ns, async () => {
+      const r = await runPlugin(plugin, { about: 't' }, { env: env('CHECK'), stdin: conf('0.3.1') });
+      expect(JSON.parse(r.stdout).code).toBe(1);
+    });
+  });
+
+  test('[1.1.0] GC: frees the IPs of attachments not in cni.dev/valid-attachments and removes their rules; keeps the valid one', async () => {
+    await useHostNetns(host.ns, async () => {
+      expect((await runPlugin(plugin, { about: 't' }, { env: env('ADD', 'keep0001'), stdin: conf('1.1.0') })).exitCode).toBe(0);
+      expect((await runPlugin(plugin, { about: 't' }, { env: env('ADD', 'gone0002'), stdin: conf('1.1.0') })).exitCode).toBe(0);
+      expect(sh(host.ns, 'ip rule show')).toMatch(/from 10\.0\.64\.11 lookup 11/);
+      const gcConf = (list?: unknown) => JSON.stringify({ ...JSON.parse(conf('1.1.0')), ...(list === undefined ? {} : { 'cni.dev/valid-attachments': list }) });
+      const gcEnv = { CNI_COMMAND: 'GC', CNI_PATH: '/x' };
+      // no list: code 7, nothing freed
+      const bad = await runPlugin(plugin, { about: 't' }, { env: gcEnv, stdin: gcConf() });
+      expect(JSON.parse(bad.stdout)).toMatchObject({ code: 7, msg: expect.stringContaining('cni.dev/valid-attachments') });
+      expect(pool.used.size).toBe(2);
+      const r = await runPlugin(plugin, { about: 't' }, { env: gcEnv, stdin: gcConf([{ containerID: 'keep0001', ifname: 'eth0' }]) });
+      expect(r.stdout).toBe('');
+      expect(r.exitCode).toBe(0);
+      expect([...pool.used.values()].map((u) => u.owner)).toEqual(['keep0001/eth0']);
+      const rules = sh(host.ns, 'ip rule show');
+      expect(rules).not.toMatch(/10\.0\.64\.11\b/);
+      expect(rules).toMatch(/111:\s+from 10\.0\.64\.10 lookup 11/);
+      // the kept attachment still passes CHECK; GC again changes nothing
+      expect((await runPlugin(plugin, { about: 't' }, { env: env('CHECK', 'keep0001'), stdin: conf('1.1.0') })).exitCode).toBe(0);
+      expect((await runPlugin(plugin, { about: 't' }, { env: gcEnv, stdin: gcConf([{ containerID: 'keep0001', ifname: 'eth0' }]) })).exitCode).toBe(0);
+      expect(pool.used.size).toBe(1);
+      // the IP GC freed is handed out again
+      const again = await runPlugin(plugin, { about: 't' }, { env: env('ADD', 'new00003'), stdin: conf('1.1.0') });
+      expect(JSON.parse(again.stdout).ips[0].address).toBe('10.0.64.11/18');
+    });
+  });
+
+  test('GC and STATUS need 1.1.0 (code 1 before); agent unreachable: CHECK 11, GC 11, STATUS 50', async () => {
+    await useHostNetns(host.ns, async () => {
+      const gcEnv = { CNI_COMMAND: 'GC', CNI_PATH: '/x' };
+      for (const v of ['0.3.1', '0.4.0', '1.0.0']) {
+        expect(JSON.parse((await runPlugin(plugin, { about: 't' }, { env: gcEnv, stdin: JSON.stringify({ ...JSON.parse(conf(v)), 'cni.dev/valid-attachments': [] }) })).stdout).code).toBe(1);
+        expect(JSON.parse((await runPlugin(plugin, { about: 't' }, { env: { CNI_COMMAND: 'STATUS', CNI_PATH: '/x' }, stdin: conf(v) })).stdout).code).toBe(1);
+      }
+      const bad = { cniVersion: '1.1.0', name: 'eni', type: 'x', ipam: { type: 'cilium-eni-ipam', socket: path.join(dir, 'nope.sock') } };
+      expect(JSON.parse((await runPlugin(plugin, { about: 't' }, { env: env('CHECK'), stdin: JSON.stringify(bad) })).stdout).code).toBe(11);
+      expect(JSON.parse((await runPlugin(plugin, { about: 't' }, { env: gcEnv, stdin: JSON.stringify({ ...bad, 'cni.dev/valid-attachments': [] }) })).stdout).code).toBe(11);
+      expect(JSON.parse((await runPlugin(plugin, { about: 't' }, { env: { CNI_COMMAND: 'STATUS', CNI_PATH: '/x' }, stdin: JSON.stringify(bad) })).stdout).code).toBe(50);
     });
   });
 });

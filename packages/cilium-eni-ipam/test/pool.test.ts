@@ -72,3 +72,15 @@ test('operator merge of release-ips keeps agent answers that arrived after its r
   expect(mergeReleaseIps({ '3': 'marked-for-release', '4': 'do-not-release' }, { '3': 'marked-for-release', '4': 'marked-for-release' }, {}))
     .toEqual({ '4': 'do-not-release' });
 });
+
+test('holding (CHECK) and releaseExcept (GC)', () => {
+  const p = new PoolAllocator();
+  p.setNode(node(['10.0.64.10', '10.0.64.11', '10.0.64.12']));
+  p.allocate('a/eth0'); p.allocate('b/eth0'); p.allocate('c/net1');
+  expect(p.holding('b/eth0')?.ip).toBe('10.0.64.11');
+  expect(p.holding('x/eth0')).toBeUndefined();
+  expect(p.releaseExcept(new Set(['a/eth0', 'c/net1']))).toEqual(['10.0.64.11']);
+  expect(p.releaseExcept(new Set(['a/eth0', 'c/net1']))).toEqual([]);
+  expect(p.holding('b/eth0')).toBeUndefined();
+  expect(p.releaseExcept(new Set())).toEqual(['10.0.64.10', '10.0.64.12']);
+});

@@ -49,9 +49,9 @@ afterEach(async () => {
   fs.rmSync(dir, { recursive: true, force: true });
 });
 
-function start(clock?: FakeClock, extra: { devicePluginDir?: string; mode?: 'ENIOnly' } = {}): Promise<Terwayd> {
+function start(clock?: FakeClock, extra: { devicePluginDir?: string; mode?: 'ENIOnly' } = {}, conf: Record<string, unknown> = {}): Promise<Terwayd> {
   return startTerwayd({
-    eniConf: { max_pool_size: 5, security_group: 'sg-1', access_key: 'LTAI-test', access_secret: 'test-secret', service_cidr: '172.16.0.0/16' },
+    eniConf: { max_pool_size: 5, security_group: 'sg-1', access_key: 'LTAI-test', access_secret: 'test-secret', service_cidr: '172.16.0.0/16', ...conf },
     socket: path.join(dir, 'eni.socket'),
     stateFile: path.join(dir, 'pod.json'),
     metadataUrl: `http://${api.endpoint}`,
@@ -109,6 +109,18 @@ it('releases the IP of a pod whose netns went away without DEL', async () => {
   expect(d.pool.leaseOf('default/stays')).toBeDefined();
   const stored = JSON.parse(fs.readFileSync(path.join(dir, 'pod.json'), 'utf8')) as { leases: { key: string }[] };
   expect(stored.leases.map((l) => l.key)).toEqual(['default/stays']);
+});
+
+it('ipvlan (eniip_virtual_type): GC does not take leases for want of a host veth, and no policy rules are added', async () => {
+  const clock = new FakeClock();
+  d = await start(clock, {}, { eniip_virtual_type: 'ipvlan' });
+  const r = await d.daemon.allocIP({ K8sPodName: 'v', K8sPodNamespace: 'default', K8sPodInfraContainerId: 'ctr-v', Netns: '', IfName: 'eth0' });
+  expect(r.Success).toBe(true);
+  expect(await d.gcOnce()).toEqual([]);
+  await clock.advance(61_000);
+  expect(await d.gcOnce()).toEqual([]);
+  expect(d.pool.leaseOf('default/v')).toBeDefined();
+  expect(ipj<{ priority: number }[]>(t.host, 'rule show').filter((x) => x.priority === 512 || x.priority === 2048)).toEqual([]);
 });
 
 it('registers aliyun/eni with the instance ENI quota when asked', async () => {

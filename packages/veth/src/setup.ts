@@ -44,12 +44,17 @@ export interface AddRequest {
 
 /**
  * Tables that get the veth routes of an interface, and whether its own routes migrate.
- * The first interface routes through main; a later one that does not migrate adds
- * nothing to main (the first interface's routes, with its source address, stay).
+ *
+ * migrate_route -1 follows the interface name order (eth0 < net1 < net2), not the order the
+ * runtime happens to call us in (podman sets up a container's networks in no fixed order):
+ * eth0 keeps main, every netN moves to its own table. The interface that keeps main (re)writes
+ * main's veth routes with its own address as source; an interface that migrates also writes main
+ * when it created the pair, so the pod reaches its host before eth0's chain has run.
+ * With migrate_route 0 a later interface adds nothing to main (the first one's routes stay).
  */
 export function planTables(cfg: VethConfig, ifName: string, first: boolean): { tables: number[]; migrateTo?: number } {
-  const migrate = cfg.migrateRoute === 1 || (cfg.migrateRoute === -1 && !first);
-  if (!migrate) return { tables: first ? [MAIN_TABLE] : [] };
+  const migrate = cfg.migrateRoute === 1 || (cfg.migrateRoute === -1 && tableForInterface(ifName) !== tableForInterface('eth0'));
+  if (!migrate) return { tables: first || cfg.migrateRoute === -1 ? [MAIN_TABLE] : [] };
   const t = tableForInterface(ifName);
   return { tables: first ? [MAIN_TABLE, t] : [t], migrateTo: t };
 }

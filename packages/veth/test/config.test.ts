@@ -93,5 +93,8 @@ describe('helpers', () => {
     expect(planTables(c, 'net1', false)).toEqual({ tables: [100], migrateTo: 100 });
     expect(planTables({ ...c, migrateRoute: 0 }, 'net1', false)).toEqual({ tables: [] });
     expect(planTables({ ...c, migrateRoute: 1 }, 'eth0', true)).toEqual({ tables: [254, 99], migrateTo: 99 });
+    // Name order, not call order: net1 set up before eth0 still migrates; eth0 then takes main.
+    expect(planTables(c, 'net1', true)).toEqual({ tables: [254, 100], migrateTo: 100 });
+    expect(planTables(c, 'eth0', false)).toEqual({ tables: [254] });
   });
 });

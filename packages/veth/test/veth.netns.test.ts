@@ -145,6 +145,35 @@ describe('veth secondary interfaces', () => {
   });
 });
 
+describe('veth secondary interface set up before eth0', () => {
+  beforeEach(async () => {
+    t = await makeTopo();
+    await addNet1(t);
+  });
+
+  it('name order decides, not call order: net1 still migrates and eth0 takes main', async () => {
+    const v = '1.1.0';
+    const add1 = await call(t, { command: 'ADD', conf: vethConf(v, prevResult(v, 'net1', [{ address: '10.7.1.5/16' }], t.pod.path)), ifName: 'net1' });
+    expect(add1.code).toBe(0);
+    // Before eth0's chain runs the pod already reaches its host through the pair.
+    await sh(t.pod, 'ping -c1 -W2 10.96.0.10');
+    const add0 = await call(t, { command: 'ADD', conf: vethConf(v, prevResult(v, 'eth0', [{ address: '10.6.1.5/16' }], t.pod.path)) });
+    expect(add0.code).toBe(0);
+    const main = await json<IpRoute[]>(t.pod, 'ip -j route show');
+    expect(main.find((r) => r.dst === 'default')?.dev).toBe('eth0');
+    expect(main.find((r) => r.dst === '10.96.0.0/12')?.prefsrc).toBe('10.6.1.5');
+    const t100 = await json<IpRoute[]>(t.pod, 'ip -j route show table 100');
+    expect(t100.find((r) => r.dst === '10.8.0.0/16')?.dev).toBe('net1');
+    expect((await json<IpRule[]>(t.pod, 'ip -j rule show')).find((r) => r.src === '10.7.1.5')?.table).toBe('100');
+    await sh(t.pod, 'ping -c1 -W2 -I 10.7.1.5 10.96.0.10');
+    expect((await call(t, { command: 'CHECK', conf: vethConf(v, add0.out) })).raw).toBe('');
+    expect((await call(t, { command: 'CHECK', conf: vethConf(v, add1.out), ifName: 'net1' })).raw).toBe('');
+    expect((await call(t, { command: 'DEL', conf: vethConf(v, add0.out) })).code).toBe(0);
+    expect((await call(t, { command: 'DEL', conf: vethConf(v, add1.out), ifName: 'net1' })).code).toBe(0);
+    expect(await hostLeftovers(t)).toEqual([]);
+  });
+});
+
 describe('veth dual-stack', () => {
   beforeEach(async () => {
     t = await makeTopo({ v6: true });

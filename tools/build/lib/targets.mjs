@@ -8,7 +8,12 @@ const NAME = /^[a-z0-9][a-z0-9._-]*$/;
 /** The multi-call executable's own name; no program may take it. */
 export const MULTICALL = 'cnikit';
 
-/** @typedef {{ name: string, entry: string, owner: string }} Target */
+/**
+ * `cni`: listed in the package's "cnikit.cniPlugins" (or the package lists none): it belongs in
+ * /opt/cni/bin and in the multi-call executable. Daemons and tools (coild, operators) are
+ * deployed as containers, so they stay out of it and do not grow every node's CNI binary.
+ * @typedef {{ name: string, entry: string, owner: string, cni: boolean }} Target
+ */
 
 /** @returns {Target[]} declared by packages/<pkg>/package.json, sorted by name. */
 export function workspaceTargets(root) {
@@ -18,7 +23,8 @@ export function workspaceTargets(root) {
     const manifest = path.join(pkgsDir, dir, 'package.json');
     if (!fs.existsSync(manifest)) continue;
     const pkg = JSON.parse(fs.readFileSync(manifest, 'utf8'));
-    out.push(...fromDeclaration(pkg.cnikit?.executables ?? {}, path.join(pkgsDir, dir), manifest));
+    const cni = pkg.cnikit?.cniPlugins;
+    out.push(...fromDeclaration(pkg.cnikit?.executables ?? {}, path.join(pkgsDir, dir), manifest).map((t) => ({ ...t, cni: !Array.isArray(cni) || cni.includes(t.name) })));
   }
   return checked(out);
 }
@@ -27,7 +33,7 @@ export function workspaceTargets(root) {
 export function fixtureTargets(root) {
   const dir = path.join(root, 'tools', 'build', 'fixtures');
   const manifest = path.join(dir, 'executables.json');
-  return checked(fromDeclaration(JSON.parse(fs.readFileSync(manifest, 'utf8')), dir, manifest));
+  return checked(fromDeclaration(JSON.parse(fs.readFileSync(manifest, 'utf8')), dir, manifest).map((t) => ({ ...t, cni: true })));
 }
 
 function fromDeclaration(decl, baseDir, manifest) {

@@ -4,9 +4,11 @@
  * DEL tears down what it finds and releases; both idempotent.
  */
 import { CniCode, CniError, hostNetns, openNetns, UndoStack, isNotFoundError, NetnsNotFoundError, type CmdArgs, type Result } from '@cnikit/netlib';
-import { addr, link, type Netns } from '@cnikit/netlib';
+import { addr, link, route, type Netns } from '@cnikit/netlib';
 import { checkPod, hostVethName, POD_GATEWAY, setupPod, teardownPod } from '../datapath/eniip-veth';
 import { setupExclusivePod, teardownExclusivePod } from '../datapath/exclusive-eni';
+import { checkIpvlanPod, setupIpvlanPod, teardownIpvlanPod } from '../datapath/eniip-ipvlan';
+import { checkVpcRoutePod, setupVpcRoutePod, teardownVpcRoutePod } from '../datapath/vpc-route';
 import type { PodRef } from '../rpc/proto';
 import { TerwayClient } from './client';
 import { parseConf } from './config';
@@ -31,6 +33,30 @@ export async function add(a: CmdArgs): Promise<Result> {
     const podIp = nc?.BasicInfo?.PodIP?.IPv4;
     const mac = nc?.ENIInfo?.MAC;
     const gw = nc?.ENIInfo?.GatewayIP?.IPv4 || nc?.BasicInfo?.GatewayIP?.IPv4;
+    if (reply.IPType === 'TypeVPCIP') {
+      // VPC route: an address of the node's pod CIDR on a veth; no ENI.
+      if (!reply.Success || !podIp) throw new CniError(CniCode.Internal, `terway: AllocIP answered without an IPv4 for ${ref.K8sPodNamespace}/${ref.K8sPodName}`);
+      const ingress = nc.Pod?.Ingress || conf.capabilityBandwidth?.ingressRate || undefined;
+      const egress = nc.Pod?.Egress || conf.capabilityBandwidth?.egressRate || undefined;
+      const v = await setupVpcRoutePod(hostNetns(), podNs, {
+        podNamespace: ref.K8sPodNamespace,
+        podName: ref.K8sPodName,
+        ifName: a.ifName,
+        ip: podIp,
+        mtu: conf.mtu,
+        bandwidth: { ...(ingress ? { ingressBps: ingress } : {}), ...(egress ? { egressBps: egress } : {}) },
+      });
+      undo.commit();
+      return {
+        cniVersion: a.conf.cniVersion,
+        interfaces: [
+          { name: v.hostVeth, mac: v.hostVethMac },
+          { name: a.ifName, mac: v.podMac, sandbox: a.netns },
+        ],
+        ips: [{ address: `${podIp}/32`, gateway: POD_GATEWAY, interface: 1 }],
+        routes: [{ dst: '0.0.0.0/0', gw: POD_GATEWAY }],
+      };
+    }
     if (!reply.Success || !podIp || !mac || !gw) throw new CniError(CniCode.Internal, `terway: AllocIP answered without an IPv4, ENI MAC or gateway for ${ref.K8sPodNamespace}/${ref.K8sPodName}`);
     if (reply.IPType === 'TypeVPCENI') {
       // Exclusive ENI: the ENI itself becomes the pod's interface.
@@ -47,6 +73,31 @@ export async function add(a: CmdArgs): Promise<Result> {
     }
     const ingress = nc.Pod?.Ingress || conf.capabilityBandwidth?.ingressRate || undefined;
     const egress = nc.Pod?.Egress || conf.capabilityBandwidth?.egressRate || undefined;
+    if (conf.virtualType === 'ipvlan') {
+      // ENI multi-IP, ipvlan L2: the pod's eth0 is an ipvlan slave of the ENI.
+      const nodeIp = conf.hostIp ?? (await route.get(hostNetns(), gw)).src;
+      if (!nodeIp) throw new CniError(CniCode.Internal, `terway: ipvlan: no source address on the host towards ${gw}; set host_ip`);
+      const prefix = Number((nc.BasicInfo?.PodCIDR?.IPv4 ?? '').split('/')[1] ?? 32) || 32;
+      const services = (nc.BasicInfo?.ServiceCIDR?.IPv4 ?? '').split(',').map((x) => x.trim()).filter(Boolean);
+      const v = await setupIpvlanPod(hostNetns(), podNs, {
+        podNamespace: ref.K8sPodNamespace,
+        podName: ref.K8sPodName,
+        ifName: a.ifName,
+        ip: podIp,
+        eni: { mac, gateway: gw, prefix },
+        nodeIp,
+        serviceCidrs: services,
+        mtu: conf.mtu,
+        bandwidth: egress ? { egressBps: egress } : {},
+      });
+      undo.commit();
+      return {
+        cniVersion: a.conf.cniVersion,
+        interfaces: [{ name: a.ifName, mac: v.podMac, sandbox: a.netns }],
+        ips: [{ address: `${podIp}/${prefix}`, gateway: gw, interface: 0 }],
+        routes: [{ dst: '0.0.0.0/0', gw }],
+      };
+    }
     const s = await setupPod(hostNetns(), podNs, {
       podNamespace: ref.K8sPodNamespace,
       podName: ref.K8sPodName,
@@ -104,6 +155,19 @@ export async function del(a: CmdArgs): Promise<void> {
       } finally {
         podNs?.close();
       }
+    } else if (info?.IPType === 'TypeVPCIP') await teardownVpcRoutePod(hostNetns(), { podNamespace: ref.K8sPodNamespace, podName: ref.K8sPodName, ...(ip ? { ip } : {}) });
+    else if (conf.virtualType === 'ipvlan') {
+      let podNs;
+      try {
+        podNs = openNetns(a.netns);
+      } catch (e) {
+        if (!(e instanceof NetnsNotFoundError)) throw e;
+      }
+      try {
+        await teardownIpvlanPod(hostNetns(), podNs, { ifName: a.ifName, ...(ip ? { ip } : {}) });
+      } finally {
+        podNs?.close();
+      }
     } else await teardownPod(hostNetns(), { podNamespace: ref.K8sPodNamespace, podName: ref.K8sPodName, ...(ip ? { ip } : {}) });
     if (daemonError) throw daemonError;
     await client.releaseIP({ ...ref, Reason: 'cni del' });
@@ -128,8 +192,13 @@ export async function check(a: CmdArgs): Promise<void> {
     const nc = info.NetConfs[0];
     const ip = nc?.BasicInfo?.PodIP?.IPv4;
     const mac = nc?.ENIInfo?.MAC;
+    if (info.Success && ip && info.IPType === 'TypeVPCIP') {
+      const problems = await checkVpcRoutePod(hostNetns(), podNs, { podNamespace: ref.K8sPodNamespace, podName: ref.K8sPodName, ifName: a.ifName, ip });
+      if (problems.length) throw new CniError(CODE_CHECK_FAILED, `terway: CHECK: ${problems[0]}${problems.length > 1 ? ` (and ${problems.length - 1} more)` : ''}`, problems.join('; '));
+      return;
+    }
     if (!info.Success || !ip || !mac) throw new CniError(CODE_CHECK_FAILED, `terway: CHECK: terwayd holds no IP for ${ref.K8sPodNamespace}/${ref.K8sPodName}`, info.Error);
-    const problems = info.IPType === 'TypeVPCENI' ? await checkExclusive(podNs, a.ifName, ip, mac, hostVethName(ref.K8sPodNamespace, ref.K8sPodName)) : await checkPod(hostNetns(), podNs, { podNamespace: ref.K8sPodNamespace, podName: ref.K8sPodName, ifName: a.ifName, ip, eniMac: mac });
+    const problems = info.IPType === 'TypeVPCENI' ? await checkExclusive(podNs, a.ifName, ip, mac, hostVethName(ref.K8sPodNamespace, ref.K8sPodName)) : conf.virtualType === 'ipvlan' ? await checkIpvlanPod(hostNetns(), podNs, { ifName: a.ifName, ip, eniMac: mac }) : await checkPod(hostNetns(), podNs, { podNamespace: ref.K8sPodNamespace, podName: ref.K8sPodName, ifName: a.ifName, ip, eniMac: mac });
     if (problems.length) throw new CniError(CODE_CHECK_FAILED, `terway: CHECK: ${problems[0]}${problems.length > 1 ? ` (and ${problems.length - 1} more)` : ''}`, problems.join('; '));
   } finally {
     podNs.close();

@@ -16,6 +16,7 @@ import { link } from '@cnikit/netlib';
 import { ENI_RESOURCE, EniDevicePlugin } from '../deviceplugin/plugin';
 import { TerwayDaemon, type PodSource } from './daemon';
 import { ExclusiveEniAllocator } from './exclusive';
+import { VpcRouteAllocator } from './vpc-route';
 import { TerwayServer } from './server';
 import { LeaseStore } from './store';
 
@@ -107,8 +108,11 @@ export async function startTerwayd(o: TerwaydOptions): Promise<Terwayd> {
           const [ns, name] = key.split('/');
           return ns && name ? [{ podNamespace: ns, podName: name, ip: lease.ip, eniMac: lease.mac, gateway: lease.gateway }] : [];
         });
+  // ipvlan L2 pods have no host veth and no policy rules: neither the veth-based repair nor the
+  // veth-based GC applies (their leases go with DEL; a kernel-driven GC for them is not done yet).
+  const ipvlan = !exclusive && config.virtualType === 'ipvlan';
   const doRepair = async (): Promise<void> => {
-    if (exclusive) return; // no policy routing in this mode
+    if (exclusive || ipvlan) return; // no policy routing in these modes
     const rep = await repair(hostNs, livePods()).catch((e: unknown) => (log('repair failed', { error: String(e) }), undefined));
     if (rep && (rep.rulesAdded.length || rep.rulesRemoved.length || rep.routesAdded.length || rep.routesRemoved.length)) log('repaired', { ...rep });
   };
@@ -139,7 +143,7 @@ export async function startTerwayd(o: TerwaydOptions): Promise<Terwayd> {
     const now = clock.now();
     const gone = daemon.gc((key) => {
       const [ns, name] = key.split('/');
-      if (!ns || !name || names.has(hostVethName(ns, name))) return true;
+      if (ipvlan || !ns || !name || names.has(hostVethName(ns, name))) return true;
       const seen = firstSeen.get(key) ?? now;
       firstSeen.set(key, seen);
       return now - seen < 60_000;
@@ -169,6 +173,79 @@ export async function startTerwayd(o: TerwaydOptions): Promise<Terwayd> {
       stopGc?.();
       await devicePlugin?.stop();
       pool.stop();
+      await server.stop();
+    },
+  };
+}
+
+export interface VpcRouteTerwaydOptions {
+  socket: string;
+  stateFile: string;
+  /** The node's pod CIDR (its spec.podCIDR, routed to the node by the VPC route table). */
+  podCidr: string;
+  serviceCidr?: string;
+  pods?: PodSource;
+  clock?: Clock;
+  hostNs?: Netns;
+  gcIntervalMs?: number;
+  log?: (msg: string, fields?: Record<string, unknown>) => void;
+}
+
+export interface VpcRouteTerwayd {
+  daemon: TerwayDaemon;
+  allocator: VpcRouteAllocator;
+  gcOnce(): Promise<string[]>;
+  stop(): Promise<void>;
+}
+
+/**
+ * terwayd in VPC route mode (`--daemon-mode VPC`): no cloud calls; addresses
+ * from the node's pod CIDR; stored leases kept when inside it; GC as in the
+ * other modes (a lease whose host veth is gone for more than a minute).
+ */
+export async function startVpcRouteTerwayd(o: VpcRouteTerwaydOptions): Promise<VpcRouteTerwayd> {
+  const log = o.log ?? (() => undefined);
+  const clock = o.clock ?? realClock;
+  const hostNs = o.hostNs ?? hostNetns();
+  const allocator = new VpcRouteAllocator(o.podCidr);
+  const store = new LeaseStore(o.stateFile);
+  const stored = store.load();
+  const dropped = allocator.restore(stored.map((l) => ({ key: l.key, ip: l.ip })));
+  log('restored', { mode: 'VPC', podCidr: o.podCidr, leases: stored.length - dropped.length, dropped: dropped.length });
+  const daemon = new TerwayDaemon({ pool: allocator, store, ipType: 'TypeVPCIP', ...(o.pods ? { pods: o.pods } : {}), ...(o.serviceCidr ? { serviceCidr: o.serviceCidr } : {}), log });
+  const server = new TerwayServer(daemon, o.socket);
+  await server.start();
+  const firstSeen = new Map<string, number>();
+  const gcOnce = async (): Promise<string[]> => {
+    const names = new Set((await link.list(hostNs)).map((l) => l.name));
+    const now = clock.now();
+    const gone = daemon.gc((key) => {
+      const [ns, name] = key.split('/');
+      if (!ns || !name || names.has(hostVethName(ns, name))) return true;
+      const seen = firstSeen.get(key) ?? now;
+      firstSeen.set(key, seen);
+      return now - seen < 60_000;
+    });
+    for (const k of gone) firstSeen.delete(k);
+    if (gone.length) log('gc', { released: gone });
+    return gone;
+  };
+  let stopGc: (() => void) | undefined;
+  const period = o.gcIntervalMs ?? 5 * 60_000;
+  if (period > 0) {
+    const loop = (): void => {
+      void gcOnce().finally(() => {
+        stopGc = clock.setTimer(period, loop);
+      });
+    };
+    stopGc = clock.setTimer(period, loop);
+  }
+  return {
+    daemon,
+    allocator,
+    gcOnce,
+    async stop() {
+      stopGc?.();
       await server.stop();
     },
   };

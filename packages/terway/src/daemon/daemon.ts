@@ -31,8 +31,8 @@ export type AddressSource = Pick<EniIpPool, 'allocate' | 'leaseOf' | 'leases' | 
 
 export interface DaemonOptions {
   pool: AddressSource;
-  /** TypeENIMultiIP (default) or TypeVPCENI (exclusive ENI). */
-  ipType?: 'TypeENIMultiIP' | 'TypeVPCENI';
+  /** TypeENIMultiIP (default), TypeVPCENI (exclusive ENI) or TypeVPCIP (VPC route). */
+  ipType?: 'TypeENIMultiIP' | 'TypeVPCENI' | 'TypeVPCIP';
   store: LeaseStore;
   pods?: PodSource;
   serviceCidr?: string;

@@ -9,7 +9,7 @@ import { createLogger } from '@cnikit/netlib';
 import { kubePodSource } from './kube-pods';
 import { loadEniConfigMap, writeCniConf } from './eni-config';
 import { DEFAULT_SOCKET } from '../rpc/proto';
-import { startTerwayd } from './bootstrap';
+import { startTerwayd, startVpcRouteTerwayd } from './bootstrap';
 
 const cmd = new Command('terwayd')
   .description('Terway node daemon: ENI multi-IP resource pool and the TerwayBackend gRPC service')
@@ -24,7 +24,8 @@ const cmd = new Command('terwayd')
   .option('--protocol <p>', 'http or https', 'https')
   .option('--kubeconfig <file>', 'kubeconfig for pod annotations and StatefulSet ownership (in-cluster config when KUBERNETES_SERVICE_HOST is set)')
   .option('--device-plugin-dir <dir>', 'register aliyun/eni with the kubelet there (e.g. /var/lib/kubelet/device-plugins)')
-  .option('--daemon-mode <mode>', 'ENIMultiIP (secondary IPs from the pool) or ENIOnly (a whole ENI per pod)', 'ENIMultiIP')
+  .option('--daemon-mode <mode>', 'ENIMultiIP (secondary IPs from the pool), ENIOnly (a whole ENI per pod) or VPC (VPC route: addresses of the node\'s pod CIDR)', 'ENIMultiIP')
+  .option('--pod-cidr <cidr>', 'VPC mode: the node\'s pod CIDR (its spec.podCIDR)')
   .option('--gc-interval <seconds>', 'GC period of leaked IPs', '300')
   .option('--log-file <file>', 'JSON-lines log file', '/var/log/terway/terwayd.log')
   .option('--log-level <level>', 'debug, info, warn, error or off', 'info');
@@ -33,7 +34,8 @@ async function main(): Promise<void> {
   cmd.parse(process.argv);
   const o = cmd.opts<Record<string, string>>();
   const log = createLogger({ file: o['logFile']!, level: o['logLevel'] as 'info', module: 'terwayd' });
-  if (o['daemonMode'] !== 'ENIMultiIP' && o['daemonMode'] !== 'ENIOnly') throw new Error(`--daemon-mode: expected ENIMultiIP or ENIOnly, got "${o['daemonMode']}"`);
+  if (o['daemonMode'] !== 'ENIMultiIP' && o['daemonMode'] !== 'ENIOnly' && o['daemonMode'] !== 'VPC') throw new Error(`--daemon-mode: expected ENIMultiIP, ENIOnly or VPC, got "${o['daemonMode']}"`);
+  if (o['daemonMode'] === 'VPC' && !o['podCidr']) throw new Error('--daemon-mode VPC needs --pod-cidr (the node\'s spec.podCIDR)');
   const useKube = Boolean(o['kubeconfig']) || Boolean(process.env['KUBERNETES_SERVICE_HOST']);
   const transport = useKube || o['configmap'] ? connect(o['kubeconfig'] ? { kubeconfig: o['kubeconfig'] } : {}) : undefined;
   let eniConf: Record<string, unknown>;
@@ -43,9 +45,28 @@ async function main(): Promise<void> {
     eniConf = cm.eniConf;
     if (o['cniConfDir'] && cm.cniConf) writeCniConf(o['cniConfDir'], cm.cniConf);
   } else {
-    eniConf = JSON.parse(fs.readFileSync(o['config']!, 'utf8')) as Record<string, unknown>;
+    // VPC route mode needs no cloud: the eni_conf file is optional there (service_cidr only).
+    eniConf = o['daemonMode'] === 'VPC' && !fs.existsSync(o['config']!) ? {} : (JSON.parse(fs.readFileSync(o['config']!, 'utf8')) as Record<string, unknown>);
   }
   const pods = transport ? kubePodSource(transport) : undefined;
+  if (o['daemonMode'] === 'VPC') {
+    const v = await startVpcRouteTerwayd({
+      ...(pods ? { pods } : {}),
+      socket: o['socket']!,
+      stateFile: o['state']!,
+      podCidr: o['podCidr']!,
+      ...(typeof eniConf['service_cidr'] === 'string' ? { serviceCidr: eniConf['service_cidr'] } : {}),
+      gcIntervalMs: Number(o['gcInterval']) * 1000,
+      log: (msg, fields) => log.info(msg, fields),
+    });
+    process.stderr.write(`terwayd: VPC route mode (${o['podCidr']}), listening on ${o['socket']}\n`);
+    const stopV = (): void => {
+      void v.stop().finally(() => process.exit(0));
+    };
+    process.on('SIGTERM', stopV);
+    process.on('SIGINT', stopV);
+    return;
+  }
   const d = await startTerwayd({
     ...(pods ? { pods } : {}),
     eniConf,

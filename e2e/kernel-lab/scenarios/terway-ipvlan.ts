@@ -1,0 +1,138 @@
+/**
+ * Terway's ENI multi-IP ipvlan L2 datapath (packages/terway/src/datapath/eniip-ipvlan.ts),
+ * set up by the package's own code in a kernel that has ipvlan:
+ *
+ *   "node" ns: eni1 (an ENI: a veth into the "VPC" ns, MAC 00:16:3e:00:00:01), node IP
+ *              10.6.0.1/32 and a "Service" 10.96.0.10/32 on lo
+ *   "VPC"  ns: vpc1 192.168.1.253/24 (vSwitch gateway), 10.9.9.9/32 on lo (a VPC peer)
+ *   pods:      eth0 = ipvlan slaves of eni1, 192.168.1.10/24 and 192.168.1.11/24
+ *
+ * Checks with TCP: pod <-> pod (same ENI), node -> pod (through ipvl_<idx>), pod -> "Service"
+ * (redirected from the ENI's egress into ipvl_<idx>), pod -> VPC (through the ENI); CHECK;
+ * a repeated ADD; DEL twice; the other pod still works after one is gone. Then the terway CNI
+ * handler (in-process, `eniip_virtual_type: ipvlan`) -> gRPC -> terwayd (TerwayDaemon over a
+ * fixed address source) wires a third pod: ADD, CHECK, traffic, DEL twice.
+ */
+import * as fs from 'node:fs';
+import * as os from 'node:os';
+import * as path from 'node:path';
+import { link, runPlugin, type PluginHandlers } from '@cnikit/netlib';
+import { newNs, sh, useHostNetns } from '@cnikit/netlib/testing';
+import * as plugin from '../../../packages/terway/src/cni/plugin';
+import { TerwayDaemon, type AddressSource } from '../../../packages/terway/src/daemon/daemon';
+import { TerwayServer } from '../../../packages/terway/src/daemon/server';
+import { LeaseStore } from '../../../packages/terway/src/daemon/store';
+import type { IpLease } from '../../../packages/terway/src/pool';
+import { checkIpvlanPod, hostSlaveName, setupIpvlanPod, teardownIpvlanPod } from '../../../packages/terway/src/datapath/eniip-ipvlan';
+import { check, result, run, scenario, tcpExchange } from './guest';
+
+const MAC = '00:16:3e:00:00:01';
+
+scenario(async () => {
+  const node = newNs('ktn');
+  const vpc = newNs('ktx');
+  const p1 = newNs('ktp1');
+  const p2 = newNs('ktp2');
+  sh(node.ns, `ip link add eni1 address ${MAC} type veth peer name vpc1 netns ${vpc.name}`);
+  sh(node.ns, 'ip addr add 10.6.0.1/32 dev lo && ip addr add 10.96.0.10/32 dev lo');
+  sh(vpc.ns, 'ip addr add 192.168.1.253/24 dev vpc1 && ip link set vpc1 up && ip addr add 10.9.9.9/32 dev lo');
+  // The VPC delivers the pod IPs to the ENI.
+  for (const ip of ['192.168.1.10', '192.168.1.11']) sh(vpc.ns, `ip neigh replace ${ip} lladdr ${MAC} dev vpc1 nud permanent`);
+
+  const pod = (name: string, ip: string) => ({ podNamespace: 'default', podName: name, ifName: 'eth0', ip, eni: { mac: MAC, gateway: '192.168.1.253', prefix: 24 }, nodeIp: '10.6.0.1', serviceCidrs: ['10.96.0.0/12'] });
+  const a = await setupIpvlanPod(node.ns, p1.ns, pod('web-0', '192.168.1.10'));
+  await setupIpvlanPod(node.ns, p2.ns, pod('web-1', '192.168.1.11'));
+  const eniIndex = (await link.get(node.ns, 'eni1')).index;
+  check(a.hostSlave === hostSlaveName(eniIndex) && a.hostSlave === `ipvl_${eniIndex}`, `host slave ${a.hostSlave}, ENI index ${eniIndex}`);
+  result('hostSlave', a.hostSlave === `ipvl_${eniIndex}`);
+  result('podLink', run('ip', ['-n', p1.name, '-d', 'link', 'show', 'eth0']));
+  result('hostSlaveLink', run('ip', ['-n', node.name, '-d', 'link', 'show', a.hostSlave]));
+  result('podRoutes', run('ip', ['-n', p1.name, 'route', 'show']));
+  result('hostRoute', run('ip', ['-n', node.name, 'route', 'show', '192.168.1.10/32']));
+  result('filters', run('ip', ['netns', 'exec', node.name, 'tc', 'filter', 'show', 'dev', 'eni1', 'egress']));
+
+  const podToPod = await tcpExchange({ serverNs: p2.name, clientNs: p1.name, host: '192.168.1.11', port: 7100, msg: 'pod-to-pod' });
+  check(podToPod.peer === '192.168.1.10' && podToPod.got === 'pod-to-pod', `pod -> pod ${JSON.stringify(podToPod)}`);
+  result('podToPod', podToPod);
+  const nodeToPod = await tcpExchange({ serverNs: p1.name, clientNs: node.name, host: '192.168.1.10', port: 7101, msg: 'node-to-pod' });
+  check(nodeToPod.peer === '10.6.0.1', `node -> pod ${JSON.stringify(nodeToPod)}`);
+  result('nodeToPod', nodeToPod);
+  const toService = await tcpExchange({ serverNs: node.name, clientNs: p1.name, host: '10.96.0.10', port: 7102, msg: 'pod-to-service' });
+  check(toService.peer === '192.168.1.10' && toService.got === 'pod-to-service', `pod -> Service ${JSON.stringify(toService)}`);
+  result('podToService', toService);
+  const toVpc = await tcpExchange({ serverNs: vpc.name, clientNs: p2.name, host: '10.9.9.9', port: 7103, msg: 'pod-to-vpc' });
+  check(toVpc.peer === '192.168.1.11', `pod -> VPC ${JSON.stringify(toVpc)}`);
+  result('podToVpc', toVpc);
+
+  const ok = await checkIpvlanPod(node.ns, p1.ns, { ifName: 'eth0', ip: '192.168.1.10', eniMac: MAC });
+  check(ok.length === 0, `CHECK: ${ok.join('; ')}`);
+  // A repeated ADD ends the same: one filter, one route, traffic flows.
+  await setupIpvlanPod(node.ns, p1.ns, pod('web-0', '192.168.1.10'));
+  const again = await tcpExchange({ serverNs: node.name, clientNs: p1.name, host: '10.96.0.10', port: 7104, msg: 'again' });
+  check(again.peer === '192.168.1.10', `after a repeated ADD ${JSON.stringify(again)}`);
+  const nFilters = (run('ip', ['netns', 'exec', node.name, 'tc', 'filter', 'show', 'dev', 'eni1', 'egress']).match(/mirred/g) ?? []).length;
+  check(nFilters === 1, `${nFilters} redirect filters after a repeated ADD`);
+
+  sh(node.ns, `ip route del 192.168.1.10/32 dev ${a.hostSlave}`);
+  const broken = await checkIpvlanPod(node.ns, p1.ns, { ifName: 'eth0', ip: '192.168.1.10', eniMac: MAC });
+  check(broken.length === 1 && broken[0] === 'host route 192.168.1.10/32 dev ipvl_* is missing', `CHECK after removing the route: ${broken.join('; ')}`);
+  result('checkBroken', broken);
+
+  await teardownIpvlanPod(node.ns, p1.ns, { ifName: 'eth0', ip: '192.168.1.10' });
+  await teardownIpvlanPod(node.ns, p1.ns, { ifName: 'eth0', ip: '192.168.1.10' });
+  check((await link.find(p1.ns, 'eth0')) === undefined, 'pod slave left after DEL');
+  const left = await tcpExchange({ serverNs: node.name, clientNs: p2.name, host: '10.96.0.10', port: 7105, msg: 'still' });
+  check(left.peer === '192.168.1.11', `the other pod after DEL ${JSON.stringify(left)}`);
+  result('delTwice', true);
+
+  // The CNI binary's ipvlan path through terwayd over gRPC.
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'terway-lab-'));
+  const leases = new Map<string, IpLease>();
+  const source: AddressSource = {
+    allocate: async (key) => {
+      const l = leases.get(key) ?? { ip: '192.168.1.12', eniId: 'eni-1', mac: MAC, vswitchId: 'vsw-1', vswitchCidr: '192.168.1.0/24', gateway: '192.168.1.253' };
+      leases.set(key, l);
+      return l;
+    },
+    release: (key) => leases.delete(key),
+    leaseOf: (key) => leases.get(key),
+    leases: () => [...leases].map(([key, lease]) => ({ key, lease })),
+    gc: () => [],
+  };
+  const daemon = new TerwayDaemon({ pool: source, store: new LeaseStore(path.join(dir, 'pod.json')), serviceCidr: '10.96.0.0/12' });
+  const socket = path.join(dir, 'eni.socket');
+  const server = new TerwayServer(daemon, socket);
+  await server.start();
+  sh(vpc.ns, `ip neigh replace 192.168.1.12 lladdr ${MAC} dev vpc1 nud permanent`);
+  const p3 = newNs('ktp3');
+  const cni = async (command: string, extra: Record<string, unknown> = {}): Promise<{ code: number; out: string }> => {
+    const conf = { cniVersion: '1.0.0', name: 'terway', type: 'terway', socket, eniip_virtual_type: 'ipvlan', host_ip: '10.6.0.1', ...extra };
+    const env = { CNI_COMMAND: command, CNI_CONTAINERID: 'ctr-db-0', CNI_NETNS: p3.ns.path, CNI_IFNAME: 'eth0', CNI_PATH: '/opt/cni/bin', CNI_ARGS: 'IgnoreUnknown=1;K8S_POD_NAMESPACE=default;K8S_POD_NAME=db-0;K8S_POD_INFRA_CONTAINER_ID=ctr-db-0' };
+    const r = await useHostNetns(node.ns, () => runPlugin(plugin as unknown as PluginHandlers, { about: 'terway lab' }, { env, stdin: JSON.stringify(conf) }));
+    return { code: r.exitCode, out: r.stdout };
+  };
+  try {
+    const add = await cni('ADD');
+    check(add.code === 0, `CNI ADD: ${add.out}`);
+    const res = JSON.parse(add.out) as { ips: { address: string; gateway: string }[] };
+    check(res.ips[0]?.address === '192.168.1.12/24' && res.ips[0].gateway === '192.168.1.253', `ADD result ${add.out}`);
+    result('cniAdd', res.ips);
+    const chk = await cni('CHECK', { prevResult: res });
+    check(chk.code === 0, `CNI CHECK: ${chk.out}`);
+    const svc = await tcpExchange({ serverNs: node.name, clientNs: p3.name, host: '10.96.0.10', port: 7106, msg: 'cni-pod-to-service' });
+    check(svc.peer === '192.168.1.12', `CNI pod -> Service ${JSON.stringify(svc)}`);
+    const pp = await tcpExchange({ serverNs: p2.name, clientNs: p3.name, host: '192.168.1.11', port: 7107, msg: 'cni-pod-to-pod' });
+    check(pp.peer === '192.168.1.12', `CNI pod -> pod ${JSON.stringify(pp)}`);
+    const vp = await tcpExchange({ serverNs: vpc.name, clientNs: p3.name, host: '10.9.9.9', port: 7108, msg: 'cni-pod-to-vpc' });
+    check(vp.peer === '192.168.1.12', `CNI pod -> VPC ${JSON.stringify(vp)}`);
+    result('cniTraffic', true);
+    const del1 = await cni('DEL');
+    const del2 = await cni('DEL');
+    check(del1.code === 0 && del2.code === 0, `CNI DEL: ${del1.out} ${del2.out}`);
+    check((await link.find(p3.ns, 'eth0')) === undefined && leases.size === 0, 'CNI DEL left the slave or the lease');
+    result('cniDel', true);
+  } finally {
+    await server.stop();
+    fs.rmSync(dir, { recursive: true, force: true });
+  }
+});
