@@ -210,7 +210,9 @@ export class NodeSyncer {
         // Free IPs, from the ENI with the most free ones first, none in a handshake.
         const free = Object.keys(pool).filter((a) => !(a in used) && !(a in releaseIps) && !this.inPrefix(a, attached));
         const toMark = Math.max(0, excessNow - handshaking);
-        const cands = free.sort().slice(-toMark || free.length);
+        // The numerically highest free IPs: the agent hands out the lowest first (pool.ts), so the two
+        // ends never race for one address (a plain string sort put .5-.9 after .10-.18, under the agent's picks).
+        const cands = free.sort(ipm.compareIps).slice(-toMark || free.length);
         const t = this.now();
         const keep = new Set(toMark > 0 ? cands : []);
         for (const k of [...mem.excessSince.keys()]) if (!keep.has(k)) mem.excessSince.delete(k);
