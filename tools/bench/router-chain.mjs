@@ -8,7 +8,7 @@ import { spawnSync } from 'node:child_process';
 import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
-import { median, ms, ratio, table } from './lib/measure.mjs';
+import { runChain } from './lib/chain-report.mjs';
 
 export const title = 'ADD+DEL macvlan+host-local+router vs macvlan+host-local, on an overlay pod; router\'s share vs the bare runtime start';
 export const order = 31;
@@ -75,27 +75,7 @@ export function run(ctx) {
       },
       netns: pairs,
     };
-    const runner = path.join(import.meta.dirname, 'lib', 'chain-runner.mjs');
-    const r = spawnSync('ip', ['netns', 'exec', host, ctx.node, runner, JSON.stringify(job)], { encoding: 'utf8', maxBuffer: 16 << 20 });
-    if (r.status !== 0) throw new Error(`chain runner failed: ${r.stderr}`);
-    const res = JSON.parse(r.stdout);
-    // the first pair warmed page caches: drop it
-    const w = res.withMeta.slice(1), wo = res.without.slice(1), bare = res.bare.slice(1);
-    const withMed = median(w.map((t) => t.total));
-    const withoutMed = median(wo.map((t) => t.total));
-    const bareMed = median(bare);
-    const addMed = median(w.map((t) => t.metaAdd));
-    const delMed = median(w.map((t) => t.metaDel));
-    const pairsMed = median(w.map((t, i) => t.total - wo[i].total));
-    table(['what', 'median', 'ratio to node -e 0'], [
-      ['macvlan+host-local+router ADD+DEL', ms(withMed), ratio(withMed / bareMed)],
-      ['macvlan+host-local ADD+DEL (Go only)', ms(withoutMed), ratio(withoutMed / bareMed)],
-      ['what router adds (median of per-pair differences)', ms(pairsMed), ratio(pairsMed / bareMed)],
-      ['router ADD alone', ms(addMed), ratio(addMed / bareMed)],
-      ['router DEL alone', ms(delMed), ratio(delMed / bareMed)],
-      ['node -e 0 (bare runtime start)', ms(bareMed), '1.00x'],
-    ]);
-    console.log(`  (medians of ${w.length} alternating runs, each chain in a fresh pod netns with an overlay eth0)`);
+    runChain(ctx, host, job, 'each chain in a fresh pod netns with an overlay eth0');
   } finally {
     for (const n of [...pods, host]) spawnSync('ip', ['netns', 'del', n]);
     fs.rmSync(work, { recursive: true, force: true });

@@ -6,7 +6,7 @@ import { spawnSync } from 'node:child_process';
 import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
-import { median, ms, ratio, table } from './lib/measure.mjs';
+import { runChain } from './lib/chain-report.mjs';
 
 export const title = 'ADD+DEL macvlan+host-local+veth vs macvlan+host-local (targets: veth adds <= 1.5x bare start; veth ADD <= 1.5x)';
 export const order = 30;
@@ -58,26 +58,7 @@ export function run(ctx) {
       },
       netns: pairs,
     };
-    const runner = path.join(import.meta.dirname, 'lib', 'chain-runner.mjs');
-    const r = spawnSync('ip', ['netns', 'exec', host, ctx.node, runner, JSON.stringify(job)], { encoding: 'utf8', maxBuffer: 16 << 20 });
-    if (r.status !== 0) throw new Error(`chain runner failed: ${r.stderr}`);
-    const res = JSON.parse(r.stdout);
-    // the first pair warmed page caches: drop it
-    const w = res.withMeta.slice(1), wo = res.without.slice(1), bare = res.bare.slice(1);
-    const withMed = median(w.map((t) => t.total));
-    const withoutMed = median(wo.map((t) => t.total));
-    const bareMed = median(bare);
-    const vethAdd = median(w.map((t) => t.metaAdd));
-    const vethDel = median(w.map((t) => t.metaDel));
-    table(['what', 'median', 'ratio to node -e 0'], [
-      ['macvlan+host-local+veth ADD+DEL', ms(withMed), ratio(withMed / bareMed)],
-      ['macvlan+host-local ADD+DEL (Go only)', ms(withoutMed), ratio(withoutMed / bareMed)],
-      ['what veth adds (difference)', ms(withMed - withoutMed), ratio((withMed - withoutMed) / bareMed)],
-      ['veth ADD alone', ms(vethAdd), ratio(vethAdd / bareMed)],
-      ['veth DEL alone', ms(vethDel), ratio(vethDel / bareMed)],
-      ['node -e 0 (bare runtime start)', ms(bareMed), '1.00x'],
-    ]);
-    console.log(`  (medians of ${w.length} alternating runs, each in a fresh netns)`);
+    runChain(ctx, host, job, 'each in a fresh netns');
   } finally {
     for (const n of [...containers, host]) spawnSync('ip', ['netns', 'del', n]);
     fs.rmSync(work, { recursive: true, force: true });
