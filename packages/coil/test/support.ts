@@ -36,24 +36,7 @@ export async function createNode(t: KubeTransport, name: string, internalIP = '1
   return nodes.patchStatus(name, { status: { addresses } });
 }
 
-/** Polls fn until it returns a truthy value or the timeout passes. */
-export async function eventually<T>(what: string, fn: () => T | Promise<T>, timeoutMs = 15_000, everyMs = 50): Promise<NonNullable<T>> {
-  const deadline = Date.now() + timeoutMs;
-  let last: T | undefined;
-  let lastErr: unknown;
-  for (;;) {
-    try {
-      last = await fn();
-      if (last) return last as NonNullable<T>;
-    } catch (err) {
-      lastErr = err;
-    }
-    if (Date.now() > deadline) {
-      throw new Error(`timed out after ${timeoutMs} ms waiting for ${what} (last ${JSON.stringify(last)}${lastErr ? `, error ${(lastErr as Error).message}` : ''})`);
-    }
-    await new Promise((r) => setTimeout(r, everyMs));
-  }
-}
+export { eventually } from '@cnikit/kube/testing';
 
 let seq = 0;
 /** A short unique name (pool names end up in block names and request names). */

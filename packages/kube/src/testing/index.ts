@@ -5,3 +5,4 @@
 export * from './cluster';
 export * from './tcp-proxy';
 export * from './kit';
+export * from './eventually';

@@ -9,9 +9,10 @@ import { checkPod, hostVethName, POD_GATEWAY, setupPod, teardownPod } from '../d
 import { setupExclusivePod, teardownExclusivePod } from '../datapath/exclusive-eni';
 import { checkIpvlanPod, setupIpvlanPod, teardownIpvlanPod } from '../datapath/eniip-ipvlan';
 import { checkVpcRoutePod, setupVpcRoutePod, teardownVpcRoutePod } from '../datapath/vpc-route';
-import type { PodRef } from '../rpc/proto';
+import type { NetConf, PodRef } from '../rpc/proto';
+import type { BandwidthLimits } from '../datapath/bandwidth';
 import { TerwayClient } from './client';
-import { parseConf } from './config';
+import { parseConf, type TerwayConf } from './config';
 
 function podRef(a: CmdArgs): PodRef {
   const name = a.args['K8S_POD_NAME'];
@@ -36,32 +37,22 @@ export async function add(a: CmdArgs): Promise<Result> {
     if (reply.IPType === 'TypeVPCIP') {
       // VPC route: an address of the node's pod CIDR on a veth; no ENI.
       if (!reply.Success || !podIp) throw new CniError(CniCode.Internal, `terway: AllocIP answered without an IPv4 for ${ref.K8sPodNamespace}/${ref.K8sPodName}`);
-      const ingress = nc.Pod?.Ingress || conf.capabilityBandwidth?.ingressRate || undefined;
-      const egress = nc.Pod?.Egress || conf.capabilityBandwidth?.egressRate || undefined;
       const v = await setupVpcRoutePod(hostNetns(), podNs, {
         podNamespace: ref.K8sPodNamespace,
         podName: ref.K8sPodName,
         ifName: a.ifName,
         ip: podIp,
         mtu: conf.mtu,
-        bandwidth: { ...(ingress ? { ingressBps: ingress } : {}), ...(egress ? { egressBps: egress } : {}) },
+        bandwidth: bandwidthOf(nc, conf),
       });
       undo.commit();
-      return {
-        cniVersion: a.conf.cniVersion,
-        interfaces: [
-          { name: v.hostVeth, mac: v.hostVethMac },
-          { name: a.ifName, mac: v.podMac, sandbox: a.netns },
-        ],
-        ips: [{ address: `${podIp}/32`, gateway: POD_GATEWAY, interface: 1 }],
-        routes: [{ dst: '0.0.0.0/0', gw: POD_GATEWAY }],
-      };
+      return vethPodResult(a, v, podIp);
     }
     if (!reply.Success || !podIp || !mac || !gw) throw new CniError(CniCode.Internal, `terway: AllocIP answered without an IPv4, ENI MAC or gateway for ${ref.K8sPodNamespace}/${ref.K8sPodName}`);
     if (reply.IPType === 'TypeVPCENI') {
       // Exclusive ENI: the ENI itself becomes the pod's interface.
-      const prefix = Number((nc.BasicInfo?.PodCIDR?.IPv4 ?? '').split('/')[1] ?? 32) || 32;
-      const services = (nc.BasicInfo?.ServiceCIDR?.IPv4 ?? '').split(',').map((x) => x.trim()).filter(Boolean);
+      const prefix = podCidrPrefix(nc);
+      const services = serviceCidrs(nc);
       const x = await setupExclusivePod(hostNetns(), podNs, { podNamespace: ref.K8sPodNamespace, podName: ref.K8sPodName, ifName: a.ifName, eni: { mac, ip: podIp, prefix, gateway: gw }, serviceCidrs: services, mtu: conf.mtu });
       undo.commit();
       return {
@@ -71,14 +62,13 @@ export async function add(a: CmdArgs): Promise<Result> {
         routes: [{ dst: '0.0.0.0/0', gw }],
       };
     }
-    const ingress = nc.Pod?.Ingress || conf.capabilityBandwidth?.ingressRate || undefined;
-    const egress = nc.Pod?.Egress || conf.capabilityBandwidth?.egressRate || undefined;
     if (conf.virtualType === 'ipvlan') {
       // ENI multi-IP, ipvlan L2: the pod's eth0 is an ipvlan slave of the ENI.
       const nodeIp = conf.hostIp ?? (await route.get(hostNetns(), gw)).src;
       if (!nodeIp) throw new CniError(CniCode.Internal, `terway: ipvlan: no source address on the host towards ${gw}; set host_ip`);
-      const prefix = Number((nc.BasicInfo?.PodCIDR?.IPv4 ?? '').split('/')[1] ?? 32) || 32;
-      const services = (nc.BasicInfo?.ServiceCIDR?.IPv4 ?? '').split(',').map((x) => x.trim()).filter(Boolean);
+      const prefix = podCidrPrefix(nc);
+      const services = serviceCidrs(nc);
+      const egress = bandwidthOf(nc, conf).egressBps;
       const v = await setupIpvlanPod(hostNetns(), podNs, {
         podNamespace: ref.K8sPodNamespace,
         podName: ref.K8sPodName,
@@ -105,18 +95,10 @@ export async function add(a: CmdArgs): Promise<Result> {
       ip: podIp,
       eni: { mac, gateway: gw },
       mtu: conf.mtu,
-      bandwidth: { ...(ingress ? { ingressBps: ingress } : {}), ...(egress ? { egressBps: egress } : {}) },
+      bandwidth: bandwidthOf(nc, conf),
     });
     undo.commit();
-    return {
-      cniVersion: a.conf.cniVersion,
-      interfaces: [
-        { name: s.hostVeth, mac: s.hostVethMac },
-        { name: a.ifName, mac: s.podMac, sandbox: a.netns },
-      ],
-      ips: [{ address: `${podIp}/32`, gateway: POD_GATEWAY, interface: 1 }],
-      routes: [{ dst: '0.0.0.0/0', gw: POD_GATEWAY }],
-    };
+    return vethPodResult(a, s, podIp);
   } catch (e) {
     await undo.unwind();
     throw e;
@@ -213,4 +195,33 @@ async function checkExclusive(podNs: Netns, ifName: string, ip: string, mac: str
   else if (!(await addr.list(podNs, { index: l.index, family: 4 })).some((x) => x.address.startsWith(`${ip}/`))) problems.push(`pod address ${ip} on ${ifName} is missing`);
   if (!(await link.find(hostNetns(), hostVeth))) problems.push(`host veth ${hostVeth} is missing`);
   return problems;
+}
+
+/** Rate limits of a pod: the pod annotations (from terwayd) first, else the CNI `bandwidth` capability. */
+function bandwidthOf(nc: NetConf | undefined, conf: TerwayConf): BandwidthLimits {
+  const ingress = nc?.Pod?.Ingress || conf.capabilityBandwidth?.ingressRate || undefined;
+  const egress = nc?.Pod?.Egress || conf.capabilityBandwidth?.egressRate || undefined;
+  return { ...(ingress ? { ingressBps: ingress } : {}), ...(egress ? { egressBps: egress } : {}) };
+}
+
+/** Prefix length of the ENI's vSwitch (PodCIDR), 32 when absent. */
+function podCidrPrefix(nc: NetConf | undefined): number {
+  return Number((nc?.BasicInfo?.PodCIDR?.IPv4 ?? '').split('/')[1] ?? 32) || 32;
+}
+
+function serviceCidrs(nc: NetConf | undefined): string[] {
+  return (nc?.BasicInfo?.ServiceCIDR?.IPv4 ?? '').split(',').map((x) => x.trim()).filter(Boolean);
+}
+
+/** Result of a veth-wired pod (VPC route, ENI multi-IP veth): /32 with the link-local gateway. */
+function vethPodResult(a: CmdArgs, v: { hostVeth: string; hostVethMac: string; podMac: string }, podIp: string): Result {
+  return {
+    cniVersion: a.conf.cniVersion,
+    interfaces: [
+      { name: v.hostVeth, mac: v.hostVethMac },
+      { name: a.ifName, mac: v.podMac, sandbox: a.netns },
+    ],
+    ips: [{ address: `${podIp}/32`, gateway: POD_GATEWAY, interface: 1 }],
+    routes: [{ dst: '0.0.0.0/0', gw: POD_GATEWAY }],
+  };
 }

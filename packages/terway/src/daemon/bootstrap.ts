@@ -6,13 +6,12 @@
  * Then, every gcIntervalMs, leases whose pod's host veth is gone (the pod's
  * netns was destroyed without CNI DEL) are released, and the datapath repaired.
  */
-import { hostNetns, type Netns } from '@cnikit/netlib';
+import { hostNetns, link, type Netns } from '@cnikit/netlib';
 import { AliyunEniCloud } from '../cloud/aliyun';
 import { fetchInstanceMeta, METADATA_URL } from '../cloud/metadata';
 import { realClock, type Clock } from '../clock';
 import { hostVethName, repair, type LivePod } from '../datapath/eniip-veth';
 import { EniIpPool, parsePoolConfig, type EniInfo, type PoolConfig } from '../pool';
-import { link } from '@cnikit/netlib';
 import { ENI_RESOURCE, EniDevicePlugin } from '../deviceplugin/plugin';
 import { TerwayDaemon, type PodSource } from './daemon';
 import { ExclusiveEniAllocator } from './exclusive';
@@ -135,34 +134,14 @@ export async function startTerwayd(o: TerwaydOptions): Promise<Terwayd> {
     await devicePlugin.start();
   }
 
-  // GC: a lease whose pod's host veth is gone is a pod deleted without DEL.
-  // Leases younger than a minute are left alone (an ADD may be between AllocIP and the veth).
-  const firstSeen = new Map<string, number>();
+  // ipvlan pods have no host veth: the veth-based GC would free live pods' IPs.
+  const gcLeases = vethLeaseGc(daemon, hostNs, clock, log, ipvlan);
   const gcOnce = async (): Promise<string[]> => {
-    const names = new Set((await link.list(hostNs)).map((l) => l.name));
-    const now = clock.now();
-    const gone = daemon.gc((key) => {
-      const [ns, name] = key.split('/');
-      if (ipvlan || !ns || !name || names.has(hostVethName(ns, name))) return true;
-      const seen = firstSeen.get(key) ?? now;
-      firstSeen.set(key, seen);
-      return now - seen < 60_000;
-    });
-    for (const k of gone) firstSeen.delete(k);
-    if (gone.length) log('gc', { released: gone });
+    const gone = await gcLeases();
     await doRepair();
     return gone;
   };
-  let stopGc: (() => void) | undefined;
-  const period = o.gcIntervalMs ?? 5 * 60_000;
-  if (period > 0) {
-    const loop = (): void => {
-      void gcOnce().finally(() => {
-        stopGc = clock.setTimer(period, loop);
-      });
-    };
-    stopGc = clock.setTimer(period, loop);
-  }
+  const stopGc = startGcLoop(clock, o.gcIntervalMs, gcOnce);
   return {
     daemon,
     pool,
@@ -170,7 +149,7 @@ export async function startTerwayd(o: TerwaydOptions): Promise<Terwayd> {
     gcOnce,
     devicePlugin,
     async stop() {
-      stopGc?.();
+      stopGc();
       await devicePlugin?.stop();
       pool.stop();
       await server.stop();
@@ -215,13 +194,38 @@ export async function startVpcRouteTerwayd(o: VpcRouteTerwaydOptions): Promise<V
   const daemon = new TerwayDaemon({ pool: allocator, store, ipType: 'TypeVPCIP', ...(o.pods ? { pods: o.pods } : {}), ...(o.serviceCidr ? { serviceCidr: o.serviceCidr } : {}), log });
   const server = new TerwayServer(daemon, o.socket);
   await server.start();
+  const gcOnce = vethLeaseGc(daemon, hostNs, clock, log, false);
+  const stopGc = startGcLoop(clock, o.gcIntervalMs, gcOnce);
+  return {
+    daemon,
+    allocator,
+    gcOnce,
+    async stop() {
+      stopGc();
+      await server.stop();
+    },
+  };
+}
+
+/**
+ * GC of leases by the kernel: a lease whose pod's host veth is gone is a pod deleted without DEL.
+ * Leases younger than a minute are left alone (an ADD may be between AllocIP and the veth).
+ * With `keepAll` (modes without a host veth) nothing is released.
+ */
+function vethLeaseGc(
+  daemon: TerwayDaemon,
+  hostNs: Netns,
+  clock: Clock,
+  log: (msg: string, fields?: Record<string, unknown>) => void,
+  keepAll: boolean,
+): () => Promise<string[]> {
   const firstSeen = new Map<string, number>();
-  const gcOnce = async (): Promise<string[]> => {
+  return async () => {
     const names = new Set((await link.list(hostNs)).map((l) => l.name));
     const now = clock.now();
     const gone = daemon.gc((key) => {
       const [ns, name] = key.split('/');
-      if (!ns || !name || names.has(hostVethName(ns, name))) return true;
+      if (keepAll || !ns || !name || names.has(hostVethName(ns, name))) return true;
       const seen = firstSeen.get(key) ?? now;
       firstSeen.set(key, seen);
       return now - seen < 60_000;
@@ -230,23 +234,19 @@ export async function startVpcRouteTerwayd(o: VpcRouteTerwaydOptions): Promise<V
     if (gone.length) log('gc', { released: gone });
     return gone;
   };
-  let stopGc: (() => void) | undefined;
-  const period = o.gcIntervalMs ?? 5 * 60_000;
+}
+
+/** Runs `gcOnce` every `periodMs` (default 5 min; 0 = never), each run timed from the end of the last. Returns the stop function. */
+function startGcLoop(clock: Clock, periodMs: number | undefined, gcOnce: () => Promise<unknown>): () => void {
+  const period = periodMs ?? 5 * 60_000;
+  let stop: (() => void) | undefined;
   if (period > 0) {
     const loop = (): void => {
       void gcOnce().finally(() => {
-        stopGc = clock.setTimer(period, loop);
+        stop = clock.setTimer(period, loop);
       });
     };
-    stopGc = clock.setTimer(period, loop);
+    stop = clock.setTimer(period, loop);
   }
-  return {
-    daemon,
-    allocator,
-    gcOnce,
-    async stop() {
-      stopGc?.();
-      await server.stop();
-    },
-  };
+  return () => stop?.();
 }
