@@ -1,7 +1,7 @@
 /**
  * Coil with the built executables (dist/bin/coil, coild, coil-ipam-controller) against a real
  * kube-apiserver started for this file: two "nodes" (network namespaces on a bridge), each served by its own
- * coild process (--netns, --node-name, own socket), the controller under leader election, pods set up by
+ * coild process (--netns, --node-name, own socket, --enable-egress: it reads each Pod object on ADD), the controller under leader election, pods set up by
  * the `coil` binary. Real traffic between nodes, a coild restart, freed blocks, the metrics and health
  * endpoints. The API is driven with node:https and the cluster's admin certificate (no client library).
  */
@@ -77,7 +77,7 @@ interface Node { name: string; ns: Netns; ip: string; socket: string; metrics: n
 
 async function startCoild(n: Node): Promise<void> {
   n.proc = start('coild', [
-    '--kubeconfig', kubeconfig, '--netns', n.ns.path, '--node-name', n.name, '--socket', n.socket,
+    '--kubeconfig', kubeconfig, '--netns', n.ns.path, '--node-name', n.name, '--socket', n.socket, '--enable-egress',
     '--metrics-addr', `127.0.0.1:${n.metrics}`, '--health-addr', `127.0.0.1:${n.health}`,
   ], `${n.name}.log`);
   await eventually(async () => {
@@ -86,13 +86,23 @@ async function startCoild(n: Node): Promise<void> {
   }, 30_000, 100);
 }
 
+/** The Pod object kubelet would have created: coild with --enable-egress reads it on ADD, as Coil does. */
+async function ensurePod(name: string, node: string): Promise<void> {
+  const r = await api('POST', '/api/v1/namespaces/default/pods', {
+    apiVersion: 'v1', kind: 'Pod', metadata: { name }, spec: { nodeName: node, automountServiceAccountToken: false, containers: [{ name: 'c', image: 'busybox' }] },
+  });
+  if (r.status !== 201 && r.status !== 409) throw new Error(`create pod ${name}: ${r.status} ${JSON.stringify(r.body)}`);
+}
+
 async function coil(n: Node, command: string, pod: Netns, containerId: string, extra: Record<string, unknown> = {}): Promise<{ code: number | null; out: Record<string, unknown> | undefined }> {
+  const podName = `p-${containerId}`;
+  if (command === 'ADD') await ensurePod(podName, n.name);
   const conf = { cniVersion: '1.0.0', name: 'k8s-pod-network', type: 'coil', socket: n.socket, ...extra };
   const r = await run([pluginPath('coil')], {
     input: JSON.stringify(conf),
     env: {
       CNI_COMMAND: command, CNI_CONTAINERID: containerId, CNI_NETNS: pod.path, CNI_IFNAME: 'eth0', CNI_PATH: path.dirname(pluginPath('coil')),
-      CNI_ARGS: 'IgnoreUnknown=1;K8S_POD_NAMESPACE=default;K8S_POD_NAME=p',
+      CNI_ARGS: `IgnoreUnknown=1;K8S_POD_NAMESPACE=default;K8S_POD_NAME=${podName}`,
     },
   });
   return { code: r.code, out: r.stdout.trim() ? (JSON.parse(r.stdout) as Record<string, unknown>) : undefined };

@@ -3,6 +3,8 @@
  * (`ip netns exec`) against the package's fake ECS/VPC OpenAPI, which this test process serves from
  * inside that namespace (socket bound there); ENIs appear as veths into an "ext" namespace standing
  * for the VPC when the fake reports them InUse. The terway binary is run the way a runtime runs it.
+ * terwayd serves its Prometheus metrics inside the node (scraped with curl there). A second terwayd
+ * runs `--daemon-mode VPC` (VPC route: addresses of the node's pod CIDR, no cloud) on its own socket.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import * as fs from 'node:fs';
@@ -15,6 +17,9 @@ import { CNI_PATH, Netns, deleteAllNamespaces, describeWithPlugin, execPlugin, h
 
 // Needs both executables: skipped (or failing under CI) when either is missing.
 const describeBoth = hasPlugin('terway') ? describeWithPlugin('terwayd') : describeWithPlugin('terway');
+
+/** Inside the node namespace: no clash with anything on the machine. */
+const METRICS_PORT = 19190;
 
 describeBoth('terway + terwayd executables', () => {
   let node: Netns;
@@ -54,7 +59,8 @@ describeBoth('terway + terwayd executables', () => {
     }
     fs.writeFileSync(path.join(dir, 'eni.json'), JSON.stringify({ max_pool_size: 5, min_pool_size: 1, security_group: 'sg-1', access_key: 'LTAI-test', access_secret: 'test-secret' }));
     daemon = spawn('ip', ['netns', 'exec', node.name, pluginPath('terwayd'), '--config', path.join(dir, 'eni.json'), '--socket', path.join(dir, 'eni.socket'), '--state', path.join(dir, 'pod.json'),
-      '--metadata', `http://${endpoint}`, '--ecs-endpoint', endpoint, '--vpc-endpoint', endpoint, '--protocol', 'http', '--log-file', path.join(dir, 'terwayd.log')], { stdio: ['ignore', 'ignore', 'pipe'] });
+      '--metadata', `http://${endpoint}`, '--ecs-endpoint', endpoint, '--vpc-endpoint', endpoint, '--protocol', 'http', '--log-file', path.join(dir, 'terwayd.log'),
+      '--metrics-address', `127.0.0.1:${METRICS_PORT}`], { stdio: ['ignore', 'ignore', 'pipe'] });
     daemon.stderr!.on('data', (c: Buffer) => (stderr += c.toString()));
     for (let i = 0; i < 300 && !stderr.includes('listening'); i++) {
       if (daemon.exitCode !== null) break;
@@ -103,6 +109,49 @@ describeBoth('terway + terwayd executables', () => {
     expect(links.some((l) => l.ifname === hostVethName('default', 'web-0'))).toBe(false);
     const stored = JSON.parse(fs.readFileSync(path.join(dir, 'pod.json'), 'utf8')) as { leases: unknown[] };
     expect(stored.leases).toEqual([]);
+  });
+
+  test('terwayd serves Prometheus metrics: pool gauges, OpenAPI and RPC latency', async () => {
+    const text = await node.execOk(['curl', '-sf', `http://127.0.0.1:${METRICS_PORT}/metrics`]);
+    const value = (series: string): number | undefined => {
+      const line = text.split('\n').find((l) => l.startsWith(`${series} `));
+      return line === undefined ? undefined : Number(line.slice(series.length + 1));
+    };
+    expect(value('terway_resource_pool_max_idle_count{name="eniip"}')).toBe(5);
+    expect(value('terway_resource_pool_min_idle_count{name="eniip"}')).toBe(1);
+    expect(value('terway_resource_pool_used_count{name="eniip"}')).toBe(0); // after DEL
+    expect(value('terway_rpc_latency_count{method="AllocIP",error=""}')).toBe(2); // ADD twice
+    expect(value('terway_aliyun_openapi_latency_count{api="CreateNetworkInterface",error=""}')).toBe(api.count('CreateNetworkInterface'));
+  });
+
+  test('--daemon-mode VPC: the pod gets an address of the pod CIDR, the node reaches it; DEL twice', async () => {
+    const socket = path.join(dir, 'vpc.socket');
+    let err = '';
+    const vpcd = spawn('ip', ['netns', 'exec', node.name, pluginPath('terwayd'), '--daemon-mode', 'VPC', '--pod-cidr', '10.244.1.0/24', '--config', path.join(dir, 'none.json'),
+      '--socket', socket, '--state', path.join(dir, 'vpc.json'), '--log-file', path.join(dir, 'terwayd-vpc.log')], { stdio: ['ignore', 'ignore', 'pipe'] });
+    vpcd.stderr!.on('data', (c: Buffer) => (err += c.toString()));
+    try {
+      for (let i = 0; i < 300 && !err.includes('listening'); i++) {
+        if (vpcd.exitCode !== null) break;
+        await new Promise((r) => setTimeout(r, 50));
+      }
+      expect(err).toMatch(/VPC route mode \(10\.244\.1\.0\/24\), listening/);
+      const pod2 = await Netns.create('twvpod');
+      const env2 = (cmd: string): Record<string, string> => ({ ...env(cmd), CNI_CONTAINERID: 'e2e-terway-vpc1', CNI_NETNS: pod2.path, CNI_ARGS: 'IgnoreUnknown=1;K8S_POD_NAMESPACE=default;K8S_POD_NAME=vpc-0' });
+      const add = await execPlugin(pluginPath('terway'), env2('ADD'), conf(socket), node);
+      expect(add.code).toBe(0);
+      const ip = (add.json as { ips: { address: string }[] }).ips[0]!.address.split('/')[0]!;
+      expect(ip).toMatch(/^10\.244\.1\.\d+$/);
+      await node.execOk(['ping', '-c1', '-W2', ip]);
+      const chk = await execPlugin(pluginPath('terway'), env2('CHECK'), { ...conf(socket), prevResult: add.json }, node);
+      expect(chk.code).toBe(0);
+      for (let i = 0; i < 2; i++) expect((await execPlugin(pluginPath('terway'), env2('DEL'), conf(socket), node)).code).toBe(0);
+      const links = await node.ipJson<{ ifname: string }>('link', 'show');
+      expect(links.some((l) => l.ifname === hostVethName('default', 'vpc-0'))).toBe(false);
+    } finally {
+      vpcd.kill('SIGTERM');
+      await new Promise((r) => setTimeout(r, 200));
+    }
   });
 
   test('daemon unreachable: code 11', async () => {

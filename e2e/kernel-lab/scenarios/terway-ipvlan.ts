@@ -11,7 +11,13 @@
  * (redirected from the ENI's egress into ipvl_<idx>), pod -> VPC (through the ENI); CHECK;
  * a repeated ADD; DEL twice; the other pod still works after one is gone. Then the terway CNI
  * handler (in-process, `eniip_virtual_type: ipvlan`) -> gRPC -> terwayd (TerwayDaemon over a
- * fixed address source) wires a third pod: ADD, CHECK, traffic, DEL twice.
+ * fixed address source) wires a third pod: ADD, CHECK, traffic, DEL twice. Then the last pod's
+ * DEL removes the ENI's host slave and its filters; and the kernel-driven GC and repair of
+ * terwayd's ipvlan mode: two pods through the CNI handler, one sandbox destroyed without DEL,
+ * a stale host route, a lost one; GC frees the dead pod's lease after its grace period, repair
+ * removes/re-adds routes, and removes the host slave once no live pod uses the ENI. Last, terwayd
+ * itself (startTerwayd with `eniip_virtual_type: ipvlan`, the fake OpenAPI served in the guest):
+ * a pod through the CNI handler, its sandbox destroyed without DEL, gcOnce frees it and removes the slave.
  */
 import * as fs from 'node:fs';
 import * as os from 'node:os';
@@ -23,7 +29,11 @@ import { TerwayDaemon, type AddressSource } from '../../../packages/terway/src/d
 import { TerwayServer } from '../../../packages/terway/src/daemon/server';
 import { LeaseStore } from '../../../packages/terway/src/daemon/store';
 import type { IpLease } from '../../../packages/terway/src/pool';
-import { checkIpvlanPod, hostSlaveName, setupIpvlanPod, teardownIpvlanPod } from '../../../packages/terway/src/datapath/eniip-ipvlan';
+import { checkIpvlanPod, hostSlaveName, repairIpvlan, setupIpvlanPod, teardownIpvlanPod } from '../../../packages/terway/src/datapath/eniip-ipvlan';
+import { ipvlanLeaseGc } from '../../../packages/terway/src/daemon/ipvlan-gc';
+import { FakeClock } from '../../../packages/terway/src/clock';
+import { FakeOpenApi } from '../../../packages/terway/src/cloud/fake-openapi';
+import { startTerwayd } from '../../../packages/terway/src/daemon/bootstrap';
 import { check, result, run, scenario, tcpExchange } from './guest';
 
 const MAC = '00:16:3e:00:00:01';
@@ -134,5 +144,128 @@ scenario(async () => {
   } finally {
     await server.stop();
     fs.rmSync(dir, { recursive: true, force: true });
+  }
+
+  // The last pod on the ENI goes: its host slave and the Service filters go with it.
+  const slave = hostSlaveName(eniIndex);
+  check((await link.find(node.ns, slave)) !== undefined, `${slave} gone while web-1 still uses the ENI`);
+  await teardownIpvlanPod(node.ns, p2.ns, { ifName: 'eth0', ip: '192.168.1.11' });
+  const slaveAfter = (await link.find(node.ns, slave)) !== undefined;
+  const egressAfter = run('ip', ['netns', 'exec', node.name, 'tc', 'filter', 'show', 'dev', 'eni1', 'egress']).trim();
+  const qdiscAfter = run('ip', ['netns', 'exec', node.name, 'tc', 'qdisc', 'show', 'dev', 'eni1']);
+  check(!slaveAfter && egressAfter === '' && !/clsact/.test(qdiscAfter), `after the last DEL: slave ${slaveAfter}, filters "${egressAfter}", qdisc "${qdiscAfter.trim()}"`);
+  result('lastDelRemovesSlave', { slave: slaveAfter, filters: egressAfter, clsact: /clsact/.test(qdiscAfter) });
+
+  // GC and repair: pods q1, q2 through the CNI handler and terwayd; q1's sandbox is destroyed without DEL.
+  const dir2 = fs.mkdtempSync(path.join(os.tmpdir(), 'terway-lab-gc-'));
+  const held = new Map<string, IpLease>();
+  const free = ['192.168.1.20', '192.168.1.21'];
+  const gcSource: AddressSource = {
+    allocate: async (key) => {
+      const l = held.get(key) ?? { ip: free.shift()!, eniId: 'eni-1', mac: MAC, vswitchId: 'vsw-1', vswitchCidr: '192.168.1.0/24', gateway: '192.168.1.253' };
+      held.set(key, l);
+      return l;
+    },
+    release: (key) => held.delete(key),
+    leaseOf: (key) => held.get(key),
+    leases: () => [...held].map(([key, lease]) => ({ key, lease })),
+    gc: (alive) => [...held.keys()].filter((k) => !alive(k) && held.delete(k)),
+  };
+  const daemon2 = new TerwayDaemon({ pool: gcSource, store: new LeaseStore(path.join(dir2, 'pod.json')), serviceCidr: '10.96.0.0/12' });
+  const socket2 = path.join(dir2, 'eni.socket');
+  const server2 = new TerwayServer(daemon2, socket2);
+  await server2.start();
+  const clock = new FakeClock();
+  const gc = ipvlanLeaseGc(daemon2, clock, () => undefined);
+  const live = () => gcSource.leases().map(({ lease }) => ({ ip: lease.ip, eniMac: lease.mac }));
+  try {
+    const q1 = newNs('ktq1');
+    const q2 = newNs('ktq2');
+    for (const [q, name] of [[q1, 'q1'], [q2, 'q2']] as const) {
+      const conf = { cniVersion: '1.0.0', name: 'terway', type: 'terway', socket: socket2, eniip_virtual_type: 'ipvlan', host_ip: '10.6.0.1' };
+      const env = { CNI_COMMAND: 'ADD', CNI_CONTAINERID: `ctr-${name}`, CNI_NETNS: q.ns.path, CNI_IFNAME: 'eth0', CNI_PATH: '/opt/cni/bin', CNI_ARGS: `K8S_POD_NAMESPACE=default;K8S_POD_NAME=${name}` };
+      const r = await useHostNetns(node.ns, () => runPlugin(plugin as unknown as PluginHandlers, { about: 'terway lab' }, { env, stdin: JSON.stringify(conf) }));
+      check(r.exitCode === 0, `CNI ADD ${name}: ${r.stdout}`);
+    }
+    check((await gc()).length === 0, 'GC released a live pod');
+    q1.cleanup(); // the runtime destroys the sandbox; no CNI DEL
+    sh(node.ns, `ip route add 192.168.1.99/32 dev ${slave} scope link`); // stale: no lease holds .99
+    sh(node.ns, `ip route del 192.168.1.21/32 dev ${slave}`); // q2's route lost
+    const first = await gc();
+    await clock.advance(61_000);
+    const second = await gc();
+    check(first.length === 0 && second.join() === 'default/q1', `GC: first ${JSON.stringify(first)}, after the grace period ${JSON.stringify(second)}`);
+    result('gcReleased', second);
+    const rep = await repairIpvlan(node.ns, live());
+    rep.routesRemoved.sort();
+    result('repair', rep);
+    check(rep.routesRemoved.sort().join() === `192.168.1.20/32 dev ${slave},192.168.1.99/32 dev ${slave}` && rep.routesAdded.join() === `192.168.1.21/32 dev ${slave}` && rep.slavesRemoved.length === 0, `repair ${JSON.stringify(rep)}`);
+    const afterRepair = await tcpExchange({ serverNs: q2.name, clientNs: node.name, host: '192.168.1.21', port: 7109, msg: 'after-repair' });
+    check(afterRepair.peer === '10.6.0.1', `node -> q2 after repair ${JSON.stringify(afterRepair)}`);
+    const svc2 = await tcpExchange({ serverNs: node.name, clientNs: q2.name, host: '10.96.0.10', port: 7110, msg: 'svc-after-repair' });
+    check(svc2.peer === '192.168.1.21', `q2 -> Service after repair ${JSON.stringify(svc2)}`);
+    result('trafficAfterRepair', true);
+    // q2 goes without DEL too: GC frees it, repair removes the ENI's host slave and filters.
+    q2.cleanup();
+    await gc();
+    await clock.advance(61_000);
+    const third = await gc();
+    const rep2 = await repairIpvlan(node.ns, live());
+    const egress2 = run('ip', ['netns', 'exec', node.name, 'tc', 'filter', 'show', 'dev', 'eni1', 'egress']).trim();
+    check(third.join() === 'default/q2' && rep2.slavesRemoved.join() === slave && (await link.find(node.ns, slave)) === undefined && egress2 === '', `last pod gone: GC ${JSON.stringify(third)}, repair ${JSON.stringify(rep2)}, filters "${egress2}"`);
+    result('repairRemovesSlave', { gc: third, slavesRemoved: rep2.slavesRemoved.length, filters: egress2 });
+  } finally {
+    await server2.stop();
+    fs.rmSync(dir2, { recursive: true, force: true });
+  }
+
+  // terwayd itself in ipvlan mode: start-up, CNI ADD, a sandbox destroyed without DEL, gcOnce.
+  const dir3 = fs.mkdtempSync(path.join(os.tmpdir(), 'terway-lab-d-'));
+  const api = new FakeOpenApi({ attachDelayMs: 20, onAttached: (eni) => {
+    // The ENI's wire (its VPC end up: a master without carrier takes its ipvlan slaves down with it).
+    sh(node.ns, `ip link add eni9 address ${eni.mac} type veth peer name vpc9 netns ${vpc.name}`);
+    sh(vpc.ns, 'ip link set vpc9 up');
+  } });
+  api.addVSwitch('vsw-lab', 'cn-hangzhou-i', '192.168.9.0/24');
+  api.addInstanceType('ecs.g7.large', { eniQuantity: 3, eniPrivateIpAddressQuantity: 10 });
+  api.addInstance('i-lab', 'ecs.g7.large', 'vsw-lab');
+  await api.listen();
+  const clock3 = new FakeClock();
+  const socket3 = path.join(dir3, 'eni.socket');
+  const td = await startTerwayd({
+    eniConf: { max_pool_size: 5, security_group: 'sg-1', access_key: 'LTAI-test', access_secret: 'test-secret', eniip_virtual_type: 'ipvlan', service_cidr: '10.96.0.0/12' },
+    socket: socket3,
+    stateFile: path.join(dir3, 'pod.json'),
+    metadataUrl: `http://${api.endpoint}`,
+    ecsEndpoint: api.endpoint,
+    vpcEndpoint: api.endpoint,
+    protocol: 'http',
+    hostNs: node.ns,
+    clock: clock3,
+    gcIntervalMs: 0,
+  });
+  try {
+    const r1 = newNs('ktr1');
+    const conf = { cniVersion: '1.0.0', name: 'terway', type: 'terway', socket: socket3, eniip_virtual_type: 'ipvlan', host_ip: '10.6.0.1' };
+    const env = { CNI_COMMAND: 'ADD', CNI_CONTAINERID: 'ctr-r1', CNI_NETNS: r1.ns.path, CNI_IFNAME: 'eth0', CNI_PATH: '/opt/cni/bin', CNI_ARGS: 'K8S_POD_NAMESPACE=default;K8S_POD_NAME=r1' };
+    const r = await useHostNetns(node.ns, () => runPlugin(plugin as unknown as PluginHandlers, { about: 'terway lab' }, { env, stdin: JSON.stringify(conf) }));
+    check(r.exitCode === 0, `terwayd CNI ADD r1: ${r.stdout}`);
+    const r1ip = (JSON.parse(r.stdout) as { ips: { address: string }[] }).ips[0]!.address.split('/')[0]!;
+    const eni9 = await link.get(node.ns, 'eni9');
+    const slave9 = hostSlaveName(eni9.index);
+    const toR1 = await tcpExchange({ serverNs: r1.name, clientNs: node.name, host: r1ip, port: 7111, msg: 'terwayd-node-to-pod' });
+    check(toR1.peer === '10.6.0.1', `node -> r1 ${JSON.stringify(toR1)}`);
+    check((await td.gcOnce()).length === 0, 'terwayd GC released a live ipvlan pod');
+    r1.cleanup(); // no DEL
+    const g1 = await td.gcOnce();
+    await clock3.advance(61_000);
+    const g2 = await td.gcOnce();
+    const slaveLeft = (await link.find(node.ns, slave9)) !== undefined;
+    check(g1.length === 0 && g2.join() === 'default/r1' && !slaveLeft && td.pool.leaseOf('default/r1') === undefined, `terwayd GC: ${JSON.stringify({ g1, g2, slaveLeft })}`);
+    result('terwaydGc', { released: g2, slaveLeft });
+  } finally {
+    await td.stop();
+    await api.close();
+    fs.rmSync(dir3, { recursive: true, force: true });
   }
 });

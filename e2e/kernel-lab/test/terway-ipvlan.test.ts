@@ -16,7 +16,7 @@ beforeAll(async () => {
   process.stderr.write(`${summary(res)}\n`);
 });
 
-test('terway ipvlan L2: pod<->pod, node->pod, pod->Service, pod->VPC; CHECK; repeated ADD; DEL twice; the CNI binary over gRPC', () => {
+test('terway ipvlan L2: pod<->pod, node->pod, pod->Service, pod->VPC; CHECK; repeated ADD; DEL twice; the CNI binary over gRPC; slave removal; GC and repair', () => {
   const s = res.scenario('terway-ipvlan');
   if (s.exitCode !== 0) throw new Error(`scenario exited ${s.exitCode}:\n${s.output}`);
   const r = parseResults(s.output);
@@ -37,4 +37,13 @@ test('terway ipvlan L2: pod<->pod, node->pod, pod->Service, pod->VPC; CHECK; rep
   expect(r.cniAdd).toEqual([{ address: '192.168.1.12/24', gateway: '192.168.1.253', interface: 0 }]);
   expect(r.cniTraffic).toBe(true);
   expect(r.cniDel).toBe(true);
+  // The last pod's DEL takes the ENI's host slave, its filter and the clsact with it.
+  expect(r.lastDelRemovesSlave).toEqual({ slave: false, filters: '', clsact: false });
+  // Kernel-driven GC and repair (terwayd's ipvlan mode): a sandbox destroyed without DEL, a stale and a lost route.
+  expect(r.gcReleased).toEqual(['default/q1']);
+  expect(r.repair).toEqual({ routesRemoved: [expect.stringMatching(/^192\.168\.1\.20\/32 dev ipvl_\d+$/), expect.stringMatching(/^192\.168\.1\.99\/32 dev ipvl_\d+$/)], routesAdded: [expect.stringMatching(/^192\.168\.1\.21\/32 dev ipvl_\d+$/)], slavesRemoved: [] });
+  expect(r.trafficAfterRepair).toBe(true);
+  expect(r.repairRemovesSlave).toEqual({ gc: ['default/q2'], slavesRemoved: 1, filters: '' });
+  // terwayd itself (startTerwayd, ipvlan): GC frees the pod gone without DEL and removes the ENI's host slave.
+  expect(r.terwaydGc).toEqual({ released: ['default/r1'], slaveLeft: false });
 });

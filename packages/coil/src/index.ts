@@ -1,6 +1,8 @@
 /**
- * @cnikit/coil: Coil v2 (IPAM and routing) in TypeScript. The executables are src/cni/main.ts (`coil`),
- * src/coild/main.ts (`coild`) and src/controller/main.ts (`coil-ipam-controller`); see docs/coil.md.
+ * @cnikit/coil: Coil v2 (IPAM, routing, egress NAT) in TypeScript. The executables are src/cni/main.ts (`coil`),
+ * src/coild/main.ts (`coild`), src/controller/main.ts (`coil-ipam-controller`),
+ * src/egress-controller/main.ts (`coil-egress-controller`) and src/egress/main.ts (`coil-egress`); see
+ * docs/coil.md and docs/coil-egress.md.
  * The `coil` binary imports only ./cni and ./rpc (no Kubernetes client, no gRPC library).
  */
 export * from './api/types';
@@ -8,7 +10,7 @@ export { coilCrds } from './api/crds';
 export { BitmapAllocator } from './ipam/allocator';
 export { blockAt, maxBlocks, nextFreeIndex, subnetBlocks, type BlockRange } from './ipam/pool';
 export { IpamController, type IpamControllerOptions } from './controller/ipam-controller';
-export { LeaderRunner, type LeaderOptions } from './controller/leader';
+export { LeaderRunner, ipamLeaderTask, type LeaderOptions, type Startable } from './controller/leader';
 export { Coild, type CoildOptions } from './coild/coild';
 export { CoildServer, type CoildServerOptions } from './coild/server';
 export { NodeIPAM, PoolExhaustedError, PoolNotFoundError, type Allocation, type OwnedBlock } from './coild/nodeipam';
@@ -16,3 +18,7 @@ export { PodNetwork, podAlias, parseAlias, hostVethName, type PodInfo, type PodN
 export { RouteExporter } from './coild/export';
 export * from './rpc/codec';
 export { unaryCall, RpcError, UnavailableError } from './rpc/client';
+export * from './api/egress';
+export { EgressController, type EgressControllerOptions } from './egress-controller/egress-controller';
+export { EgressClient, defaultNatClient, type NatClient, type EgressPeer, type NatClientConfig, type EgressClientPod, type EgressClientOptions } from './coild/egress';
+export { findPeerNetns, findNetnsById, nsidOf, candidateNetnsPaths } from './coild/netns-finder';

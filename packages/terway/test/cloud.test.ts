@@ -3,7 +3,7 @@
  * local fake OpenAPI: signatures, async attach states, paging, quotas,
  * Throttling retries, injected failures and latency; then the pool on top.
  */
-import { AliyunEniCloud, CloudError, FakeOpenApi, gatewayOf } from '../src/cloud';
+import { AliyunEniCloud, CloudError, FakeOpenApi, gatewayOf, memberEniQuota } from '../src/cloud';
 import { realClock } from '../src/clock';
 import { EniIpPool, parsePoolConfig } from '../src/pool';
 
@@ -37,7 +37,7 @@ async function raw(query: Record<string, string>): Promise<{ status: number; bod
 
 describe('fake OpenAPI through the official SDK', () => {
   it('DescribeInstanceTypes gives the ENI quotas; DescribeVSwitches the free IPs', async () => {
-    expect(await cloud.instanceQuota('ecs.g6.large')).toEqual({ eniQuantity: 3, ipsPerEni: 6 });
+    expect(await cloud.instanceQuota('ecs.g6.large')).toEqual({ eniQuantity: 3, ipsPerEni: 6, trunkSupported: false, eniTotalQuantity: 3, ipv6PerEni: 0 });
     const vs = await cloud.describeVSwitches(['vsw-a', 'vsw-b']);
     // /24: 256 - first - last three - the instance's primary IP.
     expect(vs).toEqual([
@@ -100,6 +100,72 @@ describe('fake OpenAPI through the official SDK', () => {
     expect(e).toMatchObject({ code: 'EniPerInstanceLimitExceeded', status: 403 });
     expect([...api.enis.values()].filter((x) => x.status === 'Available')).toHaveLength(0);
     expect(api.enis.size).toBe(3);
+  });
+
+  it('trunk ENIs: InstanceType=Trunk, members through TrunkNetworkInstanceId up to EniTotalQuantity - EniQuantity', async () => {
+    api.addInstanceType('ecs.g7.large', { eniQuantity: 3, eniPrivateIpAddressQuantity: 6, eniTrunkSupported: true, eniTotalQuantity: 5 });
+    api.addInstance('i-node2', 'ecs.g7.large', 'vsw-a');
+    const q = await cloud.instanceQuota('ecs.g7.large');
+    expect(q).toMatchObject({ trunkSupported: true, eniTotalQuantity: 5 });
+    expect(memberEniQuota(q)).toBe(2);
+    expect(memberEniQuota(await cloud.instanceQuota('ecs.g6.large'))).toBe(0);
+    // A trunk ENI on a type without trunk support: 403, nothing leaked.
+    const refused = await cloud.createEni({ vswitchId: 'vsw-a', securityGroups: ['sg-1'], ipCount: 1, trunk: true }).catch((x: unknown) => x);
+    expect(refused).toMatchObject({ code: 'InvalidOperation.InstanceTypeNotSupportTrunk', status: 403 });
+    expect([...api.enis.values()].filter((x) => x.type === 'Trunk')).toHaveLength(0);
+    const bad = await raw({ Action: 'CreateNetworkInterface', Version: '2014-05-26', RegionId: 'cn-hangzhou', VSwitchId: 'vsw-a', SecurityGroupId: 'sg-1', InstanceType: 'Bogus' });
+    expect(bad).toMatchObject({ status: 400, body: { Code: 'InvalidParameter.InstanceType' } });
+
+    const c2 = client({ instanceId: 'i-node2' });
+    const trunk = await c2.createEni({ vswitchId: 'vsw-a', securityGroups: ['sg-1'], ipCount: 1, trunk: true });
+    expect(api.enis.get(trunk.eniId)).toMatchObject({ type: 'Trunk', status: 'InUse', instanceId: 'i-node2' });
+    expect(api.calls.find((c) => c.action === 'CreateNetworkInterface' && c.params['InstanceType'] === 'Trunk')).toBeDefined();
+    const m1 = await c2.createEni({ vswitchId: 'vsw-a', securityGroups: ['sg-1'], ipCount: 1, memberOf: trunk.eniId });
+    await c2.createEni({ vswitchId: 'vsw-a', securityGroups: ['sg-1'], ipCount: 1, memberOf: trunk.eniId });
+    expect(api.calls.filter((c) => c.action === 'AttachNetworkInterface' && c.params['TrunkNetworkInstanceId'] === trunk.eniId)).toHaveLength(2);
+    // Members do not take EniQuantity slots, but the third member is beyond EniTotalQuantity - EniQuantity.
+    const third = await c2.createEni({ vswitchId: 'vsw-a', securityGroups: ['sg-1'], ipCount: 1, memberOf: trunk.eniId }).catch((x: unknown) => x);
+    expect(third).toMatchObject({ code: 'EniPerInstanceLimitExceeded', status: 403 });
+    const views = await c2.listEnis({ instanceId: 'i-node2' });
+    expect(views.map((v) => v.type).sort()).toEqual(['Member', 'Member', 'Primary', 'Trunk']);
+    expect(views.find((v) => v.eniId === m1.eniId)?.trunkEniId).toBe(trunk.eniId);
+    expect((await c2.listEnis({ instanceId: 'i-node2', type: 'Secondary' })).map((v) => v.type)).toEqual([]);
+    // A trunk with members cannot be detached; once they are gone it can.
+    const busy = await c2.deleteEni(trunk.eniId).catch((x: unknown) => x);
+    expect(busy).toMatchObject({ code: 'InvalidOperation.TrunkEniHasMembers' });
+    for (const v of views.filter((x) => x.type === 'Member')) await c2.deleteEni(v.eniId);
+    await c2.deleteEni(trunk.eniId);
+    expect([...api.enis.values()].filter((x) => x.instanceId === 'i-node2').map((x) => x.type)).toEqual(['Primary']);
+  });
+
+  it('IPv6: AssignIpv6Addresses / UnassignIpv6Addresses, Ipv6Sets, EniIpv6AddressQuantity, vSwitches without IPv6', async () => {
+    api.addVSwitch('vsw-6', 'cn-hangzhou-i', '192.168.2.0/24', 'vpc-test', '2408:4005:300::/64');
+    api.addInstanceType('ecs.g7.large', { eniQuantity: 3, eniPrivateIpAddressQuantity: 6, eniIpv6AddressQuantity: 3 });
+    api.addInstance('i-node3', 'ecs.g7.large', 'vsw-6');
+    const c3 = client({ instanceId: 'i-node3' });
+    expect((await c3.instanceQuota('ecs.g7.large')).ipv6PerEni).toBe(3);
+    expect(await c3.ipv6CidrOf('vsw-6')).toBe('2408:4005:300::/64');
+    expect(await c3.ipv6CidrOf('vsw-a')).toBeUndefined();
+    const eni = await c3.createEni({ vswitchId: 'vsw-6', securityGroups: ['sg-1'], ipCount: 1 });
+    const v6 = await c3.assignIpv6s(eni.eniId, 2);
+    expect(v6).toHaveLength(2);
+    for (const a of v6) expect(a).toMatch(/^2408:4005:300::[0-9a-f]+$/);
+    const [view] = await c3.listEnis({ ids: [eni.eniId] });
+    expect(view!.ipv6s.sort()).toEqual([...v6].sort());
+    expect((await c3.eniInfo(view!)).ipv6s?.sort()).toEqual([...v6].sort());
+    // Beyond EniIpv6AddressQuantity (3): 403.
+    expect(await c3.assignIpv6s(eni.eniId, 2).catch((x: unknown) => x)).toMatchObject({ code: 'InvalidOperation.Ipv6CountExceeded', status: 403 });
+    await c3.unassignIpv6s(eni.eniId, [v6[0]!]);
+    expect(api.enis.get(eni.eniId)!.ipv6s).toEqual([v6[1]]);
+    expect(await c3.unassignIpv6s(eni.eniId, [v6[0]!]).catch((x: unknown) => x)).toMatchObject({ code: 'InvalidIpv6Address.NotFound', status: 404 });
+    // A vSwitch without an IPv6 CIDR.
+    const v4only = await cloud.createEni({ vswitchId: 'vsw-a', securityGroups: ['sg-1'], ipCount: 1 });
+    expect(await cloud.assignIpv6s(v4only.eniId, 1).catch((x: unknown) => x)).toMatchObject({ code: 'InvalidVSwitch.Ipv6NotTurnOn', status: 403 });
+    // The IPv6 gateway from the metadata service.
+    const gw = await fetch(`http://${api.endpoint}/latest/meta-data/network/interfaces/macs/${api.enis.get(eni.eniId)!.mac}/ipv6-gateway`);
+    expect(gw.status).toBe(404); // i-node1 is the metadata instance; i-node3's ENI is not on it
+    await c3.deleteEni(eni.eniId);
+    expect(api.vswitches.get('vsw-6')!.used6.size).toBe(0);
   });
 
   it('DescribeNetworkInterfaces pages with NextToken / MaxResults', async () => {

@@ -5,14 +5,16 @@
  * the kernel shows (COIL: aliases + table-116 routes), GC unused blocks, sync the export table.
  */
 import {
-  CniCode, CniError, optionalPrevResultOf, parseNetConf, validAttachments, type Netns, type Result,
+  CniCode, CniError, UndoStack, optionalPrevResultOf, parseNetConf, validAttachments, type Netns, type Result,
 } from '@cnikit/netlib';
 import {
   Informer, Namespaces, Nodes, ResourceClient, traceLogger, type KubeTransport, type Logger, type Namespace,
 } from '@cnikit/kube';
+import type { Registry } from 'prom-client';
 import { ANNOTATION_POOL, DEFAULT_POOL, isValidPoolName } from '../api/types';
 import type { CNIArgs } from '../rpc/codec';
 import { KeyedMutex } from '../util';
+import { EgressClient, defaultNatClient, type NatClient } from './egress';
 import { RouteExporter } from './export';
 import { NodeIPAM, type OwnedBlock } from './nodeipam';
 import { PodNetwork, type PodInfo, type PodNetworkConfig } from './podnetwork';
@@ -29,6 +31,10 @@ export interface CoildOptions {
   compatCalico?: boolean;
   gcIntervalMs?: number;
   logger?: Logger;
+  /** Egress NAT client side (--enable-egress). */
+  egress?: { fouPort: number; natClient?: NatClient };
+  /** Where coild's own metrics go (egress client metrics). */
+  registry?: Registry;
 }
 
 export class Coild {
@@ -36,6 +42,7 @@ export class Coild {
   readonly podNetwork: PodNetwork;
   readonly exporter: RouteExporter;
   readonly namespaces: Informer<Namespace>;
+  readonly egress: EgressClient | undefined;
   private readonly locks = new KeyedMutex();
   /** The pods of this node by "<containerID>/<ifname>": rebuilt from the kernel at start, kept current by ADD/DEL. */
   private readonly attachments = new Map<string, PodInfo>();
@@ -57,6 +64,13 @@ export class Coild {
       blockRemoved: (b: OwnedBlock) => this.exportBlock(b, false),
     }, { logger: this.log });
     this.namespaces = new Informer(new ResourceClient(opts.transport, Namespaces));
+    if (opts.egress) {
+      this.egress = new EgressClient({
+        transport: opts.transport, nodeName: opts.nodeName, hostNs: opts.hostNs, fouPort: opts.egress.fouPort,
+        natClient: opts.egress.natClient ?? defaultNatClient(), registry: opts.registry, logger: this.log,
+        lock: (containerId, fn) => this.locks.run(containerId, fn),
+      });
+    }
   }
 
   private async exportBlock(b: OwnedBlock, add: boolean): Promise<void> {
@@ -81,6 +95,7 @@ export class Coild {
     }
     if (orphans) this.log.warn('pods with addresses outside the node\'s blocks', { count: orphans });
     await this.ipam.gc();
+    await this.egress?.start([...this.attachments.values()]);
     await this.exporter.sync(this.ipam.owned().flatMap((b) => NodeIPAM.cidrsOf(b)));
     const every = this.opts.gcIntervalMs ?? 300_000;
     this.gcTimer = setInterval(() => {
@@ -95,10 +110,11 @@ export class Coild {
     this.ready = false;
     if (this.gcTimer) clearInterval(this.gcTimer);
     await this.namespaces.stop();
+    await this.egress?.stop();
   }
 
   isReady(): boolean {
-    return this.ready && this.namespaces.hasSynced();
+    return this.ready && this.namespaces.hasSynced() && (this.egress?.synced() ?? true);
   }
 
   /** The pool of a pod: its namespace's annotation, else "default". Pods cannot choose. */
@@ -122,22 +138,40 @@ export class Coild {
   async add(a: CNIArgs): Promise<Result> {
     this.notReady();
     return this.locks.run(a.containerId, async () => {
-      const pool = await this.poolFor(a.args['K8S_POD_NAMESPACE']);
+      const podNamespace = a.args['K8S_POD_NAMESPACE'];
+      const podName = a.args['K8S_POD_NAME'];
+      const pool = await this.poolFor(podNamespace);
+      // Egresses are resolved before anything is allocated: an unknown one fails the ADD with nothing to undo.
+      const egressPlan = await this.egress?.plan(podNamespace, podName, a.args['K8S_POD_UID']);
       const alloc = await this.ipam.allocate(pool);
       const key = `${a.containerId}/${a.ifname}`;
       if (this.attachments.has(key)) {
         await this.ipam.free(pool, alloc);
         throw new CniError(CniCode.Internal, 'container already has this interface', key);
       }
+      const undo = new UndoStack();
+      undo.push('free address', () => this.ipam.free(pool, alloc));
       try {
+        const natCfg = egressPlan && this.egress!.configFor(egressPlan, alloc.ipv4, alloc.ipv6);
         const { result, info } = await this.podNetwork.setup({
-          containerId: a.containerId, ifname: a.ifname, netns: a.netns, pool, ipv4: alloc.ipv4, ipv6: alloc.ipv6,
-          podNamespace: a.args['K8S_POD_NAMESPACE'], podName: a.args['K8S_POD_NAME'],
+          containerId: a.containerId, ifname: a.ifname, netns: a.netns, pool, ipv4: alloc.ipv4, ipv6: alloc.ipv6, podNamespace, podName,
         });
+        undo.push('destroy pod network', () => this.podNetwork.destroy(info));
+        if (natCfg && egressPlan) {
+          // The NAT client may fail half-way: whatever it left in the pod's netns goes too.
+          undo.push('remove egress NAT', () => this.egress!.remove(a.netns));
+          await this.egress!.apply(a.netns, natCfg);
+          this.egress!.register({
+            containerId: a.containerId, ifname: a.ifname, podNamespace: podNamespace!, podName: podName!, hostIndex: info.hostIndex,
+            ipv4: info.ipv4, ipv6: info.ipv6, netns: a.netns, egresses: egressPlan.map((e) => ({ namespace: e.namespace, name: e.name })),
+          });
+        }
+        undo.commit();
         this.attachments.set(key, info);
         return result;
       } catch (err) {
-        await this.ipam.free(pool, alloc);
+        const failures = await undo.unwind();
+        if (failures.length) this.log.warn('ADD rollback incomplete', { containerId: a.containerId, failures });
         throw err;
       }
     });
@@ -148,6 +182,7 @@ export class Coild {
     await this.locks.run(a.containerId, async () => {
       const key = `${a.containerId}/${a.ifname}`;
       const p = this.attachments.get(key);
+      this.egress?.unregister(a.containerId, a.ifname);
       if (!p) return;
       await this.podNetwork.destroy(p);
       this.attachments.delete(key);

@@ -27,7 +27,7 @@ async function main(): Promise<void> {
     .option('--protocol-id <n>', 'route protocol number of Coil routes', int, 30)
     .option('--compat-calico', 'name host veths like Calico (veth + sha1(namespace.pod))', false)
     .option('--enable-ipam', 'enable IPAM and pod networking', true)
-    .option('--enable-egress', 'egress NAT client side (not implemented in this build)', false)
+    .option('--enable-egress', 'egress NAT client side: FoU tunnels in pods annotated egress.coil.cybozu.com/<ns>', false)
     .option('--egress-port <n>', 'FoU port of egress NAT', int, 5555)
     .option('--backend <name>', 'NAT backend: iptables | nftables', 'iptables')
     .option('--addressblock-gc-interval <duration>', 'interval of the unused address block GC', '5m')
@@ -37,11 +37,11 @@ async function main(): Promise<void> {
     .parse()
     .opts<{
       metricsAddr: string; healthAddr: string; socket: string; podTableId: number; podRulePrio: number; exportTableId: number;
-      protocolId: number; compatCalico: boolean; enableEgress: boolean; addressblockGcInterval: string; kubeconfig?: string; netns?: string; nodeName?: string;
+      protocolId: number; compatCalico: boolean; enableEgress: boolean; egressPort: number; addressblockGcInterval: string; kubeconfig?: string; netns?: string; nodeName?: string;
     }>();
   const nodeName = o.nodeName ?? process.env.COIL_NODE_NAME;
   if (!nodeName) throw new Error('COIL_NODE_NAME (or --node-name) is required');
-  if (o.enableEgress) throw new Error('--enable-egress: egress NAT is not implemented in this build');
+  if (o.enableEgress && (o.egressPort < 1 || o.egressPort > 65535)) throw new Error(`--egress-port: not a port number: ${o.egressPort}`);
   const registry = new Registry();
   collectDefaultMetrics({ register: registry });
   const kubeMetrics = new KubeMetrics({ registry });
@@ -50,6 +50,7 @@ async function main(): Promise<void> {
     transport, nodeName, hostNs: o.netns ? openNetns(o.netns) : hostNetns(),
     podTableId: o.podTableId, podRulePrio: o.podRulePrio, exportTableId: o.exportTableId, protocolId: o.protocolId,
     compatCalico: o.compatCalico, gcIntervalMs: parseDuration(o.addressblockGcInterval),
+    egress: o.enableEgress ? { fouPort: o.egressPort } : undefined, registry,
   });
   // Start-up talks to the API server (blocks, nodes, namespaces): retry while it is not ready yet
   // (429 while storage initialises, connection refused) instead of dying on the first answer.

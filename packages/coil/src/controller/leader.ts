@@ -1,11 +1,21 @@
 /**
- * coil-ipam-controller under Lease leader election: the controllers (and the dangling-block GC) run only
- * while this process leads. Losing the lease is fatal (onLost: the process exits and is restarted, as
- * controller-runtime does), so two leaders never carve blocks at the same time; stop() releases the lease
- * so a standby takes over within one retry period.
+ * Runs a controller only while this process holds the Lease (controller-runtime's manager semantics):
+ * coil-ipam-controller and coil-egress-controller both use it. Losing the lease otherwise than through
+ * stop() is reported through onLost (main exits and the Pod restarts, as controller-runtime does), so two
+ * leaders never write the same objects; stop() releases the lease so a standby takes over within about
+ * one retry period.
  */
-import { LeaderElector, type KubeMetrics, type KubeTransport } from '@cnikit/kube';
+import { hostname } from 'node:os';
+import { HealthServer, LeaderElector, leaderElectionHealthy, type KubeMetrics, type KubeTransport } from '@cnikit/kube';
+import type { Registry } from 'prom-client';
+import { parseListenAddr } from '../util';
 import type { IpamController } from './ipam-controller';
+
+/** What runs while leading. */
+export interface Startable {
+  start(): Promise<void>;
+  stop(): Promise<void>;
+}
 
 export interface LeaderOptions {
   transport: KubeTransport;
@@ -18,7 +28,7 @@ export interface LeaderOptions {
   retryPeriodMs?: number;
   /** Leadership lost while running (not through stop()). */
   onLost(): void;
-  /** The controllers failed to start. */
+  /** The controller failed to start. */
   onStartFailed(err: unknown): void;
 }
 
@@ -27,14 +37,12 @@ export class LeaderRunner {
   private stopping = false;
   private started: Promise<void> | undefined;
 
-  constructor(private readonly ctl: IpamController, opts: LeaderOptions) {
+  constructor(private readonly ctl: Startable, opts: LeaderOptions) {
     this.elector = new LeaderElector({
       transport: opts.transport, namespace: opts.namespace, name: opts.name, identity: opts.identity, metrics: opts.metrics,
       leaseDurationMs: opts.leaseDurationMs, renewDeadlineMs: opts.renewDeadlineMs, retryPeriodMs: opts.retryPeriodMs,
       onStartedLeading: () => {
-        this.started = ctl.start().then(async () => {
-          await ctl.gcDangling();
-        });
+        this.started = ctl.start();
         this.started.catch((err: unknown) => opts.onStartFailed(err));
       },
       onStoppedLeading: () => {
@@ -56,6 +64,64 @@ export class LeaderRunner {
     this.stopping = true;
     await this.elector.stop();
     await this.started?.catch(() => undefined);
-    await this.ctl.stop();
+    if (this.started) await this.ctl.stop();
   }
+}
+
+/** The IPAM controllers plus one dangling-block GC as soon as this process leads (then every gc interval). */
+export function ipamLeaderTask(ctl: IpamController): Startable {
+  return {
+    start: async () => {
+      await ctl.start();
+      await ctl.gcDangling();
+    },
+    stop: () => ctl.stop(),
+  };
+}
+
+export interface ServeOptions {
+  /** Program name for messages (`coil-ipam-controller`). */
+  program: string;
+  task: Startable;
+  /** Informers synced (ready while leading). */
+  synced(): boolean;
+  transport: KubeTransport;
+  registry: Registry;
+  metrics: KubeMetrics;
+  leaseNamespace: string;
+  leaseName: string;
+  metricsAddr: string;
+  healthAddr: string;
+}
+
+/**
+ * The main loop both controllers share: campaign for the Lease, serve metrics and health (liveness follows
+ * the elector, readiness the informers while leading), exit 1 when leadership is lost or the controller
+ * fails to start, release the Lease on SIGTERM/SIGINT.
+ */
+export async function serveLeaderElected(o: ServeOptions): Promise<void> {
+  const fatal = (what: string): never => {
+    process.stderr.write(`${o.program}: ${what}\n`);
+    process.exit(1);
+  };
+  const runner = new LeaderRunner(o.task, {
+    transport: o.transport, namespace: o.leaseNamespace, name: o.leaseName, identity: `${hostname()}_${process.pid}`, metrics: o.metrics,
+    onLost: () => fatal('lost leadership'),
+    onStartFailed: (err) => fatal(`start failed: ${(err as Error).message}`),
+  });
+  const m = parseListenAddr(o.metricsAddr);
+  const h = parseListenAddr(o.healthAddr);
+  const metricsServer = await new HealthServer({ host: m.host || '0.0.0.0', port: m.port, registry: o.registry }).listen();
+  const healthServer = await new HealthServer({ host: h.host || '0.0.0.0', port: h.port })
+    .addHealthCheck('leader-election', leaderElectionHealthy(runner.elector))
+    .addReadyCheck('informers', () => !runner.isLeader() || o.synced())
+    .listen();
+  const shutdown = async (): Promise<void> => {
+    await runner.stop().catch(() => undefined);
+    await Promise.all([metricsServer.close(), healthServer.close()]);
+    process.exit(0);
+  };
+  process.once('SIGTERM', () => void shutdown());
+  process.once('SIGINT', () => void shutdown());
+  await runner.run();
 }

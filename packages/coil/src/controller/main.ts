@@ -2,13 +2,12 @@
  * coil-ipam-controller: carves address blocks for BlockRequests, guards pool deletion, collects blocks of
  * deleted nodes. Runs under Lease leader election; health on :9387, metrics on :9386.
  */
-import { hostname } from 'node:os';
 import { Command } from 'commander';
-import { HealthServer, KubeMetrics, connect, leaderElectionHealthy } from '@cnikit/kube';
+import { KubeMetrics, connect } from '@cnikit/kube';
 import { Registry } from 'prom-client';
-import { parseDuration, parseListenAddr } from '../util';
+import { parseDuration } from '../util';
 import { IpamController } from './ipam-controller';
-import { LeaderRunner } from './leader';
+import { ipamLeaderTask, serveLeaderElected } from './leader';
 
 async function main(): Promise<void> {
   const cmd = new Command('coil-ipam-controller')
@@ -25,32 +24,10 @@ async function main(): Promise<void> {
   const kubeMetrics = new KubeMetrics({ registry, processMetrics: true });
   const transport = connect({ kubeconfig: o.kubeconfig, observer: kubeMetrics.observeRequests() });
   const ctl = new IpamController({ transport, registry, gcIntervalMs: parseDuration(o.gcInterval) });
-  const runner = new LeaderRunner(ctl, {
-    transport, namespace: o.leaderElectionNamespace, name: o.leaderElectionId, identity: `${hostname()}_${process.pid}`, metrics: kubeMetrics,
-    onLost: () => {
-      process.stderr.write('coil-ipam-controller: lost leadership\n');
-      process.exit(1);
-    },
-    onStartFailed: (err) => {
-      process.stderr.write(`coil-ipam-controller: start failed: ${(err as Error).message}\n`);
-      process.exit(1);
-    },
+  await serveLeaderElected({
+    program: 'coil-ipam-controller', task: ipamLeaderTask(ctl), synced: () => ctl.synced(), transport, registry, metrics: kubeMetrics,
+    leaseNamespace: o.leaderElectionNamespace, leaseName: o.leaderElectionId, metricsAddr: o.metricsAddr, healthAddr: o.healthAddr,
   });
-  const m = parseListenAddr(o.metricsAddr);
-  const h = parseListenAddr(o.healthAddr);
-  const metricsServer = await new HealthServer({ host: m.host || '0.0.0.0', port: m.port, registry }).listen();
-  const healthServer = await new HealthServer({ host: h.host || '0.0.0.0', port: h.port })
-    .addHealthCheck('leader-election', leaderElectionHealthy(runner.elector))
-    .addReadyCheck('informers', () => !runner.isLeader() || ctl.synced())
-    .listen();
-  const shutdown = async (): Promise<void> => {
-    await runner.stop().catch(() => undefined);
-    await Promise.all([metricsServer.close(), healthServer.close()]);
-    process.exit(0);
-  };
-  process.once('SIGTERM', () => void shutdown());
-  process.once('SIGINT', () => void shutdown());
-  await runner.run();
 }
 
 main().catch((err: unknown) => {

@@ -108,6 +108,34 @@ export function addIp6tnl(ns: Netns, o: Ip6tnlOptions & Base): Promise<Link> {
   return create(ns, 'ip6tnl', o, ip6tnlData(o), [], describeTunnel('ip6tnl', o));
 }
 
+/**
+ * Changes an existing tunnel in place (RTM_NEWLINK on its name without CREATE: the kernel's
+ * changelink), keeping its index, addresses and the routes through it; a route-less gap is what
+ * delete-and-create would cost. Every tunnel parameter is sent: the kernel resets those left out.
+ * `kind` must be the link's kind; flow-based (`external`) links are not for this, and
+ * endpoints another tunnel already has are EEXIST. LinkNotFoundError when absent.
+ */
+async function change(ns: Netns, kind: 'ipip' | 'ip6tnl', o: { name: string }, data: Buffer[], object: string): Promise<Link> {
+  const body = [ifinfomsg(), attr(IFLA.IFNAME, str(o.name)), nest(IFLA.LINKINFO, attr(IFLA_INFO_KIND, str(kind)), nest(IFLA_INFO_DATA, ...data))];
+  try {
+    await request(ns, RTM.NEWLINK, 0, Buffer.concat(body), { op: 'change link', object });
+  } catch (err) {
+    if (err instanceof NetlinkError && err.errno === 'ENODEV') throw new LinkNotFoundError(o.name, { cause: err });
+    throw err;
+  }
+  return get(ns, o.name);
+}
+
+/** Changes an existing ipip link's parameters (e.g. its encap source port) in place; see `change`. */
+export function changeIpip(ns: Netns, o: IpipOptions): Promise<Link> {
+  return change(ns, 'ipip', o, ipipData(o), describeTunnel('ipip', o));
+}
+
+/** Changes an existing ip6tnl link's parameters in place; see changeIpip. */
+export function changeIp6tnl(ns: Netns, o: Ip6tnlOptions): Promise<Link> {
+  return change(ns, 'ip6tnl', o, ip6tnlData(o), describeTunnel('ip6tnl', o));
+}
+
 /** Creates a dummy link (a local sink for addresses and routes). */
 export function addDummy(ns: Netns, o: Base): Promise<Link> {
   return create(ns, 'dummy', o, undefined, [], `${o.name} type dummy`);

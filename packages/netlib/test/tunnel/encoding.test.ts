@@ -153,3 +153,22 @@ describe('fou', () => {
     expect(() => keyAttrs({ port: 1, peer: '10.0.0.1' })).toThrow(/peer and peerPort go together/);
   });
 });
+
+describe('changeIpip / changeIp6tnl (changelink)', () => {
+  // The request is encoded before any socket is touched: bad options never reach a kernel,
+  // so a namespace handle that was never opened is enough here. The kernel side (index and
+  // routes kept across an encap sport change) runs in e2e/kernel-lab/test/coil-egress.test.ts.
+  const ns = { path: '/nonexistent', fd: -1, close: () => undefined } as unknown as import('../../src/netns/handle').Netns;
+
+  test('exported next to the add functions', async () => {
+    const tunnel = await import('../../src/tunnel');
+    expect(typeof tunnel.changeIpip).toBe('function');
+    expect(typeof tunnel.changeIp6tnl).toBe('function');
+  });
+
+  test('bad options are TypeErrors naming the field, as for add', async () => {
+    const tunnel = await import('../../src/tunnel');
+    expect(() => tunnel.changeIpip(ns, { name: 't', remote: '10.0.0.1', encap: { type: 'fou', dport: 70000 } })).toThrow(/invalid encap dport 70000/);
+    expect(() => tunnel.changeIp6tnl(ns, { name: 't', remote: '10.0.0.1' })).toThrow(/expected an IPv6 address/);
+  });
+});

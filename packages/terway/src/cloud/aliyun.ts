@@ -29,6 +29,8 @@ export interface AliyunOptions {
   /** Retries of Throttling / 5xx answers (default 4). */
   maxRetries?: number;
   retryBaseMs?: number;
+  /** Called after every OpenAPI request (each retry counts) with its latency and error code ('' on success): metrics. */
+  onCall?: (action: string, ms: number, errorCode: string) => void;
 }
 
 export class CloudError extends Error {
@@ -49,16 +51,36 @@ export class CloudError extends Error {
   }
 }
 
+/** What DescribeInstanceTypes says about ENIs beyond the pool's quota. */
+export interface InstanceQuota extends EniQuota {
+  /** EniTrunkSupported. */
+  trunkSupported: boolean;
+  /** EniTotalQuantity: EniQuantity plus the member ENIs a trunk ENI can carry. */
+  eniTotalQuantity: number;
+  /** EniIpv6AddressQuantity: IPv6 addresses per ENI (0: no IPv6). */
+  ipv6PerEni: number;
+}
+
+/** Member ENIs the instance can hold through a trunk ENI (0 when it has no trunk support). */
+export function memberEniQuota(q: InstanceQuota): number {
+  return q.trunkSupported ? Math.max(0, q.eniTotalQuantity - q.eniQuantity) : 0;
+}
+
 /** An ENI as DescribeNetworkInterfaces reports it. */
 export interface EniView {
   eniId: string;
   status: string;
+  /** Primary, Secondary, Trunk or Member. */
   type: string;
+  /** Attachment.TrunkNetworkInterfaceId of a member ENI. */
+  trunkEniId?: string;
   instanceId: string;
   mac: string;
   vswitchId: string;
   primaryIp: string;
   ips: string[];
+  /** Ipv6Sets. */
+  ipv6s: string[];
 }
 
 const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
@@ -67,6 +89,7 @@ export class AliyunEniCloud implements EniCloud {
   private readonly ecs: Ecs;
   private readonly vpc: Vpc;
   private readonly cidrs = new Map<string, string>();
+  private readonly cidrs6 = new Map<string, string>();
 
   constructor(private readonly o: AliyunOptions) {
     const base = { accessKeyId: o.accessKeyId, accessKeySecret: o.accessKeySecret, regionId: o.regionId, protocol: o.protocol ?? 'https', readTimeout: o.readTimeoutMs ?? 10_000, connectTimeout: 5000 };
@@ -78,21 +101,31 @@ export class AliyunEniCloud implements EniCloud {
   private async call<T>(action: string, fn: () => Promise<T>): Promise<T> {
     const max = this.o.maxRetries ?? 4;
     for (let attempt = 0; ; attempt++) {
+      const t0 = performance.now();
       try {
-        return await fn();
+        const r = await fn();
+        this.o.onCall?.(action, performance.now() - t0, '');
+        return r;
       } catch (e) {
         const err = toCloudError(action, e);
+        this.o.onCall?.(action, performance.now() - t0, err.code);
         if (!err.retryable || attempt >= max) throw err;
         await sleep((this.o.retryBaseMs ?? 100) * 2 ** attempt);
       }
     }
   }
 
-  async instanceQuota(instanceType: string): Promise<EniQuota> {
+  async instanceQuota(instanceType: string): Promise<InstanceQuota> {
     const r = await this.call('DescribeInstanceTypes', () => this.ecs.describeInstanceTypes(new $Ecs.DescribeInstanceTypesRequest({ instanceTypes: [instanceType] })));
     const t = r.body?.instanceTypes?.instanceType?.find((x) => x.instanceTypeId === instanceType);
     if (!t || !t.eniQuantity || !t.eniPrivateIpAddressQuantity) throw new CloudError('DescribeInstanceTypes', 'InvalidInstanceType.NotFound', undefined, r.body?.requestId, `no ENI quota for ${instanceType}`);
-    return { eniQuantity: t.eniQuantity, ipsPerEni: t.eniPrivateIpAddressQuantity };
+    return {
+      eniQuantity: t.eniQuantity,
+      ipsPerEni: t.eniPrivateIpAddressQuantity,
+      trunkSupported: t.eniTrunkSupported === true,
+      eniTotalQuantity: t.eniTotalQuantity ?? t.eniQuantity,
+      ipv6PerEni: t.eniIpv6AddressQuantity ?? 0,
+    };
   }
 
   async describeVSwitches(ids: string[]): Promise<VSwitchInfo[]> {
@@ -102,6 +135,7 @@ export class AliyunEniCloud implements EniCloud {
       for (const v of r.body?.vSwitches?.vSwitch ?? []) {
         if (!v.vSwitchId || !v.cidrBlock) continue;
         this.cidrs.set(v.vSwitchId, v.cidrBlock);
+        if (v.ipv6CidrBlock) this.cidrs6.set(v.vSwitchId, v.ipv6CidrBlock);
         out.push({ id: v.vSwitchId, zone: v.zoneId ?? '', cidr: v.cidrBlock, available: v.availableIpAddressCount ?? 0 });
       }
     }
@@ -124,7 +158,9 @@ export class AliyunEniCloud implements EniCloud {
       const r = await this.call('DescribeNetworkInterfaces', () => this.ecs.describeNetworkInterfaces(req));
       for (const e of r.body?.networkInterfaceSets?.networkInterfaceSet ?? []) {
         const ips = (e.privateIpSets?.privateIpSet ?? []).map((s) => s.privateIpAddress ?? '').filter(Boolean);
-        out.push({ eniId: e.networkInterfaceId ?? '', status: e.status ?? '', type: e.type ?? '', instanceId: e.instanceId ?? '', mac: e.macAddress ?? '', vswitchId: e.vSwitchId ?? '', primaryIp: e.privateIpAddress ?? '', ips });
+        const trunk = e.attachment?.trunkNetworkInterfaceId;
+        const ipv6s = (e.ipv6Sets?.ipv6Set ?? []).map((s) => s.ipv6Address ?? '').filter(Boolean);
+        out.push({ eniId: e.networkInterfaceId ?? '', status: e.status ?? '', type: e.type ?? '', ...(trunk ? { trunkEniId: trunk } : {}), instanceId: e.instanceId ?? '', mac: e.macAddress ?? '', vswitchId: e.vSwitchId ?? '', primaryIp: e.privateIpAddress ?? '', ips, ipv6s });
       }
       token = r.body?.nextToken || undefined;
     } while (token);
@@ -151,10 +187,31 @@ export class AliyunEniCloud implements EniCloud {
   /** The EniInfo of an attached ENI (restore at start-up). */
   async eniInfo(e: EniView): Promise<EniInfo> {
     const cidr = await this.cidrOf(e.vswitchId);
-    return { eniId: e.eniId, mac: e.mac, primaryIp: e.primaryIp, vswitchId: e.vswitchId, vswitchCidr: cidr, gateway: gatewayOf(cidr), ips: e.ips };
+    return { eniId: e.eniId, mac: e.mac, primaryIp: e.primaryIp, vswitchId: e.vswitchId, vswitchCidr: cidr, gateway: gatewayOf(cidr), ips: e.ips, ...(e.ipv6s.length ? { ipv6s: e.ipv6s } : {}) };
   }
 
-  async createEni(req: { vswitchId: string; securityGroups: string[]; ipCount: number }): Promise<EniInfo> {
+  /** The vSwitch's Ipv6CidrBlock (undefined when IPv6 is off there). */
+  async ipv6CidrOf(vswitchId: string): Promise<string | undefined> {
+    if (!this.cidrs.has(vswitchId)) await this.describeVSwitches([vswitchId]);
+    return this.cidrs6.get(vswitchId);
+  }
+
+  /** AssignIpv6Addresses: `count` new IPv6 addresses on the ENI. */
+  async assignIpv6s(eniId: string, count: number): Promise<string[]> {
+    const r = await this.call('AssignIpv6Addresses', () => this.ecs.assignIpv6Addresses(new $Ecs.AssignIpv6AddressesRequest({ regionId: this.o.regionId, networkInterfaceId: eniId, ipv6AddressCount: count })));
+    return r.body?.ipv6Sets?.ipv6Address ?? [];
+  }
+
+  async unassignIpv6s(eniId: string, ips: string[]): Promise<void> {
+    await this.call('UnassignIpv6Addresses', () => this.ecs.unassignIpv6Addresses(new $Ecs.UnassignIpv6AddressesRequest({ regionId: this.o.regionId, networkInterfaceId: eniId, ipv6Address: ips })));
+  }
+
+  /**
+   * Creates an ENI and attaches it (waiting for InUse). `trunk` creates a trunk ENI
+   * (CreateNetworkInterface InstanceType=Trunk); `memberOf` attaches the new ENI as a
+   * member of that trunk ENI (AttachNetworkInterface TrunkNetworkInstanceId).
+   */
+  async createEni(req: { vswitchId: string; securityGroups: string[]; ipCount: number; trunk?: boolean; memberOf?: string }): Promise<EniInfo> {
     const created = await this.call('CreateNetworkInterface', () =>
       this.ecs.createNetworkInterface(
         new $Ecs.CreateNetworkInterfaceRequest({
@@ -163,13 +220,14 @@ export class AliyunEniCloud implements EniCloud {
           ...(req.securityGroups.length > 1 ? { securityGroupIds: req.securityGroups } : { securityGroupId: req.securityGroups[0] ?? '' }),
           secondaryPrivateIpAddressCount: Math.max(0, req.ipCount - 1),
           description: 'interface create by terway',
+          ...(req.trunk ? { instanceType: 'Trunk' } : {}),
         }),
       ),
     );
     const eniId = created.body?.networkInterfaceId;
     if (!eniId) throw new CloudError('CreateNetworkInterface', 'EmptyNetworkInterfaceId', created.statusCode, created.body?.requestId, 'no NetworkInterfaceId in the answer');
     try {
-      await this.call('AttachNetworkInterface', () => this.ecs.attachNetworkInterface(new $Ecs.AttachNetworkInterfaceRequest({ regionId: this.o.regionId, networkInterfaceId: eniId, instanceId: this.o.instanceId })));
+      await this.call('AttachNetworkInterface', () => this.ecs.attachNetworkInterface(new $Ecs.AttachNetworkInterfaceRequest({ regionId: this.o.regionId, networkInterfaceId: eniId, instanceId: this.o.instanceId, ...(req.memberOf ? { trunkNetworkInstanceId: req.memberOf } : {}) })));
       const view = await this.waitStatus(eniId, 'InUse');
       return await this.eniInfo(view);
     } catch (e) {

@@ -20,7 +20,14 @@
  *   an instance holds at most EniQuantity ENIs (its primary one included),
  *   an ENI at most EniPrivateIpAddressQuantity IPs when attached;
  * - injected latency per action, failures (code/status, n times) and a
- *   per-action rate limit answering Throttling.
+ *   per-action rate limit answering Throttling;
+ * - trunk ENIs (CreateNetworkInterface InstanceType=Trunk) on types with
+ *   EniTrunkSupported, member ENIs through AttachNetworkInterface
+ *   TrunkNetworkInstanceId, at most EniTotalQuantity - EniQuantity of them;
+ * - IPv6 on vSwitches with an Ipv6CidrBlock: Ipv6AddressCount at creation,
+ *   AssignIpv6Addresses / UnassignIpv6Addresses (at most EniIpv6AddressQuantity
+ *   per ENI), Ipv6Sets in DescribeNetworkInterfaces, the metadata
+ *   `network/interfaces/macs/<mac>/ipv6-gateway`.
  */
 import { createHash, createHmac, randomBytes } from 'node:crypto';
 import * as http from 'node:http';
@@ -32,16 +39,24 @@ export const VPC_VERSION = '2016-04-28';
 
 export type EniStatus = 'Available' | 'Attaching' | 'InUse' | 'Detaching' | 'Deleting';
 
+export type EniType = 'Primary' | 'Secondary' | 'Trunk' | 'Member';
+
 export interface FakeEni {
   id: string;
-  type: 'Primary' | 'Secondary';
+  /** DescribeNetworkInterfaces `Type`; a member ENI is a Secondary one attached through a trunk. */
+  type: EniType;
   status: EniStatus;
   vswitchId: string;
   securityGroupIds: string[];
   mac: string;
   primaryIp: string;
   secondaryIps: string[];
+  ipv6s: string[];
   instanceId?: string;
+  /** Set when attached as a member of a trunk ENI (AttachNetworkInterface TrunkNetworkInstanceId). */
+  trunkEniId?: string;
+  /** Attachment.DeviceIndex while attached. */
+  deviceIndex?: number;
   description?: string;
   creationTime: string;
 }
@@ -52,12 +67,22 @@ export interface FakeVSwitch {
   zoneId: string;
   cidr: string;
   used: Set<string>;
+  /** Ipv6CidrBlock (a /64) when IPv6 is on for the vSwitch. */
+  ipv6Cidr?: string;
+  used6: Set<string>;
 }
 
 export interface FakeInstanceType {
   eniQuantity: number;
   eniPrivateIpAddressQuantity: number;
   eniIpv6AddressQuantity?: number;
+  /** EniTrunkSupported: the type can hold a trunk ENI and member ENIs through it. */
+  eniTrunkSupported?: boolean;
+  /**
+   * EniTotalQuantity: every ENI the instance can hold, member ENIs of its trunk included
+   * (default eniQuantity: no room for members).
+   */
+  eniTotalQuantity?: number;
 }
 
 export interface FakeInstance {
@@ -122,8 +147,8 @@ export class FakeOpenApi {
 
   // ---- set-up ----
 
-  addVSwitch(id: string, zoneId: string, cidr: string, vpcId = 'vpc-test'): FakeVSwitch {
-    const v: FakeVSwitch = { id, vpcId, zoneId, cidr, used: new Set() };
+  addVSwitch(id: string, zoneId: string, cidr: string, vpcId = 'vpc-test', ipv6Cidr?: string): FakeVSwitch {
+    const v: FakeVSwitch = { id, vpcId, zoneId, cidr, used: new Set(), used6: new Set(), ...(ipv6Cidr ? { ipv6Cidr } : {}) };
     this.vswitches.set(id, v);
     return v;
   }
@@ -291,10 +316,21 @@ export class FakeOpenApi {
     }
   }
 
+  /** The IPv6 gateway of a vSwitch (the fake's choice: the first address of its IPv6 CIDR, `<prefix>::1`). */
+  static gateway6Of(ipv6Cidr: string): string {
+    return ip.nthAddress(ipv6Cidr, 1);
+  }
+
   /** The instance metadata service (100.100.100.200) for the first instance added. */
   private metadata(p: string): string | undefined {
     const inst = [...this.instances.values()][0];
     if (!inst) return undefined;
+    const gw6 = /^network\/interfaces\/macs\/([0-9a-f:]+)\/ipv6-gateway\/?$/.exec(p);
+    if (gw6) {
+      const e = [...this.enis.values()].find((x) => x.mac === gw6[1] && x.instanceId === inst.id);
+      const c = e ? this.vswitches.get(e.vswitchId)?.ipv6Cidr : undefined;
+      return c ? FakeOpenApi.gateway6Of(c) : undefined;
+    }
     const primary = [...this.enis.values()].find((e) => e.instanceId === inst.id && e.type === 'Primary');
     const table: Record<string, string | undefined> = {
       'instance-id': inst.id,
@@ -386,7 +422,27 @@ export class FakeOpenApi {
     return out;
   }
 
-  private newEni(v: FakeVSwitch, sgs: string[], secondary: number, type: 'Primary' | 'Secondary' = 'Secondary'): FakeEni {
+  /** IPv6 addresses of the vSwitch's /64, from ::100 up (below is left to the gateway and the fake's reserve). */
+  private takeIpv6s(v: FakeVSwitch, n: number): string[] {
+    if (!v.ipv6Cidr) throw new ApiError(403, 'InvalidVSwitch.Ipv6NotTurnOn', `The specified VSwitch "${v.id}" has no IPv6 CIDR block.`);
+    const out: string[] = [];
+    for (let i = 0x100; out.length < n; i++) {
+      const a = ip.nthAddress(v.ipv6Cidr, i);
+      if (!v.used6.has(a)) {
+        v.used6.add(a);
+        out.push(a);
+      }
+    }
+    return out;
+  }
+
+  private ipv6Quota(e: FakeEni): number | undefined {
+    const inst = e.instanceId ? this.instances.get(e.instanceId) : undefined;
+    const t = inst ? this.instanceTypes.get(inst.type) : undefined;
+    return t ? (t.eniIpv6AddressQuantity ?? 0) : undefined;
+  }
+
+  private newEni(v: FakeVSwitch, sgs: string[], secondary: number, type: EniType = 'Secondary'): FakeEni {
     const ips = this.takeIps(v, secondary + 1);
     const n = ++this.seq;
     const eni: FakeEni = {
@@ -398,6 +454,7 @@ export class FakeOpenApi {
       mac: `00:16:3e:${((n >> 16) & 255).toString(16).padStart(2, '0')}:${((n >> 8) & 255).toString(16).padStart(2, '0')}:${(n & 255).toString(16).padStart(2, '0')}`,
       primaryIp: ips[0]!,
       secondaryIps: ips.slice(1),
+      ipv6s: [],
       creationTime: new Date().toISOString().replace(/\.\d+Z$/, 'Z'),
     };
     this.enis.set(eni.id, eni);
@@ -414,7 +471,7 @@ export class FakeOpenApi {
       NetworkInterfaceId: e.id,
       NetworkInterfaceName: '',
       Status: e.status,
-      Type: e.type,
+      Type: e.trunkEniId ? 'Member' : e.type,
       VpcId: v.vpcId,
       VSwitchId: e.vswitchId,
       ZoneId: v.zoneId,
@@ -422,15 +479,21 @@ export class FakeOpenApi {
       MacAddress: e.mac,
       PrivateIpAddress: e.primaryIp,
       PrivateIpSets: this.ipSets(e),
+      Ipv6Sets: { Ipv6Set: e.ipv6s.map((a) => ({ Ipv6Address: a })) },
       SecurityGroupIds: { SecurityGroupId: e.securityGroupIds },
       Description: e.description ?? '',
       CreationTime: e.creationTime,
-      Attachment: e.instanceId ? { InstanceId: e.instanceId } : {},
+      Attachment: e.instanceId ? { InstanceId: e.instanceId, DeviceIndex: e.deviceIndex ?? 0, ...(e.trunkEniId ? { TrunkNetworkInterfaceId: e.trunkEniId } : {}) } : {},
     };
   }
 
+  /** The ENIs an instance holds in its EniQuantity slots (members of its trunk are counted apart). */
   private enisOn(instanceId: string): FakeEni[] {
-    return [...this.enis.values()].filter((e) => e.instanceId === instanceId && e.status !== 'Deleting');
+    return [...this.enis.values()].filter((e) => e.instanceId === instanceId && e.status !== 'Deleting' && !e.trunkEniId);
+  }
+
+  private membersOf(trunkId: string): FakeEni[] {
+    return [...this.enis.values()].filter((e) => e.trunkEniId === trunkId && e.status !== 'Deleting');
   }
 
   // ---- ECS ----
@@ -443,7 +506,13 @@ export class FakeOpenApi {
         const sgs = [...this.list(p, 'SecurityGroupIds'), ...(p['SecurityGroupId'] ? [p['SecurityGroupId']] : [])];
         if (sgs.length === 0) throw new ApiError(400, 'MissingParameter', 'The input parameter "SecurityGroupId" that is mandatory for processing this request is not supplied.');
         const n = this.int(p, 'SecondaryPrivateIpAddressCount', 0, 0, MAX_SECONDARY_ON_CREATE);
-        const e = this.newEni(v, sgs, n);
+        // InstanceType: Secondary (default) or Trunk.
+        const kind = p['InstanceType'] ?? 'Secondary';
+        if (kind !== 'Secondary' && kind !== 'Trunk') throw new ApiError(400, 'InvalidParameter.InstanceType', `The specified parameter "InstanceType" is not valid: ${kind}; expected Secondary or Trunk.`);
+        const n6 = this.int(p, 'Ipv6AddressCount', 0, 0, 10);
+        if (n6 > 0 && !v.ipv6Cidr) throw new ApiError(403, 'InvalidVSwitch.Ipv6NotTurnOn', `The specified VSwitch "${v.id}" has no IPv6 CIDR block.`);
+        const e = this.newEni(v, sgs, n, kind);
+        if (n6 > 0) e.ipv6s.push(...this.takeIpv6s(v, n6));
         if (p['Description']) e.description = p['Description'];
         return { NetworkInterfaceId: e.id, Status: e.status, Type: e.type, VpcId: v.vpcId, VSwitchId: v.id, ZoneId: v.zoneId, MacAddress: e.mac, PrivateIpAddress: e.primaryIp, PrivateIpSets: this.ipSets(e), SecurityGroupIds: { SecurityGroupId: sgs } };
       }
@@ -453,8 +522,26 @@ export class FakeOpenApi {
         const inst = this.instance(this.need(p, 'InstanceId'));
         if (e.status !== 'Available') throw new ApiError(403, 'InvalidOperation.InvalidEniState', `The current status of the ENI ${e.id} does not support this operation: ${e.status}`);
         const t = this.instanceTypes.get(inst.type);
-        if (t && this.enisOn(inst.id).length >= t.eniQuantity) throw new ApiError(403, 'EniPerInstanceLimitExceeded', `The number of ENIs attached to the instance exceeds the limit of ${t.eniQuantity} for ${inst.type}.`);
+        const trunkId = p['TrunkNetworkInstanceId'];
+        if (e.type === 'Trunk' && t && !t.eniTrunkSupported) throw new ApiError(403, 'InvalidOperation.InstanceTypeNotSupportTrunk', `The instance type ${inst.type} does not support trunk ENIs.`);
+        if (trunkId) {
+          // A member ENI: through the instance's InUse trunk ENI, counted against EniTotalQuantity - EniQuantity.
+          const trunk = this.eni(trunkId);
+          if (trunk.type !== 'Trunk' || trunk.instanceId !== inst.id || trunk.status !== 'InUse') throw new ApiError(403, 'InvalidOperation.InvalidTrunkEniState', `The ENI ${trunkId} is not an InUse trunk ENI of ${inst.id}.`);
+          if (e.type !== 'Secondary') throw new ApiError(403, 'InvalidOperation.InvalidEniType', `Only a Secondary ENI can be a trunk member: ${e.id} is ${e.type}.`);
+          const room = t ? (t.eniTotalQuantity ?? t.eniQuantity) - t.eniQuantity : 0;
+          if (this.membersOf(trunkId).length >= room) throw new ApiError(403, 'EniPerInstanceLimitExceeded', `The number of member ENIs of the trunk ${trunkId} exceeds the limit of ${room} for ${inst.type}.`);
+          e.trunkEniId = trunkId;
+          e.deviceIndex = 0;
+        } else {
+          if (t && this.enisOn(inst.id).length >= t.eniQuantity) throw new ApiError(403, 'EniPerInstanceLimitExceeded', `The number of ENIs attached to the instance exceeds the limit of ${t.eniQuantity} for ${inst.type}.`);
+          const taken = new Set(this.enisOn(inst.id).map((x) => x.deviceIndex));
+          let idx = 1;
+          while (taken.has(idx)) idx++;
+          e.deviceIndex = idx;
+        }
         if (t && 1 + e.secondaryIps.length > t.eniPrivateIpAddressQuantity) throw new ApiError(403, 'InvalidOperation.Ipv4CountExceeded', `The ENI holds more private IPs than ${inst.type} allows per ENI.`);
+        if (t && e.ipv6s.length > (t.eniIpv6AddressQuantity ?? 0)) throw new ApiError(403, 'InvalidOperation.Ipv6CountExceeded', `The ENI holds more IPv6 addresses than ${inst.type} allows per ENI.`);
         if (this.vsw(e.vswitchId).zoneId !== inst.zoneId) throw new ApiError(403, 'InvalidVSwitchId.ZoneMismatch', 'The ENI and the instance are in different zones.');
         e.status = 'Attaching';
         e.instanceId = inst.id;
@@ -479,11 +566,14 @@ export class FakeOpenApi {
         this.instance(instId);
         if (e.type === 'Primary') throw new ApiError(403, 'InvalidOperation.DetachPrimaryEniNotAllowed', 'The primary ENI cannot be detached.');
         if (e.instanceId !== instId || e.status !== 'InUse') throw new ApiError(403, 'InvalidOperation.InvalidEniState', `The current status of the ENI ${e.id} does not support this operation: ${e.status}`);
+        if (e.type === 'Trunk' && this.membersOf(e.id).length > 0) throw new ApiError(403, 'InvalidOperation.TrunkEniHasMembers', `The trunk ENI ${e.id} still has member ENIs.`);
         e.status = 'Detaching';
         this.later(this.o.attachDelayMs ?? 30, () => {
           if (e.status !== 'Detaching') return;
           e.status = 'Available';
           delete e.instanceId;
+          delete e.trunkEniId;
+          delete e.deviceIndex;
           void this.o.onDetached?.(e);
         });
         return {};
@@ -494,6 +584,7 @@ export class FakeOpenApi {
         if (e.status !== 'Available') throw new ApiError(403, 'InvalidOperation.InvalidEniState', `The current status of the ENI ${e.id} does not support this operation: ${e.status}`);
         const v = this.vswitches.get(e.vswitchId)!;
         for (const a of [e.primaryIp, ...e.secondaryIps]) v.used.delete(a);
+        for (const a of e.ipv6s) v.used6.delete(a);
         this.enis.delete(e.id);
         return {};
       }
@@ -534,6 +625,40 @@ export class FakeOpenApi {
         for (const a of ips) v.used.delete(a);
         return {};
       }
+      case 'AssignIpv6Addresses': {
+        this.region(p);
+        const e = this.eni(this.need(p, 'NetworkInterfaceId'));
+        if (e.status !== 'InUse' && e.status !== 'Available') throw new ApiError(403, 'InvalidOperation.InvalidEniState', `The current status of the ENI ${e.id} does not support this operation: ${e.status}`);
+        const v = this.vswitches.get(e.vswitchId)!;
+        if (!v.ipv6Cidr) throw new ApiError(403, 'InvalidVSwitch.Ipv6NotTurnOn', `The specified VSwitch "${v.id}" has no IPv6 CIDR block.`);
+        const explicit = this.list(p, 'Ipv6Address');
+        const n = explicit.length || this.int(p, 'Ipv6AddressCount', 0, 1, MAX_ASSIGN_PER_CALL);
+        if (n === 0) throw new ApiError(400, 'MissingParameter', 'Either "Ipv6Address.N" or "Ipv6AddressCount" must be supplied.');
+        const quota = this.ipv6Quota(e);
+        if (quota !== undefined && e.ipv6s.length + n > quota) throw new ApiError(403, 'InvalidOperation.Ipv6CountExceeded', `The ENI ${e.id} would hold more than ${quota} IPv6 addresses.`);
+        let ips: string[];
+        if (explicit.length) {
+          for (const a of explicit) {
+            if (!ip.contains(v.ipv6Cidr, a)) throw new ApiError(400, 'InvalidIpv6Address.Malformed', `The IPv6 address ${a} is not in the vSwitch IPv6 CIDR ${v.ipv6Cidr}.`);
+            if (v.used6.has(ip.canonicalIp(a))) throw new ApiError(400, 'InvalidIp.IpAssigned', `The IPv6 address ${a} is already assigned.`);
+          }
+          ips = explicit.map((a) => ip.canonicalIp(a));
+          for (const a of ips) v.used6.add(a);
+        } else ips = this.takeIpv6s(v, n);
+        e.ipv6s.push(...ips);
+        return { NetworkInterfaceId: e.id, Ipv6Sets: { Ipv6Address: ips } };
+      }
+      case 'UnassignIpv6Addresses': {
+        this.region(p);
+        const e = this.eni(this.need(p, 'NetworkInterfaceId'));
+        const ips = this.list(p, 'Ipv6Address').map((a) => ip.canonicalIp(a));
+        if (ips.length === 0) throw new ApiError(400, 'MissingParameter', 'The input parameter "Ipv6Address.N" that is mandatory for processing this request is not supplied.');
+        for (const a of ips) if (!e.ipv6s.includes(a)) throw new ApiError(404, 'InvalidIpv6Address.NotFound', `The IPv6 address ${a} is not assigned to ${e.id}.`);
+        const v = this.vswitches.get(e.vswitchId)!;
+        e.ipv6s = e.ipv6s.filter((a) => !ips.includes(a));
+        for (const a of ips) v.used6.delete(a);
+        return {};
+      }
       case 'DescribeNetworkInterfaces': {
         this.region(p);
         const ids = this.list(p, 'NetworkInterfaceId');
@@ -543,7 +668,7 @@ export class FakeOpenApi {
         if (p['InstanceId']) all = all.filter((e) => e.instanceId === p['InstanceId']);
         if (p['VSwitchId']) all = all.filter((e) => e.vswitchId === p['VSwitchId']);
         if (p['Status']) all = all.filter((e) => e.status === p['Status']);
-        if (p['Type']) all = all.filter((e) => e.type === p['Type']);
+        if (p['Type']) all = all.filter((e) => (e.trunkEniId ? 'Member' : e.type) === p['Type']);
         all.sort((a, b) => a.id.localeCompare(b.id));
         let start = 0;
         if (p['NextToken']) {
@@ -565,7 +690,7 @@ export class FakeOpenApi {
         const all = [...this.instanceTypes].filter(([n]) => names.length === 0 || names.includes(n));
         return {
           InstanceTypes: {
-            InstanceType: all.map(([n, t]) => ({ InstanceTypeId: n, EniQuantity: t.eniQuantity, EniPrivateIpAddressQuantity: t.eniPrivateIpAddressQuantity, EniIpv6AddressQuantity: t.eniIpv6AddressQuantity ?? 0, EniTotalQuantity: t.eniQuantity, EniTrunkSupported: false })),
+            InstanceType: all.map(([n, t]) => ({ InstanceTypeId: n, EniQuantity: t.eniQuantity, EniPrivateIpAddressQuantity: t.eniPrivateIpAddressQuantity, EniIpv6AddressQuantity: t.eniIpv6AddressQuantity ?? 0, EniTotalQuantity: t.eniTotalQuantity ?? t.eniQuantity, EniTrunkSupported: t.eniTrunkSupported ?? false })),
           },
           NextToken: '',
         };
@@ -600,7 +725,7 @@ export class FakeOpenApi {
         if (p['VpcId']) all = all.filter((v) => v.vpcId === p['VpcId']);
         const page = all.slice((pageNumber - 1) * pageSize, pageNumber * pageSize);
         return {
-          VSwitches: { VSwitch: page.map((v) => ({ VSwitchId: v.id, VpcId: v.vpcId, ZoneId: v.zoneId, CidrBlock: v.cidr, AvailableIpAddressCount: this.freeCount(v), Status: 'Available', IsDefault: false })) },
+          VSwitches: { VSwitch: page.map((v) => ({ VSwitchId: v.id, VpcId: v.vpcId, ZoneId: v.zoneId, CidrBlock: v.cidr, ...(v.ipv6Cidr ? { Ipv6CidrBlock: v.ipv6Cidr } : {}), AvailableIpAddressCount: this.freeCount(v), Status: 'Available', IsDefault: false })) },
           TotalCount: all.length,
           PageNumber: pageNumber,
           PageSize: pageSize,

@@ -5,7 +5,7 @@
  */
 import { CniCode, CniError, hostNetns, openNetns, UndoStack, isNotFoundError, NetnsNotFoundError, type CmdArgs, type Result } from '@cnikit/netlib';
 import { addr, link, route, type Netns } from '@cnikit/netlib';
-import { checkPod, hostVethName, POD_GATEWAY, setupPod, teardownPod } from '../datapath/eniip-veth';
+import { checkPod, hostVethName, POD_GATEWAY, POD_GATEWAY6, setupPod, teardownPod } from '../datapath/eniip-veth';
 import { setupExclusivePod, teardownExclusivePod } from '../datapath/exclusive-eni';
 import { checkIpvlanPod, setupIpvlanPod, teardownIpvlanPod } from '../datapath/eniip-ipvlan';
 import { checkVpcRoutePod, setupVpcRoutePod, teardownVpcRoutePod } from '../datapath/vpc-route';
@@ -88,17 +88,21 @@ export async function add(a: CmdArgs): Promise<Result> {
         routes: [{ dst: '0.0.0.0/0', gw }],
       };
     }
+    // Dual stack: an IPv6 of the same ENI and the vSwitch's IPv6 gateway come along.
+    const podIp6 = nc?.BasicInfo?.PodIP?.IPv6 || undefined;
+    const gw6 = nc?.ENIInfo?.GatewayIP?.IPv6 || nc?.BasicInfo?.GatewayIP?.IPv6 || undefined;
     const s = await setupPod(hostNetns(), podNs, {
       podNamespace: ref.K8sPodNamespace,
       podName: ref.K8sPodName,
       ifName: a.ifName,
       ip: podIp,
-      eni: { mac, gateway: gw },
+      ...(podIp6 ? { ip6: podIp6 } : {}),
+      eni: { mac, gateway: gw, ...(gw6 ? { gateway6: gw6 } : {}) },
       mtu: conf.mtu,
       bandwidth: bandwidthOf(nc, conf),
     });
     undo.commit();
-    return vethPodResult(a, s, podIp);
+    return vethPodResult(a, s, podIp, podIp6);
   } catch (e) {
     await undo.unwind();
     throw e;
@@ -150,7 +154,10 @@ export async function del(a: CmdArgs): Promise<void> {
       } finally {
         podNs?.close();
       }
-    } else await teardownPod(hostNetns(), { podNamespace: ref.K8sPodNamespace, podName: ref.K8sPodName, ...(ip ? { ip } : {}) });
+    } else {
+      const ip6 = info?.Success ? info.NetConfs[0]?.BasicInfo?.PodIP?.IPv6 || undefined : undefined;
+      await teardownPod(hostNetns(), { podNamespace: ref.K8sPodNamespace, podName: ref.K8sPodName, ...(ip ? { ip } : {}), ...(ip6 ? { ip6 } : {}) });
+    }
     if (daemonError) throw daemonError;
     await client.releaseIP({ ...ref, Reason: 'cni del' });
   } catch (e) {
@@ -214,14 +221,14 @@ function serviceCidrs(nc: NetConf | undefined): string[] {
 }
 
 /** Result of a veth-wired pod (VPC route, ENI multi-IP veth): /32 with the link-local gateway. */
-function vethPodResult(a: CmdArgs, v: { hostVeth: string; hostVethMac: string; podMac: string }, podIp: string): Result {
+function vethPodResult(a: CmdArgs, v: { hostVeth: string; hostVethMac: string; podMac: string }, podIp: string, podIp6?: string): Result {
   return {
     cniVersion: a.conf.cniVersion,
     interfaces: [
       { name: v.hostVeth, mac: v.hostVethMac },
       { name: a.ifName, mac: v.podMac, sandbox: a.netns },
     ],
-    ips: [{ address: `${podIp}/32`, gateway: POD_GATEWAY, interface: 1 }],
-    routes: [{ dst: '0.0.0.0/0', gw: POD_GATEWAY }],
+    ips: [{ address: `${podIp}/32`, gateway: POD_GATEWAY, interface: 1 }, ...(podIp6 ? [{ address: `${podIp6}/128`, gateway: POD_GATEWAY6, interface: 1 }] : [])],
+    routes: [{ dst: '0.0.0.0/0', gw: POD_GATEWAY }, ...(podIp6 ? [{ dst: '::/0', gw: POD_GATEWAY6 }] : [])],
   };
 }

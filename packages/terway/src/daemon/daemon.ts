@@ -42,9 +42,29 @@ export interface DaemonOptions {
 export class TerwayDaemon {
   readonly events: EventRequest[] = [];
   private readonly containers = new Map<string, string>();
+  private readonly netnsPaths = new Map<string, string>();
 
   constructor(private readonly o: DaemonOptions) {
-    for (const l of o.store.load()) this.containers.set(l.key, l.containerId);
+    for (const l of o.store.load()) {
+      this.containers.set(l.key, l.containerId);
+      if (l.netns) this.netnsPaths.set(l.key, l.netns);
+    }
+  }
+
+  /** A live eni_conf change of service_cidr: answered to the pods added from now on. */
+  setServiceCidr(cidr: string | undefined): void {
+    if (cidr) this.o.serviceCidr = cidr;
+    else delete this.o.serviceCidr;
+  }
+
+  /** The leases held (and reserved) now. */
+  leases(): { key: string; lease: IpLease; reservedUntil?: number }[] {
+    return this.o.pool.leases();
+  }
+
+  /** The netns path the pod's AllocIP named (undefined for leases stored before it was recorded). */
+  netnsOf(key: string): string | undefined {
+    return this.netnsPaths.get(key);
   }
 
   private get ipType(): string {
@@ -57,7 +77,7 @@ export class TerwayDaemon {
   }
 
   private persist(): void {
-    const out: StoredLease[] = this.o.pool.leases().map(({ key, lease, reservedUntil }) => ({ key, ip: lease.ip, eniId: lease.eniId, containerId: this.containers.get(key) ?? '', ...(reservedUntil !== undefined ? { reservedUntil } : {}) }));
+    const out: StoredLease[] = this.o.pool.leases().map(({ key, lease, reservedUntil }) => ({ key, ip: lease.ip, eniId: lease.eniId, ...(lease.ip6 ? { ip6: lease.ip6 } : {}), containerId: this.containers.get(key) ?? '', ...(this.netnsPaths.has(key) ? { netns: this.netnsPaths.get(key)! } : {}), ...(reservedUntil !== undefined ? { reservedUntil } : {}) }));
     this.o.store.save(out);
   }
 
@@ -65,12 +85,12 @@ export class TerwayDaemon {
     const bw = bandwidthFrom(meta?.annotations);
     return {
       BasicInfo: {
-        PodIP: { IPv4: lease.ip, IPv6: '' },
-        PodCIDR: { IPv4: lease.vswitchCidr, IPv6: '' },
-        GatewayIP: { IPv4: lease.gateway, IPv6: '' },
+        PodIP: { IPv4: lease.ip, IPv6: lease.ip6 ?? '' },
+        PodCIDR: { IPv4: lease.vswitchCidr, IPv6: lease.vswitchCidr6 ?? '' },
+        GatewayIP: { IPv4: lease.gateway, IPv6: lease.gateway6 ?? '' },
         ServiceCIDR: this.o.serviceCidr ? { IPv4: this.o.serviceCidr, IPv6: '' } : null,
       },
-      ENIInfo: { MAC: lease.mac, Trunk: false, Vid: 0, GatewayIP: { IPv4: lease.gateway, IPv6: '' } },
+      ENIInfo: { MAC: lease.mac, Trunk: false, Vid: 0, GatewayIP: { IPv4: lease.gateway, IPv6: lease.gateway6 ?? '' } },
       Pod: { Ingress: bw.ingressBps ?? 0, Egress: bw.egressBps ?? 0, NetworkPriority: '' },
       IfName: ifName || 'eth0',
       ExtraRoutes: [],
@@ -89,9 +109,11 @@ export class TerwayDaemon {
     }
     const lease = await this.o.pool.allocate(key);
     this.containers.set(key, r.K8sPodInfraContainerId);
+    if (r.Netns) this.netnsPaths.set(key, r.Netns);
+    else this.netnsPaths.delete(key);
     this.persist();
     this.o.log?.('alloc', { pod: key, ip: lease.ip, eni: lease.eniId, containerId: r.K8sPodInfraContainerId });
-    return { Success: true, IPType: this.ipType, IPv4: true, IPv6: false, NetConfs: [this.netConf(lease, meta, r.IfName)] };
+    return { Success: true, IPType: this.ipType, IPv4: true, IPv6: Boolean(lease.ip6), NetConfs: [this.netConf(lease, meta, r.IfName)] };
   }
 
   async releaseIP(r: PodRef & { Reason?: string }): Promise<ReleaseIPReply> {
@@ -103,6 +125,7 @@ export class TerwayDaemon {
     const sticky = meta?.statefulSet === true || meta?.annotations[RESERVATION_ANNOTATION] === 'true';
     this.o.pool.release(key, sticky && this.ipType === 'TypeENIMultiIP' ? { reserveForMs: RESERVE_MS } : {});
     this.containers.delete(key);
+    this.netnsPaths.delete(key);
     this.persist();
     this.o.log?.('release', { pod: key, sticky, containerId: r.K8sPodInfraContainerId });
     return { Success: true, IPv4: true, IPv6: false };
@@ -113,7 +136,7 @@ export class TerwayDaemon {
     const lease = this.o.pool.leaseOf(key);
     if (!lease) return { IPType: this.ipType, Success: false, IPv4: false, IPv6: false, NetConfs: [], Error: `no IP for ${key}` };
     const meta = await this.o.pods?.get(r.K8sPodNamespace, r.K8sPodName).catch(() => undefined);
-    return { IPType: this.ipType, Success: true, IPv4: true, IPv6: false, NetConfs: [this.netConf(lease, meta, r.IfName)], Error: '' };
+    return { IPType: this.ipType, Success: true, IPv4: true, IPv6: Boolean(lease.ip6), NetConfs: [this.netConf(lease, meta, r.IfName)], Error: '' };
   }
 
   async recordEvent(e: EventRequest): Promise<EventReply> {
@@ -126,7 +149,10 @@ export class TerwayDaemon {
   /** GC of pods deleted without CNI DEL: releases leases of keys `alive` rejects. */
   gc(alive: (key: string) => boolean): string[] {
     const gone = this.o.pool.gc(alive);
-    for (const k of gone) this.containers.delete(k);
+    for (const k of gone) {
+      this.containers.delete(k);
+      this.netnsPaths.delete(k);
+    }
     if (gone.length) this.persist();
     return gone;
   }

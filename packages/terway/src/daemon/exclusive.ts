@@ -16,6 +16,11 @@ export class ExclusiveEniAllocator {
     private readonly o: { cloud: EniCloud; config: PoolConfig; quota: EniQuota; zone: string; defaultVSwitches?: string[] },
   ) {}
 
+  /** Live eni_conf change (vSwitches, security groups, max_eni apply to the next ENI). */
+  updateConfig(config: PoolConfig): void {
+    this.o.config = config;
+  }
+
   get capacity(): number {
     const q = Math.max(0, this.o.quota.eniQuantity - 1);
     return this.o.config.maxEni > 0 ? Math.min(q, this.o.config.maxEni) : q;

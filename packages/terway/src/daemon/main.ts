@@ -10,6 +10,7 @@ import { kubePodSource } from './kube-pods';
 import { loadEniConfigMap, writeCniConf } from './eni-config';
 import { DEFAULT_SOCKET } from '../rpc/proto';
 import { startTerwayd, startVpcRouteTerwayd } from './bootstrap';
+import { nodePodCidr } from './node-cidr';
 
 const cmd = new Command('terwayd')
   .description('Terway node daemon: ENI multi-IP resource pool and the TerwayBackend gRPC service')
@@ -25,7 +26,9 @@ const cmd = new Command('terwayd')
   .option('--kubeconfig <file>', 'kubeconfig for pod annotations and StatefulSet ownership (in-cluster config when KUBERNETES_SERVICE_HOST is set)')
   .option('--device-plugin-dir <dir>', 'register aliyun/eni with the kubelet there (e.g. /var/lib/kubelet/device-plugins)')
   .option('--daemon-mode <mode>', 'ENIMultiIP (secondary IPs from the pool), ENIOnly (a whole ENI per pod) or VPC (VPC route: addresses of the node\'s pod CIDR)', 'ENIMultiIP')
-  .option('--pod-cidr <cidr>', 'VPC mode: the node\'s pod CIDR (its spec.podCIDR)')
+  .option('--pod-cidr <cidr>', 'VPC mode: the node\'s pod CIDR (default: spec.podCIDR(s) of the Node object, with --node-name / $NODE_NAME and API access)')
+  .option('--node-name <name>', 'this node\'s Node object (default $NODE_NAME)')
+  .option('--metrics-address <host:port>', 'serve Prometheus metrics (/metrics) there, e.g. 127.0.0.1:9190')
   .option('--gc-interval <seconds>', 'GC period of leaked IPs', '300')
   .option('--log-file <file>', 'JSON-lines log file', '/var/log/terway/terwayd.log')
   .option('--log-level <level>', 'debug, info, warn, error or off', 'info');
@@ -35,14 +38,17 @@ async function main(): Promise<void> {
   const o = cmd.opts<Record<string, string>>();
   const log = createLogger({ file: o['logFile']!, level: o['logLevel'] as 'info', module: 'terwayd' });
   if (o['daemonMode'] !== 'ENIMultiIP' && o['daemonMode'] !== 'ENIOnly' && o['daemonMode'] !== 'VPC') throw new Error(`--daemon-mode: expected ENIMultiIP, ENIOnly or VPC, got "${o['daemonMode']}"`);
-  if (o['daemonMode'] === 'VPC' && !o['podCidr']) throw new Error('--daemon-mode VPC needs --pod-cidr (the node\'s spec.podCIDR)');
   const useKube = Boolean(o['kubeconfig']) || Boolean(process.env['KUBERNETES_SERVICE_HOST']);
+  const nodeName = o['nodeName'] ?? process.env['NODE_NAME'];
+  if (o['daemonMode'] === 'VPC' && !o['podCidr'] && !(useKube && nodeName)) throw new Error('--daemon-mode VPC needs --pod-cidr, or --node-name (or $NODE_NAME) with --kubeconfig / in-cluster access to read the Node\'s spec.podCIDR');
   const transport = useKube || o['configmap'] ? connect(o['kubeconfig'] ? { kubeconfig: o['kubeconfig'] } : {}) : undefined;
   let eniConf: Record<string, unknown>;
+  let configMap: { namespace: string; name: string; cniConf?: string } | undefined;
   if (o['configmap'] && transport) {
     const [ns, name] = o['configmap'].includes('/') ? o['configmap'].split('/', 2) : ['kube-system', o['configmap']];
-    const cm = await loadEniConfigMap(transport, ns, name);
+    const cm = await loadEniConfigMap(transport, ns!, name!);
     eniConf = cm.eniConf;
+    configMap = { namespace: ns!, name: name!, ...(cm.cniConf ? { cniConf: cm.cniConf } : {}) };
     if (o['cniConfDir'] && cm.cniConf) writeCniConf(o['cniConfDir'], cm.cniConf);
   } else {
     // VPC route mode needs no cloud: the eni_conf file is optional there (service_cidr only).
@@ -50,16 +56,17 @@ async function main(): Promise<void> {
   }
   const pods = transport ? kubePodSource(transport) : undefined;
   if (o['daemonMode'] === 'VPC') {
+    const podCidr = o['podCidr'] ?? (await nodePodCidr(transport!, nodeName!));
     const v = await startVpcRouteTerwayd({
       ...(pods ? { pods } : {}),
       socket: o['socket']!,
       stateFile: o['state']!,
-      podCidr: o['podCidr']!,
+      podCidr,
       ...(typeof eniConf['service_cidr'] === 'string' ? { serviceCidr: eniConf['service_cidr'] } : {}),
       gcIntervalMs: Number(o['gcInterval']) * 1000,
       log: (msg, fields) => log.info(msg, fields),
     });
-    process.stderr.write(`terwayd: VPC route mode (${o['podCidr']}), listening on ${o['socket']}\n`);
+    process.stderr.write(`terwayd: VPC route mode (${podCidr}), listening on ${o['socket']}\n`);
     const stopV = (): void => {
       void v.stop().finally(() => process.exit(0));
     };
@@ -79,9 +86,12 @@ async function main(): Promise<void> {
     gcIntervalMs: Number(o['gcInterval']) * 1000,
     mode: o['daemonMode'] === 'ENIOnly' ? 'ENIOnly' : 'ENIMultiIP',
     ...(o['devicePluginDir'] ? { devicePluginDir: o['devicePluginDir'] } : {}),
+    ...(o['metricsAddress'] ? { metricsAddress: o['metricsAddress'] } : {}),
+    // With --configmap, changes of the ConfigMap are applied live (see eni-config-watch.ts).
+    ...(configMap && transport ? { configMap: { transport, namespace: configMap.namespace, name: configMap.name, ...(o['cniConfDir'] ? { cniConfDir: o['cniConfDir'] } : {}), ...(configMap.cniConf ? { initialCniConf: configMap.cniConf } : {}) } } : {}),
     log: (msg, fields) => log.info(msg, fields),
   });
-  process.stderr.write(`terwayd: listening on ${o['socket']}\n`);
+  process.stderr.write(`terwayd: listening on ${o['socket']}${d.metricsServer ? `, metrics on ${d.metricsServer.url}/metrics` : ''}\n`);
   const stop = (): void => {
     void d.stop().finally(() => process.exit(0));
   };

@@ -19,20 +19,29 @@ function statusOf(e: unknown): grpc.status {
 export class TerwayServer {
   private readonly server = new grpc.Server();
 
-  constructor(daemon: TerwayDaemon, private readonly socketPath: string) {
+  /** `onCall(method, ms, error)` after every RPC (error: the gRPC status name, '' on success): metrics. */
+  constructor(daemon: TerwayDaemon, private readonly socketPath: string, onCall?: (method: string, ms: number, error: string) => void) {
     const wrap =
-      <Req, Rep>(fn: (r: Req) => Promise<Rep>): grpc.handleUnaryCall<Req, Rep> =>
+      <Req, Rep>(method: string, fn: (r: Req) => Promise<Rep>): grpc.handleUnaryCall<Req, Rep> =>
       (call, cb) => {
+        const t0 = performance.now();
         fn(call.request).then(
-          (rep) => cb(null, rep),
-          (e: unknown) => cb({ code: statusOf(e), details: e instanceof Error ? e.message : String(e) }),
+          (rep) => {
+            onCall?.(method, performance.now() - t0, '');
+            cb(null, rep);
+          },
+          (e: unknown) => {
+            const code = statusOf(e);
+            onCall?.(method, performance.now() - t0, grpc.status[code] ?? String(code));
+            cb({ code, details: e instanceof Error ? e.message : String(e) });
+          },
         );
       };
     this.server.addService(terwayService(), {
-      AllocIP: wrap((r: Parameters<TerwayDaemon['allocIP']>[0]) => daemon.allocIP(r)),
-      ReleaseIP: wrap((r: Parameters<TerwayDaemon['releaseIP']>[0]) => daemon.releaseIP(r)),
-      GetIPInfo: wrap((r: Parameters<TerwayDaemon['getIPInfo']>[0]) => daemon.getIPInfo(r)),
-      RecordEvent: wrap((r: Parameters<TerwayDaemon['recordEvent']>[0]) => daemon.recordEvent(r)),
+      AllocIP: wrap('AllocIP', (r: Parameters<TerwayDaemon['allocIP']>[0]) => daemon.allocIP(r)),
+      ReleaseIP: wrap('ReleaseIP', (r: Parameters<TerwayDaemon['releaseIP']>[0]) => daemon.releaseIP(r)),
+      GetIPInfo: wrap('GetIPInfo', (r: Parameters<TerwayDaemon['getIPInfo']>[0]) => daemon.getIPInfo(r)),
+      RecordEvent: wrap('RecordEvent', (r: Parameters<TerwayDaemon['recordEvent']>[0]) => daemon.recordEvent(r)),
     });
   }
 

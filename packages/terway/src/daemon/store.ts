@@ -11,7 +11,11 @@ export interface StoredLease {
   key: string;
   ip: string;
   eniId: string;
+  /** Dual stack: the pod's IPv6. */
+  ip6?: string;
   containerId: string;
+  /** The pod's netns path from AllocIP (ipvlan GC looks there for the pod's interface). */
+  netns?: string;
   reservedUntil?: number;
 }
 

@@ -20,7 +20,7 @@
  * the `tc` and `nsenter` programs for the clsact filter.
  */
 import { execFileSync } from 'node:child_process';
-import { addr, isExistsError, isNotFoundError, link, route, sysctl, tunnel, UndoStack, type Netns } from '@cnikit/netlib';
+import { addr, isExistsError, isNotFoundError, link, route, sysctl, tunnel, UndoStack, withFileLock, type Netns } from '@cnikit/netlib';
 import { setRate, type BandwidthLimits } from './bandwidth';
 
 /** The ENI by MAC; its ipvlan slaves share the MAC, so they are skipped. */
@@ -115,6 +115,10 @@ export interface IpvlanPod {
  * part (the shared host slave and filters stay: other pods use them).
  */
 export async function setupIpvlanPod(hostNs: Netns, podNs: Netns, p: IpvlanPod): Promise<{ hostSlave: string; eniIndex: number; podMac: string }> {
+  return withIpvlanLock(() => setupIpvlanPodLocked(hostNs, podNs, p));
+}
+
+async function setupIpvlanPodLocked(hostNs: Netns, podNs: Netns, p: IpvlanPod): Promise<{ hostSlave: string; eniIndex: number; podMac: string }> {
   const undo = new UndoStack();
   try {
     const eni = await ensureIpvlanEni(hostNs, { mac: p.eni.mac, nodeIp: p.nodeIp, serviceCidrs: p.serviceCidrs, ...(p.mtu ? { mtu: p.mtu } : {}) });
@@ -139,19 +143,114 @@ export async function setupIpvlanPod(hostNs: Netns, podNs: Netns, p: IpvlanPod):
   }
 }
 
-/** DEL: the host route and the pod's slave (when the netns still exists). Idempotent. */
+/**
+ * DEL: the host route and the pod's slave (when the netns still exists); then,
+ * when no pod route is left on that ENI's host slave, the slave and the
+ * Service filters go too (an ENI without pods keeps nothing of ours). Idempotent.
+ */
 export async function teardownIpvlanPod(hostNs: Netns, podNs: Netns | undefined, p: { ifName: string; ip?: string }): Promise<void> {
   if (p.ip) {
-    for (const r of await route.list(hostNs, { family: 4 })) {
-      if (r.dst !== `${p.ip}/32` || r.oif === undefined) continue;
-      const l = (await link.list(hostNs)).find((x) => x.index === r.oif);
-      if (l?.name.startsWith('ipvl_')) await ignoreMissing(route.del(hostNs, { dst: r.dst, oif: r.oif }));
-    }
+    await withIpvlanLock(async () => {
+      const links = await link.list(hostNs);
+      for (const r of await route.list(hostNs, { family: 4 })) {
+        if (r.dst !== `${p.ip}/32` || r.oif === undefined) continue;
+        const l = links.find((x) => x.index === r.oif);
+        if (!l?.name.startsWith('ipvl_')) continue;
+        await ignoreMissing(route.del(hostNs, { dst: r.dst, oif: r.oif }));
+        if ((await podRoutesVia(hostNs, l.index)).length === 0) await releaseIpvlanEni(hostNs, l);
+      }
+    });
   }
   if (podNs) {
     const l = await link.find(podNs, p.ifName);
     if (l?.kind === 'ipvlan') await ignoreMissing(link.del(podNs, l.index));
   }
+}
+
+/**
+ * ADD and DEL of different pods on one ENI run in different processes: the
+ * check "no pod route left -> remove the host slave" and "slave present -> add
+ * my route" must not interleave, so both hold this node-wide lock.
+ */
+export const IPVLAN_LOCK_FILE = '/run/terway/ipvlan.lock';
+
+function withIpvlanLock<T>(fn: () => Promise<T>): Promise<T> {
+  return withFileLock(process.env['TERWAY_IPVLAN_LOCK'] ?? IPVLAN_LOCK_FILE, fn);
+}
+
+/** The pod /32 routes through a host slave. */
+async function podRoutesVia(hostNs: Netns, slaveIndex: number): Promise<route.Route[]> {
+  return (await route.list(hostNs, { family: 4 })).filter((r) => r.oif === slaveIndex && r.dst?.endsWith('/32') === true && r.scope === SCOPE_LINK);
+}
+
+/** The ENI master of a host slave `ipvl_<idx>` (its name carries the master's index). */
+function masterIndexOf(slave: link.Link): number | undefined {
+  const m = /^ipvl_(\d+)$/.exec(slave.name);
+  return m ? Number(m[1]) : undefined;
+}
+
+/** Removes an ENI's host slave and our Service filters on the ENI's egress (the clsact too when it is left empty). */
+export async function releaseIpvlanEni(hostNs: Netns, slave: link.Link): Promise<void> {
+  const master = masterIndexOf(slave);
+  await ignoreMissing(link.del(hostNs, slave.index));
+  const eni = master === undefined ? undefined : (await link.list(hostNs)).find((l) => l.index === master);
+  if (!eni) return;
+  const egress = tc(hostNs, ['filter', 'show', 'dev', eni.name, 'egress']);
+  if (egress.includes(`pref ${SERVICE_FILTER_PREF} `)) tc(hostNs, ['filter', 'del', 'dev', eni.name, 'egress', 'pref', String(SERVICE_FILTER_PREF)]);
+  const left = tc(hostNs, ['filter', 'show', 'dev', eni.name, 'egress']) + tc(hostNs, ['filter', 'show', 'dev', eni.name, 'ingress']);
+  if (left.trim() === '' && /clsact/.test(tc(hostNs, ['qdisc', 'show', 'dev', eni.name]))) tc(hostNs, ['qdisc', 'del', 'dev', eni.name, 'clsact']);
+}
+
+export interface IpvlanLivePod {
+  ip: string;
+  eniMac: string;
+}
+
+export interface IpvlanRepairReport {
+  routesRemoved: string[];
+  routesAdded: string[];
+  slavesRemoved: string[];
+}
+
+/**
+ * Makes the host match the live leases (terwayd: at start-up and after each GC):
+ * pod /32 routes through `ipvl_*` for IPs no live pod holds are removed (pods
+ * gone without DEL), missing routes of live pods are re-added when their ENI's
+ * host slave exists, and a host slave (with its filters) whose ENI no live pod
+ * uses is removed.
+ */
+export async function repairIpvlan(hostNs: Netns, live: IpvlanLivePod[]): Promise<IpvlanRepairReport> {
+  return withIpvlanLock(async () => {
+    const rep: IpvlanRepairReport = { routesRemoved: [], routesAdded: [], slavesRemoved: [] };
+    const links = await link.list(hostNs);
+    const slaves = links.filter((l) => l.kind === 'ipvlan' && masterIndexOf(l) !== undefined);
+    const liveIps = new Set(live.map((p) => p.ip));
+    const used = new Set<number>();
+    for (const p of live) {
+      const want = p.eniMac.toLowerCase();
+      const eni = links.find((l) => l.mac.toLowerCase() === want && l.kind !== 'ipvlan' && !l.name.startsWith('cali'));
+      const slave = eni && slaves.find((s) => s.name === hostSlaveName(eni.index));
+      if (!slave) continue;
+      used.add(slave.index);
+      const have = await podRoutesVia(hostNs, slave.index);
+      if (!have.some((r) => r.dst === `${p.ip}/32`)) {
+        await route.replace(hostNs, { dst: `${p.ip}/32`, oif: slave.index, scope: SCOPE_LINK });
+        rep.routesAdded.push(`${p.ip}/32 dev ${slave.name}`);
+      }
+    }
+    for (const s of slaves) {
+      for (const r of await podRoutesVia(hostNs, s.index)) {
+        if (liveIps.has(r.dst!.slice(0, -3))) continue;
+        await ignoreMissing(route.del(hostNs, { dst: r.dst!, oif: s.index }));
+        rep.routesRemoved.push(`${r.dst} dev ${s.name}`);
+      }
+      if (!used.has(s.index)) {
+        await releaseIpvlanEni(hostNs, s);
+        rep.slavesRemoved.push(s.name);
+      }
+    }
+    return rep;
+  });
 }
 
 /** CHECK: the problems found (empty when all is as ADD left it). */

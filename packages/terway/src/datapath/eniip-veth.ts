@@ -8,6 +8,10 @@
  *         table 1000+<ENI ifindex>: default via <vSwitch gateway> dev <ENI> onlink;
  *         forwarding=1, rp_filter=0 on the ENI and the host veth
  *   bandwidth: tbf on the pod eth0 (egress) and the host veth (ingress)
+ *   dual stack (ip_stack dual): the same with IPv6: pod ip6/128, default via
+ *         fe80::1 dev eth0 (PERMANENT -> host veth MAC); host ip6/128 dev cali*,
+ *         v6 rules at the same prefs, the ENI table's v6 default via the vSwitch's
+ *         IPv6 gateway; IPv6 forwarding on
  *
  * The kernel holds the state: the rules' prefs and tables and the host veth
  * name tie a pod IP to its ENI and its pod, so repair() can rebuild or prune
@@ -22,6 +26,8 @@ export const PREF_FROM_POD = 2048;
 export const ENI_TABLE_BASE = 1000;
 export const MAIN_TABLE = 254;
 export const POD_GATEWAY = '169.254.1.1';
+/** The pod's IPv6 next hop: a link-local address answered by a permanent neighbour (no NDP needed). */
+export const POD_GATEWAY6 = 'fe80::1';
 const SCOPE_LINK = 253;
 
 /** Terway's host veth name: `cali` + sha1("<namespace>.<name>")[:11]. */
@@ -58,12 +64,17 @@ async function ignoreMissing(p: Promise<unknown>): Promise<void> {
 }
 
 /** Brings an ENI up and (re)writes its table: default via the vSwitch gateway. Idempotent. */
-export async function ensureEni(hostNs: Netns, eni: { mac: string; gateway: string }): Promise<{ index: number; name: string; table: number }> {
+export async function ensureEni(hostNs: Netns, eni: { mac: string; gateway: string; gateway6?: string }): Promise<{ index: number; name: string; table: number }> {
   const l = await findEniLink(hostNs, eni.mac);
   if (!l.up) await link.setUp(hostNs, l.index);
   const table = eniTable(l.index);
   await route.replace(hostNs, { dst: `${eni.gateway}/32`, oif: l.index, scope: SCOPE_LINK, table });
   await route.replace(hostNs, { dst: 'default', gw: eni.gateway, oif: l.index, onlink: true, table });
+  if (eni.gateway6) {
+    sysctl.set(hostNs, `net/ipv6/conf/${l.name}/disable_ipv6`, 0);
+    sysctl.set(hostNs, 'net/ipv6/conf/all/forwarding', 1);
+    await route.replace(hostNs, { dst: 'default', family: 6, gw: eni.gateway6, oif: l.index, onlink: true, table });
+  }
   sysctl.set(hostNs, `net/ipv4/conf/${l.name}/rp_filter`, 0);
   sysctl.set(hostNs, 'net/ipv4/conf/all/rp_filter', 0);
   sysctl.set(hostNs, 'net/ipv4/ip_forward', 1);
@@ -75,7 +86,9 @@ export interface PodNetwork {
   podName: string;
   ifName: string;
   ip: string;
-  eni: { mac: string; gateway: string };
+  /** Dual stack: the pod's IPv6 (the ENI then needs gateway6). */
+  ip6?: string;
+  eni: { mac: string; gateway: string; gateway6?: string };
   bandwidth?: BandwidthLimits;
   mtu?: number;
 }
@@ -116,6 +129,18 @@ export async function setupPod(hostNs: Netns, podNs: Netns, p: PodNetwork): Prom
     await neigh.replace(hostNs, { index: host.index, ip: p.ip, mac: peer.mac });
     await addPodRules(hostNs, p.ip, eni.table);
     undo.push(`rules ${p.ip}`, () => delPodRules(hostNs, p.ip));
+    if (p.ip6) {
+      if (!p.eni.gateway6) throw new Error(`datapath: pod IPv6 ${p.ip6} without the ENI's IPv6 gateway`);
+      sysctl.set(podNs, `net/ipv6/conf/${p.ifName}/disable_ipv6`, 0);
+      sysctl.set(hostNs, `net/ipv6/conf/${name}/disable_ipv6`, 0);
+      await ignoreExists(addr.add(podNs, peer.index, `${p.ip6}/128`, { noDad: true }));
+      await neigh.add(podNs, { index: peer.index, ip: POD_GATEWAY6, mac: host.mac });
+      await route.add(podNs, { dst: 'default', family: 6, gw: POD_GATEWAY6, oif: peer.index });
+      await route.replace(hostNs, { dst: `${p.ip6}/128`, oif: host.index });
+      await neigh.replace(hostNs, { index: host.index, ip: p.ip6, mac: peer.mac });
+      await addPodRules(hostNs, p.ip6, eni.table);
+      undo.push(`rules ${p.ip6}`, () => delPodRules(hostNs, p.ip6!));
+    }
     // Bandwidth.
     if (p.bandwidth?.egressBps) await setRate(podNs, peer.index, p.bandwidth.egressBps);
     if (p.bandwidth?.ingressBps) await setRate(hostNs, host.index, p.bandwidth.ingressBps);
@@ -127,27 +152,34 @@ export async function setupPod(hostNs: Netns, podNs: Netns, p: PodNetwork): Prom
   }
 }
 
-async function addPodRules(hostNs: Netns, ipAddr: string, table: number): Promise<void> {
-  await ignoreExists(rule.add(hostNs, { family: 4, priority: PREF_TO_POD, dst: `${ipAddr}/32`, table: MAIN_TABLE }));
-  await ignoreExists(rule.add(hostNs, { family: 4, priority: PREF_FROM_POD, src: `${ipAddr}/32`, table }));
+/** The host /32 (IPv4) or /128 (IPv6) of a pod address, and its family. */
+function hostPrefix(ipAddr: string): { cidr: string; family: 4 | 6 } {
+  return ipAddr.includes(':') ? { cidr: `${ipAddr}/128`, family: 6 } : { cidr: `${ipAddr}/32`, family: 4 };
 }
 
-/** Removes every rule of a pod IP at the Terway prefs (any table). Idempotent. */
+async function addPodRules(hostNs: Netns, ipAddr: string, table: number): Promise<void> {
+  const { cidr, family } = hostPrefix(ipAddr);
+  await ignoreExists(rule.add(hostNs, { family, priority: PREF_TO_POD, dst: cidr, table: MAIN_TABLE }));
+  await ignoreExists(rule.add(hostNs, { family, priority: PREF_FROM_POD, src: cidr, table }));
+}
+
+/** Removes every rule of a pod IP (either family) at the Terway prefs (any table). Idempotent. */
 export async function delPodRules(hostNs: Netns, ipAddr: string): Promise<void> {
-  const cidr = `${ipAddr}/32`;
-  for (const r of await rule.list(hostNs, 4)) {
+  const { cidr, family } = hostPrefix(ipAddr);
+  for (const r of await rule.list(hostNs, family)) {
     if ((r.priority === PREF_TO_POD && r.dst === cidr) || (r.priority === PREF_FROM_POD && r.src === cidr)) {
-      await ignoreMissing(rule.del(hostNs, { family: 4, priority: r.priority, table: r.table, ...(r.src ? { src: r.src } : {}), ...(r.dst ? { dst: r.dst } : {}) }));
+      await ignoreMissing(rule.del(hostNs, { family, priority: r.priority, table: r.table, ...(r.src ? { src: r.src } : {}), ...(r.dst ? { dst: r.dst } : {}) }));
     }
   }
 }
 
 /** DEL: rules, the host route and the veth (the pod end goes with it). Idempotent. */
-export async function teardownPod(hostNs: Netns, p: { podNamespace: string; podName: string; ip?: string }): Promise<void> {
+export async function teardownPod(hostNs: Netns, p: { podNamespace: string; podName: string; ip?: string; ip6?: string }): Promise<void> {
   const name = hostVethName(p.podNamespace, p.podName);
-  if (p.ip) {
-    await delPodRules(hostNs, p.ip);
-    await ignoreMissing(route.del(hostNs, { dst: `${p.ip}/32`, table: MAIN_TABLE }));
+  for (const a of [p.ip, p.ip6]) {
+    if (!a) continue;
+    await delPodRules(hostNs, a);
+    await ignoreMissing(route.del(hostNs, { dst: hostPrefix(a).cidr, table: MAIN_TABLE }));
   }
   await ignoreMissing(link.del(hostNs, name));
 }
@@ -156,6 +188,9 @@ export interface LivePod {
   podNamespace: string;
   podName: string;
   ip: string;
+  /** Dual stack: the pod's IPv6 and its ENI's IPv6 gateway. */
+  ip6?: string;
+  gateway6?: string;
   eniMac: string;
   gateway: string;
 }
@@ -175,12 +210,24 @@ export interface RepairReport {
  */
 export async function repair(hostNs: Netns, live: LivePod[]): Promise<RepairReport> {
   const rep: RepairReport = { rulesRemoved: [], rulesAdded: [], routesRemoved: [], routesAdded: [] };
-  const want = new Map<string, { table: number; veth: string; pod: LivePod }>();
+  const want4 = new Map<string, { table: number; veth: string }>();
+  const want6 = new Map<string, { table: number; veth: string }>();
   for (const p of live) {
-    const eni = await ensureEni(hostNs, { mac: p.eniMac, gateway: p.gateway });
-    want.set(`${p.ip}/32`, { table: eni.table, veth: hostVethName(p.podNamespace, p.podName), pod: p });
+    const eni = await ensureEni(hostNs, { mac: p.eniMac, gateway: p.gateway, ...(p.ip6 && p.gateway6 ? { gateway6: p.gateway6 } : {}) });
+    const veth = hostVethName(p.podNamespace, p.podName);
+    want4.set(`${p.ip}/32`, { table: eni.table, veth });
+    if (p.ip6) want6.set(`${p.ip6}/128`, { table: eni.table, veth });
   }
-  const rules = await rule.list(hostNs, 4);
+  await repairFamily(hostNs, 4, want4, rep);
+  // IPv6 rules and routes of dual-stack pods; with no IPv6 pod, stale v6 ones still go.
+  await repairFamily(hostNs, 6, want6, rep);
+  return rep;
+}
+
+/** One address family's rules (prefs 512/2048) and cali* host routes against the wanted ones. */
+async function repairFamily(hostNs: Netns, family: 4 | 6, want: Map<string, { table: number; veth: string }>, rep: RepairReport): Promise<void> {
+  const hostLen = family === 4 ? '/32' : '/128';
+  const rules = await rule.list(hostNs, family);
   const seen = new Set<string>();
   for (const r of rules) {
     let cidr: string | undefined;
@@ -196,27 +243,27 @@ export async function repair(hostNs: Netns, live: LivePod[]): Promise<RepairRepo
       seen.add(`${r.priority} ${cidr}`);
       continue;
     }
-    await ignoreMissing(rule.del(hostNs, { family: 4, priority: r.priority, table: r.table, ...(r.src ? { src: r.src } : {}), ...(r.dst ? { dst: r.dst } : {}) }));
+    await ignoreMissing(rule.del(hostNs, { family, priority: r.priority, table: r.table, ...(r.src ? { src: r.src } : {}), ...(r.dst ? { dst: r.dst } : {}) }));
     rep.rulesRemoved.push(`${r.priority} ${cidr} table ${r.table}`);
   }
   for (const [cidr, w] of want) {
     if (!seen.has(`${PREF_TO_POD} ${cidr}`)) {
-      await ignoreExists(rule.add(hostNs, { family: 4, priority: PREF_TO_POD, dst: cidr, table: MAIN_TABLE }));
+      await ignoreExists(rule.add(hostNs, { family, priority: PREF_TO_POD, dst: cidr, table: MAIN_TABLE }));
       rep.rulesAdded.push(`${PREF_TO_POD} to ${cidr}`);
     }
     if (!seen.has(`${PREF_FROM_POD} ${cidr}`)) {
-      await ignoreExists(rule.add(hostNs, { family: 4, priority: PREF_FROM_POD, src: cidr, table: w.table }));
+      await ignoreExists(rule.add(hostNs, { family, priority: PREF_FROM_POD, src: cidr, table: w.table }));
       rep.rulesAdded.push(`${PREF_FROM_POD} from ${cidr} table ${w.table}`);
     }
   }
   // Host routes through cali* links.
   const links = await link.list(hostNs);
   const byIndex = new Map(links.map((l) => [l.index, l.name]));
-  const routes = await route.list(hostNs, { family: 4 });
+  const routes = await route.list(hostNs, { family });
   const have = new Set<string>();
   for (const r of routes) {
     const dev = r.oif !== undefined ? byIndex.get(r.oif) : undefined;
-    if (!dev?.startsWith('cali') || !r.dst.endsWith('/32')) continue;
+    if (!dev?.startsWith('cali') || !r.dst.endsWith(hostLen)) continue;
     const w = want.get(r.dst);
     if (w && w.veth === dev) {
       have.add(r.dst);
@@ -229,10 +276,9 @@ export async function repair(hostNs: Netns, live: LivePod[]): Promise<RepairRepo
     if (have.has(cidr)) continue;
     const l = links.find((x) => x.name === w.veth);
     if (!l) continue; // the pod's veth is gone: only a new ADD can help
-    await route.replace(hostNs, { dst: cidr, oif: l.index, scope: SCOPE_LINK });
+    await route.replace(hostNs, { dst: cidr, oif: l.index, ...(family === 4 ? { scope: SCOPE_LINK } : {}) });
     rep.routesAdded.push(`${cidr} dev ${w.veth}`);
   }
-  return rep;
 }
 
 /**

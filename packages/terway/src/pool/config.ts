@@ -28,6 +28,10 @@ export interface PoolConfig {
   securityGroups: string[];
   serviceCidr?: string;
   virtualType: 'veth' | 'ipvlan';
+  /** enable_eni_trunking: terwayd keeps a trunk ENI attached and registers aliyun/member-eni. */
+  enableTrunk: boolean;
+  /** ip_stack: ipv4 (default) or dual (every pod also gets an IPv6 of its ENI). */
+  ipStack: 'ipv4' | 'dual';
 }
 
 export const DEFAULT_POOL: PoolConfig = {
@@ -43,6 +47,8 @@ export const DEFAULT_POOL: PoolConfig = {
   vswitchPolicy: 'ordered',
   securityGroups: [],
   virtualType: 'veth',
+  enableTrunk: false,
+  ipStack: 'ipv4',
 };
 
 const UNIT_MS: Record<string, number> = { ms: 1, s: 1000, m: 60_000, h: 3_600_000 };
@@ -111,5 +117,12 @@ export function parsePoolConfig(raw: unknown): PoolConfig {
   const vt = c['eniip_virtual_type'] ?? 'veth';
   if (typeof vt !== 'string' || !['veth', 'ipvlan'].includes(vt.toLowerCase())) throw new ConfigError('eni_conf.eniip_virtual_type', '"veth" or "ipvlan"', vt);
   out.virtualType = vt.toLowerCase() as 'veth' | 'ipvlan';
+  const trunk = c['enable_eni_trunking'] ?? false;
+  if (typeof trunk !== 'boolean') throw new ConfigError('eni_conf.enable_eni_trunking', 'true or false', trunk);
+  out.enableTrunk = trunk;
+  const stack = c['ip_stack'] ?? 'ipv4';
+  // IPv6-only pods are not done: refused here rather than half-working.
+  if (stack !== 'ipv4' && stack !== 'dual') throw new ConfigError('eni_conf.ip_stack', '"ipv4" or "dual"', stack);
+  out.ipStack = stack;
   return out;
 }

@@ -109,12 +109,34 @@ export class EniIpPool {
   private stopTimer: (() => void) | undefined;
   private vswCache: { at: number; list: VSwitchInfo[] } | undefined;
   private readonly vswCoolUntil = new Map<string, number>();
-  private readonly maxEnis: number;
+  private maxEnis: number;
 
   constructor(private readonly o: PoolOptions) {
-    const byQuota = Math.max(0, o.quota.eniQuantity - 1);
-    this.maxEnis = o.config.maxEni > 0 ? Math.min(o.config.maxEni, byQuota) : byQuota;
+    this.maxEnis = EniIpPool.maxEnisFor(o.config, o.quota);
     this.lastReclaimAt = o.clock.now();
+  }
+
+  private static maxEnisFor(config: PoolConfig, quota: EniQuota): number {
+    const byQuota = Math.max(0, quota.eniQuantity - 1);
+    return config.maxEni > 0 ? Math.min(config.maxEni, byQuota) : byQuota;
+  }
+
+  /** The configuration in force (replaced by updateConfig). */
+  get config(): PoolConfig {
+    return this.o.config;
+  }
+
+  /**
+   * Applies a new eni_conf live (the ConfigMap watch): sizes, idle reclaim,
+   * min/max ENIs, vSwitches and their policy, security groups. The next pass
+   * grows or shrinks toward the new sizes; IPs and ENIs in use are never taken
+   * back (a max_eni below the ENIs attached only stops new ones).
+   */
+  updateConfig(config: PoolConfig): void {
+    this.o.config = config;
+    this.maxEnis = EniIpPool.maxEnisFor(config, this.o.quota);
+    this.vswCache = undefined; // the vSwitch list may have changed
+    this.kick();
   }
 
   /** Total IPs the pool may ever hold. */

@@ -11,6 +11,8 @@ export interface EniInfo {
   /** The vSwitch gateway (the first host of its CIDR on Alibaba Cloud). */
   gateway: string;
   ips: string[];
+  /** IPv6 addresses on the ENI (dual stack). */
+  ipv6s?: string[];
 }
 
 export interface VSwitchInfo {
@@ -50,6 +52,10 @@ export interface IpLease {
   vswitchId: string;
   vswitchCidr: string;
   gateway: string;
+  /** Dual stack (`ip_stack: dual`): the pod's IPv6 on the same ENI, the vSwitch's IPv6 CIDR and gateway. */
+  ip6?: string;
+  vswitchCidr6?: string;
+  gateway6?: string;
 }
 
 export interface PoolStats {

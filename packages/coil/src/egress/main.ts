@@ -1,0 +1,88 @@
+/**
+ * coil-egress: runs in each router pod of an Egress (the Deployment coil-egress-controller
+ * creates). Keeps a FoU tunnel to every client pod, SNATs what leaves eth0, exports conntrack
+ * metrics on :8080 and /healthz /readyz on :8081.
+ * Env: COIL_POD_NAMESPACE, COIL_POD_NAME, COIL_EGRESS_NAME, COIL_POD_ADDRESSES (comma-separated).
+ */
+import { Command } from 'commander';
+import { HealthServer, KubeMetrics, connect } from '@cnikit/kube';
+import { hostNetns, openNetns } from '@cnikit/netlib';
+import { Registry, collectDefaultMetrics } from 'prom-client';
+import { parseListenAddr } from '../util';
+import { parsePodAddresses } from './clients';
+import { DEFAULT_FOU_PORT } from './constants';
+import { RouterDaemon } from './daemon';
+import { registerEgressMetrics } from './metrics';
+import { NAT_BACKENDS, type NatBackend } from './snat';
+
+function env(name: string): string {
+  const v = process.env[name];
+  if (!v) throw new Error(`${name} is required (set by the Deployment coil-egress-controller creates)`);
+  return v;
+}
+
+function log(level: string, msg: string, fields: Record<string, unknown> = {}): void {
+  process.stderr.write(`${JSON.stringify({ time: new Date().toISOString(), level, msg, ...fields })}\n`);
+}
+
+async function main(): Promise<void> {
+  const port = (v: string): number => {
+    const n = Number(v);
+    if (!Number.isInteger(n) || n < 1 || n > 65535) throw new Error(`not a port number: ${v}`);
+    return n;
+  };
+  const o = new Command('coil-egress')
+    .option('--metrics-addr <addr>', 'bind address of the metrics endpoint', ':8080')
+    .option('--health-addr <addr>', 'bind address of the health/readiness probes', ':8081')
+    .option('--fou-port <n>', 'FoU port number', port, DEFAULT_FOU_PORT)
+    .option('--backend <name>', `NAT backend: ${NAT_BACKENDS.join(' | ')}`, 'iptables')
+    .option('--uplink <name>', 'interface whose outgoing traffic is masqueraded', 'eth0')
+    .option('--kubeconfig <path>', 'kubeconfig (default: in-cluster / $KUBECONFIG)')
+    .option('--netns <path>', "work in this network namespace instead of the process's own (tests)")
+    .parse()
+    .opts<{ metricsAddr: string; healthAddr: string; fouPort: number; backend: string; uplink: string; kubeconfig?: string; netns?: string }>();
+  if (!NAT_BACKENDS.includes(o.backend as NatBackend)) throw new Error(`--backend: expected ${NAT_BACKENDS.join(' or ')}, got ${JSON.stringify(o.backend)}`);
+  const namespace = env('COIL_POD_NAMESPACE');
+  const podName = env('COIL_POD_NAME');
+  const egressName = env('COIL_EGRESS_NAME');
+  const addrs = parsePodAddresses(env('COIL_POD_ADDRESSES'));
+
+  const registry = new Registry();
+  collectDefaultMetrics({ register: registry });
+  const kubeMetrics = new KubeMetrics({ registry });
+  const transport = connect({ kubeconfig: o.kubeconfig, observer: kubeMetrics.observeRequests() });
+  const daemon = new RouterDaemon({
+    transport, ns: o.netns ? openNetns(o.netns) : hostNetns(), namespace, podName, egressName, ...addrs,
+    fouPort: o.fouPort, backend: o.backend as NatBackend, uplink: o.uplink, log,
+  });
+  registerEgressMetrics({ registry, namespace, pod: podName, egress: egressName, clients: () => daemon.clientCount });
+
+  const m = parseListenAddr(o.metricsAddr);
+  const h = parseListenAddr(o.healthAddr);
+  const metrics = await new HealthServer({ host: m.host || '0.0.0.0', port: m.port, registry }).listen();
+  const health = await new HealthServer({ host: h.host || '0.0.0.0', port: h.port }).addReadyCheck('tunnels', () => daemon.isReady()).listen();
+  // Start-up lists from the API server: retry while it is not reachable yet.
+  for (let attempt = 1; ; attempt++) {
+    try {
+      await daemon.start();
+      break;
+    } catch (err) {
+      if (attempt >= 60) throw err;
+      log('warn', 'start-up failed, retrying', { attempt, error: (err as Error).message });
+      await new Promise((r) => setTimeout(r, Math.min(500 * attempt, 5000)));
+    }
+  }
+  log('info', 'coil-egress started', { namespace, pod: podName, egress: egressName, ...addrs, fouPort: o.fouPort, backend: o.backend });
+  const shutdown = async (): Promise<void> => {
+    await daemon.stop().catch(() => undefined);
+    await Promise.all([metrics.close(), health.close()]);
+    process.exit(0);
+  };
+  process.once('SIGTERM', () => void shutdown());
+  process.once('SIGINT', () => void shutdown());
+}
+
+main().catch((err: unknown) => {
+  process.stderr.write(`coil-egress: ${(err as Error).stack ?? String(err)}\n`);
+  process.exit(1);
+});
