@@ -10,6 +10,7 @@ import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { parseArgs } from 'node:util';
+import { median, ms, ratio, table } from './lib/measure.mjs';
 
 const root = path.resolve(import.meta.dirname, '..', '..');
 const { values: opt } = parseArgs({
@@ -37,7 +38,25 @@ const ctx = {
   runs: Math.max(1, Number(opt.runs)),
   executables,
   skip: (why) => console.log(`  skipped: ${why}`),
+  /**
+   * Issue 10's start-up targets, printed together at the end. Each: `what`, `limit` (ratio to
+   * `node -e 0`), `wall` and optionally `cpu`: { a: ms[], b: ms[], ratios: number[] } of
+   * alternating runs of the call (a) and the bare runtime start (b).
+   */
+  targets: [],
 };
+
+/** The targets side by side; the verdict is on the wall-time ratio (the target's definition). */
+function printTargets() {
+  if (ctx.targets.length === 0) return;
+  console.log(`\n== targets (issue 10): ratios to \`node -e 0\` of the pinned Node, medians of alternating runs`);
+  table(['target', 'call', 'node -e 0', 'wall ratio', 'CPU ratio', 'limit', 'runs', ''], ctx.targets.map((t) => {
+    const wall = median(t.wall.ratios);
+    return [t.what, ms(median(t.wall.a)), ms(median(t.wall.b)), ratio(wall), t.cpu ? ratio(median(t.cpu.ratios)) : '-',
+      `<= ${t.limit.toFixed(2)}x`, t.wall.ratios.length, wall <= t.limit ? 'met' : `missed by ${ratio(wall / t.limit)}`];
+  }));
+  console.log('  (wall: the call as a runtime sees it; CPU: task-clock from perf stat, steadier on a shared machine)');
+}
 
 async function main() {
   const only = opt.only?.split(',');
@@ -59,6 +78,7 @@ async function main() {
       console.log(`  error: ${e.stack ?? e}`);
     }
   }
+  printTargets();
   process.exitCode = failed ? 1 : 0;
 }
 

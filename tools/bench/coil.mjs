@@ -8,7 +8,7 @@ import { spawn, spawnSync } from 'node:child_process';
 import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
-import { median, mib, ms, ratio, table, timeOnce } from './lib/measure.mjs';
+import { cpuOnce, median, mib, ms, ratio, table, timeOnce } from './lib/measure.mjs';
 import { ip, startCoil } from './lib/coil-cluster.mjs';
 
 export const title = 'coil/coild: 100 ADDs at once, then 100 DELs; coil ADD vs bare start; http2 vs grpc-js client';
@@ -82,7 +82,7 @@ export async function run(ctx) {
 
     // One ADD at a time (each followed by an untimed DEL), alternated with the bare runtime start.
     const single = newNs(`${id}-single`);
-    const bare = { file: ctx.node, args: ['-e', '0'] };
+    const bare = { file: ctx.node, args: ['-e', '0'], env: {} };
     const addCmd = coilCmd(ctx, socket, 'ADD', single, 'single');
     const delCmd = coilCmd(ctx, socket, 'DEL', single, 'single');
     const pairs = { a: [], b: [], ratios: [] };
@@ -97,6 +97,19 @@ export async function run(ctx) {
     }
     const singleAdd = median(pairs.a);
     const after = await addHandling(coil.metricsUrl);
+    // The same pairs as CPU time (perf stat task-clock of the coil process; coild's work is not in it).
+    let cpu;
+    if (cpuOnce(bare) !== undefined) {
+      cpu = { a: [], b: [], ratios: [] };
+      for (let i = 0; i < ctx.runs; i++) {
+        const tb0 = i % 2 ? cpuOnce(bare) : undefined;
+        const ta = cpuOnce(addCmd);
+        timeOnce(delCmd);
+        const tb = tb0 ?? cpuOnce(bare);
+        cpu.a.push(ta); cpu.b.push(tb); cpu.ratios.push(ta / tb);
+      }
+    }
+    ctx.targets.push({ what: 'coil ADD round trip to coild', limit: 1.5, wall: pairs, cpu });
     const coildAdd = (after.sum - before.sum) / Math.max(1, after.count - before.count) * 1000;
 
     console.log(`  ${N} ADDs at once (one coild, pool blockSizeBits 5: ${Math.ceil(N / 32)}+ blocks requested on the way):`);

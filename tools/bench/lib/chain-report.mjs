@@ -28,4 +28,9 @@ export function runChain(ctx, host, job, note) {
     ['node -e 0 (bare runtime start)', ms(bareMed), '1.00x'],
   ]);
   console.log(`  (medians of ${w.length} alternating runs, ${note})`);
+  // The first CPU pair warmed caches too.
+  const cpuA = res.cpu.a.slice(1), cpuB = res.cpu.b.slice(1);
+  const cpu = cpuA.length > 0 && cpuA.every(Number.isFinite) ? { a: cpuA, b: cpuB, ratios: cpuA.map((x, i) => x / cpuB[i]) } : undefined;
+  if (cpu) console.log(`  ${meta} ADD CPU time (perf stat task-clock): ${ms(median(cpuA))} vs node -e 0 ${ms(median(cpuB))}: ${ratio(median(cpu.ratios))}`);
+  return { add: { a: w.map((t) => t.metaAdd), b: bare, ratios: w.map((t, i) => t.metaAdd / bare[i]) }, cpu };
 }

@@ -8,17 +8,36 @@ import { spawnSync } from 'node:child_process';
 const job = JSON.parse(process.argv[2]);
 const meta = job.meta;
 
-/** One CNI call; returns [ms, parsed stdout]. Throws on a CNI error: a failing chain has no timing. */
-function call(plugin, command, netns, conf) {
+/**
+ * One CNI call; returns [ms, parsed stdout]. Throws on a CNI error: a failing chain has no timing.
+ * With `cpu`, runs it under perf stat and returns its CPU time (task-clock) instead of wall time.
+ */
+function call(plugin, command, netns, conf, cpu = false) {
   const env = {
     CNI_COMMAND: command, CNI_CONTAINERID: `b${netns.slice(-6)}-${netns.split("/").pop()}`, CNI_NETNS: netns,
     CNI_IFNAME: job.ifName, CNI_PATH: job.cniPath, PATH: '/usr/sbin:/usr/bin:/sbin:/bin',
   };
+  const [file, args] = cpu ? [PERF, [...PERF_ARGS, job.plugins[plugin]]] : [job.plugins[plugin], []];
   const t0 = process.hrtime.bigint();
-  const r = spawnSync(job.plugins[plugin], [], { env, input: JSON.stringify(conf), encoding: 'utf8' });
+  const r = spawnSync(file, args, { env, input: JSON.stringify(conf), encoding: 'utf8' });
   const ms = Number(process.hrtime.bigint() - t0) / 1e6;
   if (r.status !== 0) throw new Error(`${plugin} ${command} in ${netns} exited ${r.status}: ${r.stdout}${r.stderr}`);
-  return [ms, r.stdout.trim() ? JSON.parse(r.stdout) : undefined];
+  return [cpu ? taskClock(r.stderr) : ms, r.stdout.trim() ? JSON.parse(r.stdout) : undefined];
+}
+
+const PERF = '/usr/bin/perf';
+const PERF_ARGS = ['stat', '-x,', '-e', 'task-clock'];
+const taskClock = (stderr) => Number(/^([0-9.]+),msec,task-clock/m.exec(stderr)?.[1] ?? NaN);
+
+/** CPU time of the meta-plugin's ADD (the chain around it untimed), for job.cpuNetns. */
+function metaAddCpu(netns) {
+  const base = { cniVersion: job.cniVersion, name: job.name };
+  const mv = { ...base, ...job.macvlan };
+  const [, mvResult] = call('macvlan', 'ADD', netns, mv);
+  const [cpu, result] = call(meta, 'ADD', netns, { ...base, ...job[meta], prevResult: mvResult }, true);
+  call(meta, 'DEL', netns, { ...base, ...job[meta], prevResult: result });
+  call('macvlan', 'DEL', netns, { ...mv, prevResult: result });
+  return cpu;
 }
 
 /** ADD then DEL of the chain in one pod netns, as libcni runs a conflist (DEL in reverse). */
@@ -43,10 +62,10 @@ function chain(netns, withMeta) {
   return t;
 }
 
-function bare() {
+function bare(cpu = false) {
   const t0 = process.hrtime.bigint();
-  spawnSync(job.node, ['-e', '0'], { env: {} });
-  return Number(process.hrtime.bigint() - t0) / 1e6;
+  const r = cpu ? spawnSync(PERF, [...PERF_ARGS, job.node, '-e', '0'], { env: {}, encoding: 'utf8' }) : spawnSync(job.node, ['-e', '0'], { env: {} });
+  return cpu ? taskClock(r.stderr) : Number(process.hrtime.bigint() - t0) / 1e6;
 }
 
 // Alternate with/without the meta-plugin (and the bare runtime start) so drift hits all alike.
@@ -55,5 +74,12 @@ job.netns.forEach((pair, i) => {
   const order = i % 2 === 0 ? [true, false] : [false, true];
   for (const v of order) (v ? out.withMeta : out.without).push(chain(v ? pair[0] : pair[1], v));
   out.bare.push(bare());
+});
+// Then CPU time of the meta-plugin's ADD against the bare start, alternated (when perf exists).
+out.cpu = { a: [], b: [] };
+(job.cpuNetns ?? []).forEach((netns, i) => {
+  if (i % 2) out.cpu.b.push(bare(true));
+  out.cpu.a.push(metaAddCpu(netns));
+  if (!(i % 2)) out.cpu.b.push(bare(true));
 });
 process.stdout.write(JSON.stringify(out));

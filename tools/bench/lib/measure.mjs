@@ -46,6 +46,35 @@ export function alternate(a, b, runs) {
   return out;
 }
 
+/**
+ * CPU time (task-clock: user + system of every thread) in ms of one run, from perf stat;
+ * undefined without perf. Wall times on this shared machine swing with other jobs; CPU time
+ * far less, so the target rows print both.
+ */
+export function cpuOnce(cmd) {
+  if (!fs.existsSync('/usr/bin/perf')) return undefined;
+  const r = spawnSync('/usr/bin/perf', ['stat', '-x,', '-e', 'task-clock', cmd.file, ...(cmd.args ?? [])],
+    { env: cmd.env ?? {}, input: cmd.input ?? '', argv0: cmd.argv0, encoding: 'utf8' });
+  if (r.error && r.error.code !== 'EPIPE') throw r.error;
+  if (r.status !== 0) throw new Error(`${cmd.file} exited ${r.status ?? r.signal}: ${r.stderr || r.stdout}`.trim());
+  const m = /^([0-9.]+),msec,task-clock/m.exec(r.stderr);
+  return m ? Number(m[1]) : undefined;
+}
+
+/** Like alternate(), CPU time instead of wall time; undefined without perf. */
+export function alternateCpu(a, b, runs) {
+  if (cpuOnce(a) === undefined) return undefined;
+  cpuOnce(b);
+  const out = { a: [], b: [], ratios: [] };
+  for (let i = 0; i < runs; i++) {
+    const [ta, tb] = i % 2 === 0 ? [cpuOnce(a), cpuOnce(b)] : [cpuOnce(b), cpuOnce(a)].reverse();
+    out.a.push(ta);
+    out.b.push(tb);
+    out.ratios.push(ta / tb);
+  }
+  return out;
+}
+
 /** Peak RSS in KiB of one run, from GNU time's %M (wait4's ru_maxrss). */
 export function peakRssKiB(cmd) {
   const report = path.join(fs.mkdtempSync(path.join(os.tmpdir(), 'bench-rss-')), 'rss');

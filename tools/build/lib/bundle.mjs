@@ -1,6 +1,7 @@
 // esbuild side of the build: one CommonJS bundle per executable, holding the
 // launcher (tools/build/runtime/launcher.ts), every program it can start and
 // every workspace package they import, compiled from TypeScript sources.
+import * as fs from 'node:fs';
 import * as path from 'node:path';
 import * as esbuild from 'esbuild';
 
@@ -19,7 +20,7 @@ function baseOptions(root, minify) {
     write: false,
     metafile: true,
     logLevel: 'silent',
-    plugins: [addonShim(root)],
+    plugins: [addonShim(root), netlinkUtilShim(root)],
   };
 }
 
@@ -37,6 +38,29 @@ function addonShim(root) {
         if (args.importer.includes(netlink)) return { path: shim };
         return { errors: [{ text: `${args.importer} loads a native addon through node-gyp-build: ` +
           'teach tools/build/lib/addons.mjs and runtime/node-gyp-build.ts about it' }] };
+      });
+    },
+  };
+}
+
+/**
+ * Sends the netlink package's `require("util")` to a module exporting only what the
+ * package uses (runtime/netlink-util.ts says why: its __importStar of the whole of
+ * node:util costs start-up time).
+ */
+function netlinkUtilShim(root) {
+  const shim = path.join(root, 'tools', 'build', 'runtime', 'netlink-util.ts');
+  const netlink = `${path.sep}node_modules${path.sep}netlink${path.sep}`;
+  return {
+    name: 'cnikit-netlink-util',
+    setup(build) {
+      build.onResolve({ filter: /^util$/ }, (args) => {
+        if (!args.importer.includes(netlink)) return undefined;
+        // A newer netlink using more of util must fail the build, not the plugin at run time.
+        const used = new Set([...fs.readFileSync(args.importer, 'utf8').matchAll(/\butil\.(\w+)|\{\s*(\w+)\s*\}\s*=\s*util\b/g)].map((m) => m[1] ?? m[2]));
+        const missing = [...used].filter((n) => n !== 'getSystemErrorName');
+        if (missing.length) return { errors: [{ text: `${args.importer} uses util.${missing.join(', util.')}: add it to tools/build/runtime/netlink-util.ts` }] };
+        return { path: shim };
       });
     },
   };
