@@ -15,7 +15,7 @@
  * One VM at a time per machine (a file lock): TCG is CPU-hungry.
  */
 import { spawn, execFile } from 'node:child_process';
-import { existsSync, mkdirSync, mkdtempSync, readdirSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { homedir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { withFileLock } from '@cnikit/netlib';
@@ -174,6 +174,16 @@ export function labNode(): string {
 const NAME = /^[A-Za-z0-9][A-Za-z0-9._:+-]*$/;
 
 /** Single-quotes a string for sh. */
+/**
+ * A kubeconfig as the guest needs it (with `hostNetwork`): the host's loopback is 10.0.2.2 there, and
+ * the test API server's certificate names 127.0.0.1 and localhost only, so TLS is checked against
+ * "localhost".
+ */
+export function guestKubeconfig(kubeconfigPath: string, server: string): string {
+  const port = new URL(server).port;
+  return readFileSync(kubeconfigPath, 'utf8').replace(/^(\s*)server: .*$/m, `$1server: https://10.0.2.2:${port}\n$1tls-server-name: localhost`);
+}
+
 export const shq = (s: string): string => `'${s.replace(/'/g, `'\\''`)}'`;
 
 const isNode = (s: LabScenario): s is NodeScenario => 'entry' in s;

@@ -17,7 +17,7 @@ import { link, tunnel } from '@cnikit/netlib';
 import { reconcileNatClient } from '../../../packages/coil/src/egress/nat-client';
 import { fouLinkName } from '../../../packages/coil/src/egress/names';
 import { readNftTable } from '../../../packages/coil/src/egress/snat';
-import { check, linkStats, result, scenario } from './guest';
+import { check, linkStats, result, scenario, waitFor } from './guest';
 import { buildTopology, CLIENT, FOU_PORT, INTERNET, ROUTER, seenFrom, SERVICE } from './coil-egress-topo';
 
 const RUN = process.env.LAB_RUN ?? '.';
@@ -25,21 +25,6 @@ const KUBECONFIG = `${RUN}/kubeconfig`;
 const BIN = `${RUN}/bundles/coil-egress-bin.js`;
 const METRICS = '127.0.0.1:18080';
 const HEALTH = '127.0.0.1:18081';
-
-async function waitFor<T>(what: string, fn: () => Promise<T | undefined | false>, timeoutMs: number): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  let last: unknown;
-  for (;;) {
-    try {
-      const v = await fn();
-      if (v) return v;
-    } catch (err) {
-      last = err;
-    }
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}${last ? `: ${String(last)}` : ''}`);
-    await new Promise((r) => setTimeout(r, 200));
-  }
-}
 
 const get = async (url: string): Promise<{ status: number; text: string }> => {
   const r = await fetch(url);

@@ -30,7 +30,7 @@ import { EgressClient, defaultNatClient, type NatClient, type NatClientConfig } 
 import { PodNetwork, podAlias } from '../../../packages/coil/src/coild/podnetwork';
 import { fouLinkName } from '../../../packages/coil/src/egress/names';
 import { KeyedMutex } from '../../../packages/coil/src/util';
-import { check, linkStats, result, run, scenario } from './guest';
+import { check, linkStats, result, run, scenario, waitFor } from './guest';
 import { buildTopology, CLIENT, FOU_PORT, INTERNET, OTHER, ROUTER, seenFrom, SERVICE, type Topology } from './coil-egress-topo';
 
 const RUN = process.env.LAB_RUN ?? '.';
@@ -46,21 +46,6 @@ const APP_NS = 'app';
 const POD = 'client';
 const D1 = { v4: '203.0.113.0/24', v6: '2001:db8:1::/64' }; // INTERNET's networks
 const D2 = { v4: '198.51.100.0/24', v6: '2001:db8:2::/64' }; // OTHER's networks
-
-async function waitFor<T>(what: string, fn: () => Promise<T | undefined | false>, timeoutMs: number): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  let last: unknown;
-  for (;;) {
-    try {
-      const v = await fn();
-      if (v) return v;
-    } catch (err) {
-      last = err;
-    }
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}${last ? `: ${String(last)}` : ''}`);
-    await new Promise((r) => setTimeout(r, 100));
-  }
-}
 
 /** JSON with object keys sorted (key order is not part of the configuration). */
 const canon = (v: unknown): string => JSON.stringify(v, (_k, x: unknown) =>

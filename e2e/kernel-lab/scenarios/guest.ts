@@ -138,3 +138,19 @@ export function udpInDatagrams(ns: string): number {
   const values = lines[1]!.split(/\s+/);
   return Number(values[names.indexOf('InDatagrams')]);
 }
+
+/** Polls fn until it returns a truthy value; the last error (if any) is in the timeout message. */
+export async function waitFor<T>(what: string, fn: () => Promise<T | undefined | false>, timeoutMs: number, everyMs = 200): Promise<T> {
+  const deadline = Date.now() + timeoutMs;
+  let last: unknown;
+  for (;;) {
+    try {
+      const v = await fn();
+      if (v) return v;
+    } catch (err) {
+      last = err;
+    }
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}${last ? `: ${String(last)}` : ''}`);
+    await new Promise((r) => setTimeout(r, everyMs));
+  }
+}

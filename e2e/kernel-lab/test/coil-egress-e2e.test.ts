@@ -9,21 +9,13 @@
 import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
-import { parseResults, REPO_ROOT, runInLab, summary, type LabResult } from '../lab';
+import { guestKubeconfig, parseResults, REPO_ROOT, runInLab, summary, type LabResult } from '../lab';
 // The cluster module alone (node built-ins only), as coil-egress.test.ts does.
 import { startCluster, stopCluster, type ClusterInfo } from '../../../packages/kube/src/testing/cluster';
 
 let res: LabResult;
 let cluster: ClusterInfo;
 let clusterMs = 0;
-
-/** The guest reaches the host's loopback at 10.0.2.2; the serving certificate names localhost. */
-function guestKubeconfig(c: ClusterInfo): string {
-  const port = new URL(c.server).port;
-  return fs
-    .readFileSync(c.kubeconfig, 'utf8')
-    .replace(/^(\s*)server: .*$/m, `$1server: https://10.0.2.2:${port}\n$1tls-server-name: localhost`);
-}
 
 beforeAll(async () => {
   const t0 = Date.now();
@@ -38,7 +30,7 @@ beforeAll(async () => {
   res = await runInLab({
     timeoutMs: 420_000,
     hostNetwork: true,
-    files: { kubeconfig: guestKubeconfig(cluster) },
+    files: { kubeconfig: guestKubeconfig(cluster.kubeconfig, cluster.server) },
     scenarios: [
       // Bundled like a scenario so that the e2e program can run it; `--help` checks the CLI starts.
       { name: 'coil-egress-bin', entry: 'packages/coil/src/egress/main.ts', args: ['--help'], timeoutMs: 60_000 },

@@ -8,7 +8,7 @@
 import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
-import { parseResults, REPO_ROOT, runInLab, summary, type LabResult } from '../lab';
+import { guestKubeconfig, parseResults, REPO_ROOT, runInLab, summary, type LabResult } from '../lab';
 // The cluster module alone (node built-ins only): @cnikit/kube's index pulls ESM-only packages this
 // tier's jest config does not transform. The guest talks to the API server through its bundle.
 import { startCluster, stopCluster, type ClusterInfo } from '../../../packages/kube/src/testing/cluster';
@@ -16,17 +16,6 @@ import { startCluster, stopCluster, type ClusterInfo } from '../../../packages/k
 let res: LabResult;
 let cluster: ClusterInfo | undefined;
 let clusterError: unknown;
-
-/**
- * The kubeconfig as the guest needs it: the host's loopback is 10.0.2.2 there, and the serving
- * certificate names 127.0.0.1 and localhost only, so TLS is checked against "localhost".
- */
-function guestKubeconfig(c: ClusterInfo): string {
-  const port = new URL(c.server).port;
-  return fs
-    .readFileSync(c.kubeconfig, 'utf8')
-    .replace(/^(\s*)server: .*$/m, `$1server: https://10.0.2.2:${port}\n$1tls-server-name: localhost`);
-}
 
 beforeAll(async () => {
   try {
@@ -41,7 +30,7 @@ beforeAll(async () => {
   res = await runInLab({
     timeoutMs: 570_000,
     hostNetwork: true,
-    files: cluster ? { kubeconfig: guestKubeconfig(cluster) } : {},
+    files: cluster ? { kubeconfig: guestKubeconfig(cluster.kubeconfig, cluster.server) } : {},
     scenarios: [
       { name: 'coil-egress-datapath', entry: 'e2e/kernel-lab/scenarios/coil-egress-datapath.ts', timeoutMs: 300_000 },
       // Bundled like a scenario so that the next one can run it; `--help` checks the CLI starts.
