@@ -6,7 +6,6 @@
  * set up in a "node" namespace holding the ENI link (a veth with the ENI's MAC from status.eni.enis).
  * The API is read with node:https and the cluster's admin certificate (no client library).
  */
-import { spawn, type ChildProcess } from 'node:child_process';
 import * as fs from 'node:fs';
 import * as https from 'node:https';
 import * as os from 'node:os';
@@ -17,7 +16,7 @@ import { startCluster, stopCluster, freePort, type ClusterInfo } from '../../pac
 import { startMoto, type Moto } from '../../packages/cilium-eni-ipam/src/testing/moto';
 import { makeWorld, runInstances, type World } from '../../packages/cilium-eni-ipam/src/testing/ec2-fixture';
 import type { CiliumNode } from '../../packages/cilium-eni-ipam/src/types';
-import { CNI_PATH, Netns, deleteAllNamespaces, eventually, execPlugin, hasPlugin, pluginPath, run, REPO_ROOT } from '../lib';
+import { CNI_PATH, Netns, deleteAllNamespaces, eventually, execPlugin, Daemons, hasPlugin, pluginPath, run, REPO_ROOT } from '../lib';
 
 const BINARIES = ['cilium-eni-operator', 'cilium-eni-agent', 'cilium-eni-ipam'];
 const describeBuilt = BINARIES.every(hasPlugin) ? describe : describe.skip;
@@ -25,7 +24,6 @@ const describeBuilt = BINARIES.every(hasPlugin) ? describe : describe.skip;
 let cluster: ClusterInfo;
 let tls: { ca: Buffer; cert: Buffer; key: Buffer };
 const work = fs.mkdtempSync(path.join(os.tmpdir(), 'cilium-eni-e2e-'));
-const procs = new Set<ChildProcess>();
 
 function get<T>(url: string, opts: https.RequestOptions = {}): Promise<{ status: number; body: T; text: string }> {
   const mod = url.startsWith('https:') ? https : (require('node:http') as typeof https);
@@ -44,22 +42,7 @@ function get<T>(url: string, opts: https.RequestOptions = {}): Promise<{ status:
 }
 const api = <T>(p: string) => get<T>(`${cluster.server}${p}`, tls);
 
-function start(bin: string, args: string[], log: string): ChildProcess {
-  const out = fs.openSync(path.join(work, log), 'a');
-  const child = spawn(pluginPath(bin), args, { stdio: ['ignore', out, out] });
-  procs.add(child);
-  child.on('exit', () => procs.delete(child));
-  return child;
-}
-
-async function stop(child: ChildProcess): Promise<void> {
-  if (child.exitCode !== null || child.signalCode !== null) return;
-  const exited = new Promise((r) => child.once('exit', r));
-  child.kill('SIGTERM');
-  const t = setTimeout(() => child.kill('SIGKILL'), 10_000);
-  await exited;
-  clearTimeout(t);
-}
+const daemons = new Daemons(work);
 
 const logs = (): string => fs.readdirSync(work).filter((f) => f.endsWith('.log')).map((f) => `--- ${f}\n${fs.readFileSync(path.join(work, f), 'utf8').slice(-3000)}`).join('\n');
 
@@ -86,7 +69,7 @@ describeBuilt('cilium-eni daemons (built operator + agent, real API server, moto
   }, 170_000);
 
   afterAll(async () => {
-    for (const p of [...procs]) await stop(p);
+    await daemons.stopAll();
     await deleteAllNamespaces();
     if (cluster) await stopCluster(cluster);
     await moto?.stop();
@@ -106,7 +89,7 @@ describeBuilt('cilium-eni daemons (built operator + agent, real API server, moto
   });
 
   test('operator installs the CRD and fills the pool of the agent\'s node from EC2; the plugin binary gets an IP', async () => {
-    start('cilium-eni-operator', [
+    daemons.start('cilium-eni-operator', [
       '--kubeconfig', cluster.kubeconfig, '--install-crd', '--cluster-name', 'e2e', '--ec2-endpoint', moto.endpoint, '--region', 'us-east-1',
       '--leader-election-namespace', 'default', '--eni-gc-interval', '0', '--metrics-address', `127.0.0.1:${metricsPort}`,
     ], 'operator.log');
@@ -115,7 +98,7 @@ describeBuilt('cilium-eni daemons (built operator + agent, real API server, moto
       if (r.status !== 200) throw new Error(`CRD not served yet: ${r.status}`);
     }, 60_000, 250).catch((e) => { throw new Error(`${(e as Error).message}\n${logs()}`); });
 
-    const agent = start('cilium-eni-agent', [
+    const agent = daemons.start('cilium-eni-agent', [
       '--kubeconfig', cluster.kubeconfig, '--node-name', nodeName, '--socket', socket,
       '--instance-id', instanceId, '--instance-type', 'm5.large', '--vpc-id', w.vpcId, '--availability-zone', w.az, '--node-subnet-id', w.nodeSubnetId,
       '--pre-allocate', '4',
@@ -171,6 +154,6 @@ describeBuilt('cilium-eni daemons (built operator + agent, real API server, moto
       const r = await api<CiliumNode>(`/apis/cilium.io/v2/ciliumnodes/${nodeName}`);
       if (Object.keys(r.body.status?.ipam?.used ?? {}).length !== 0) throw new Error(`used: ${JSON.stringify(r.body.status?.ipam?.used)}`);
     }, 20_000, 250);
-    await stop(agent);
+    await daemons.stop(agent);
   });
 });

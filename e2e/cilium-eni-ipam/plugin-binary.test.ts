@@ -8,8 +8,8 @@ import * as net from 'node:net';
 import * as os from 'node:os';
 import * as path from 'node:path';
 import { CNI_PATH, Netns, deleteAllNamespaces, describeWithPlugin, execPlugin, pluginPath } from '../lib';
-import type { AgentReply, AgentRequest } from '../../packages/cilium-eni-ipam/src/agent-client';
 import { PoolAllocator } from '../../packages/cilium-eni-ipam/src/pool';
+import { stubAgent } from '../../packages/cilium-eni-ipam/src/testing/stub-agent';
 
 const MAC = '02:aa:bb:cc:dd:02';
 
@@ -29,21 +29,7 @@ describeWithPlugin('cilium-eni-ipam')('cilium-eni-ipam binary', () => {
       spec: { ipam: { pool: { '172.16.32.20': { resource: 'eni-2' } } } },
       status: { eni: { enis: { 'eni-2': { id: 'eni-2', mac: MAC, number: 2, subnet: { id: 's', cidr: '172.16.32.0/20' }, vpc: { id: 'v', cidrs: ['172.16.0.0/16'] } } } } },
     });
-    srv = net.createServer((s) => {
-      let buf = '';
-      s.setEncoding('utf8');
-      s.on('data', (c: string) => {
-        buf += c;
-        if (!buf.includes('\n')) return;
-        const req = JSON.parse(buf) as AgentRequest;
-        let reply: AgentReply;
-        try {
-          reply = req.op === 'add' ? { ok: true, lease: pool.allocate(req.owner) } : req.op === 'del' ? { ok: true, released: pool.release(req.owner) } : { ok: true, free: pool.freeIps().length };
-        } catch (e) { reply = { ok: false, code: 11, msg: (e as Error).message }; }
-        s.end(`${JSON.stringify(reply)}\n`);
-      });
-    });
-    await new Promise<void>((r) => srv.listen(path.join(dir, 'agent.sock'), r));
+    srv = await stubAgent(path.join(dir, 'agent.sock'), pool);
   });
   afterAll(async () => {
     await new Promise((r) => srv.close(r));

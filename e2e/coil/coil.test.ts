@@ -5,14 +5,14 @@
  * the `coil` binary. Real traffic between nodes, a coild restart, freed blocks, the metrics and health
  * endpoints. The API is driven with node:https and the cluster's admin certificate (no client library).
  */
-import { spawn, type ChildProcess } from 'node:child_process';
+import type { ChildProcess } from 'node:child_process';
 import * as fs from 'node:fs';
 import * as https from 'node:https';
 import * as os from 'node:os';
 import * as path from 'node:path';
 import { load, loadAll } from 'js-yaml';
 import { startCluster, stopCluster, freePort, type ClusterInfo } from '../../packages/kube/src/testing/cluster';
-import { Netns, deleteAllNamespaces, eventually, hasPlugin, pluginPath, run, REPO_ROOT } from '../lib';
+import { Netns, deleteAllNamespaces, eventually, Daemons, hasPlugin, pluginPath, run, REPO_ROOT } from '../lib';
 
 const BINARIES = ['coil', 'coild', 'coil-ipam-controller'];
 const describeBuilt = BINARIES.every(hasPlugin) ? describe : describe.skip;
@@ -21,7 +21,6 @@ let cluster: ClusterInfo;
 let kubeconfig: string;
 let tls: { ca: Buffer; cert: Buffer; key: Buffer };
 const work = fs.mkdtempSync(path.join(os.tmpdir(), 'coil-e2e-'));
-const procs = new Set<ChildProcess>();
 
 function api<T = Record<string, unknown>>(method: string, p: string, body?: unknown, contentType = 'application/json'): Promise<{ status: number; body: T }> {
   return new Promise((resolve, reject) => {
@@ -58,25 +57,12 @@ function http(url: string): Promise<{ status: number; text: string }> {
   });
 }
 
-function start(bin: string, args: string[], log: string): ChildProcess {
-  const out = fs.openSync(path.join(work, log), 'a');
-  const child = spawn(pluginPath(bin), args, { stdio: ['ignore', out, out] });
-  procs.add(child);
-  child.on('exit', () => procs.delete(child));
-  return child;
-}
-
-async function stop(child: ChildProcess): Promise<void> {
-  if (child.exitCode !== null) return;
-  const exited = new Promise((r) => child.once('exit', r));
-  child.kill('SIGTERM');
-  await exited;
-}
+const daemons = new Daemons(work);
 
 interface Node { name: string; ns: Netns; ip: string; socket: string; metrics: number; health: number; proc?: ChildProcess }
 
 async function startCoild(n: Node): Promise<void> {
-  n.proc = start('coild', [
+  n.proc = daemons.start('coild', [
     '--kubeconfig', kubeconfig, '--netns', n.ns.path, '--node-name', n.name, '--socket', n.socket, '--enable-egress',
     '--metrics-addr', `127.0.0.1:${n.metrics}`, '--health-addr', `127.0.0.1:${n.health}`,
   ], `${n.name}.log`);
@@ -158,7 +144,7 @@ describeBuilt('coil executables (two nodes, real API server)', () => {
     }
     ctlMetrics = await freePort();
     const ctlHealth = await freePort();
-    start('coil-ipam-controller', [
+    daemons.start('coil-ipam-controller', [
       '--kubeconfig', kubeconfig, '--metrics-addr', `127.0.0.1:${ctlMetrics}`, '--health-addr', `127.0.0.1:${ctlHealth}`,
       '--leader-election-namespace', 'kube-system',
     ], 'controller.log');
@@ -166,7 +152,7 @@ describeBuilt('coil executables (two nodes, real API server)', () => {
   }, 180_000);
 
   afterAll(async () => {
-    for (const p of [...procs]) await stop(p);
+    await daemons.stopAll();
     await deleteAllNamespaces();
     if (cluster) await stopCluster(cluster);
     fs.rmSync(work, { recursive: true, force: true });
@@ -189,7 +175,7 @@ describeBuilt('coil executables (two nodes, real API server)', () => {
     expect((await coil(n1, 'CHECK', pa, 'ctr-a', { prevResult: ra.out })).code).toBe(0);
 
     // Restart node 1's coild: the pod keeps its address, the next pod gets another one from the same block.
-    await stop(n1.proc!);
+    await daemons.stop(n1.proc!);
     await startCoild(n1);
     const rc = await coil(n1, 'ADD', pc, 'ctr-c');
     expect(rc.code).toBe(0);

@@ -8,3 +8,4 @@ export * from './topology';
 export * from './cni';
 export * from './conflists';
 export * from './podman';
+export * from './daemons';

@@ -6,9 +6,9 @@ import * as os from 'node:os';
 import * as path from 'node:path';
 import { runPlugin } from '@cnikit/netlib';
 import { newNs, sh, useHostNetns } from '@cnikit/netlib/testing';
-import type { AgentReply, AgentRequest } from '../src/agent-client';
 import * as plugin from '../src/plugin';
 import { PoolAllocator } from '../src/pool';
+import { stubAgent } from '../src/testing/stub-agent';
 import type { CiliumNode } from '../src/types';
 
 const VERSIONS = ['0.3.1', '0.4.0', '1.0.0', '1.1.0'];
@@ -16,28 +16,6 @@ const CHECK_VERSIONS = ['0.4.0', '1.0.0', '1.1.0'];
 const MAC = '02:aa:bb:cc:dd:01';
 const root = process.getuid?.() === 0;
 const d = root ? describe : describe.skip;
-
-function stubAgent(socket: string, pool: PoolAllocator): Promise<net.Server> {
-  const srv = net.createServer((s) => {
-    let buf = '';
-    s.setEncoding('utf8');
-    s.on('data', (c: string) => {
-      buf += c;
-      if (!buf.includes('\n')) return;
-      const req = JSON.parse(buf) as AgentRequest;
-      let reply: AgentReply;
-      try {
-        reply = req.op === 'add' ? { ok: true, lease: pool.allocate(req.owner) }
-          : req.op === 'del' ? { ok: true, released: pool.release(req.owner) }
-            : req.op === 'check' ? { ok: true, lease: pool.holding(req.owner) }
-              : req.op === 'gc' ? { ok: true, released: pool.releaseExcept(new Set(req.keep)) }
-                : { ok: true, pool: pool.poolSize, used: pool.used.size, free: pool.freeIps().length };
-      } catch (e) { reply = { ok: false, code: 11, msg: (e as Error).message }; }
-      s.end(`${JSON.stringify(reply)}\n`);
-    });
-  });
-  return new Promise((r) => srv.listen(socket, () => r(srv)));
-}
 
 d('cilium-eni-ipam plugin (netns)', () => {
   let host: ReturnType<typeof newNs>;

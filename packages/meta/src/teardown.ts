@@ -4,7 +4,7 @@
  * "absent is fine" for kernel objects. DEL must succeed when the netns, the
  * interface or any object is already gone, and when prevResult is missing.
  */
-import { addr, isNotFoundError, link, NetnsNotFoundError, openNetns, type Netns, type Result } from '@cnikit/netlib';
+import { addr, isNotFoundError, link, type Netns, type Result } from '@cnikit/netlib';
 import { podIPsOf } from './pod-ips';
 
 /** Awaits `p`; an error saying the object is absent (by class, never by message) is success. */
@@ -13,17 +13,6 @@ export async function ignoreNotFound(p: Promise<unknown>): Promise<void> {
     await p;
   } catch (e) {
     if (!isNotFoundError(e)) throw e;
-  }
-}
-
-/** The pod's netns, or undefined when the runtime sent none or it is already gone. */
-export function openNetnsIfPresent(path: string): Netns | undefined {
-  if (path === '') return undefined;
-  try {
-    return openNetns(path);
-  } catch (e) {
-    if (e instanceof NetnsNotFoundError) return undefined;
-    throw e;
   }
 }
 

@@ -4,8 +4,8 @@
  * passed in explicitly (the process's own in the binary, a test namespace in
  * the in-process tests).
  */
-import { CniCode, CniError, hostNetns, openNetns, validAttachments, type CmdArgs, type Netns, type PluginHandlers, type Result } from '@cnikit/netlib';
-import { openLog, openNetnsIfPresent } from '@cnikit/meta';
+import { CniCode, CniError, hostNetns, openNetns, openNetnsIfPresent, validAttachments, type CmdArgs, type Netns, type PluginHandlers, type Result } from '@cnikit/netlib';
+import { openLog } from '@cnikit/meta';
 import { checkRouter } from './check';
 import { parseConfig } from './config';
 import { addRouter } from './setup';

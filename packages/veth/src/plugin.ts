@@ -6,13 +6,14 @@ import {
   CniCode,
   CniError,
   openNetns,
+  openNetnsIfPresent,
   validAttachments,
   type CmdArgs,
   type Result,
 } from '@cnikit/netlib';
 import { checkVeth } from './check';
 import { parseConfig } from './config';
-import { openLog, openNetnsIfPresent } from '@cnikit/meta';
+import { openLog } from '@cnikit/meta';
 import { addVeth } from './setup';
 import { delVeth, gcVeth } from './teardown';
 

@@ -5,7 +5,7 @@
  * a restarted coild reconciles from what the pod holds. The pod's own routes (its veth, the
  * default route of the pod network) are never touched.
  */
-import { fou, isNotFoundError, link, NetnsNotFoundError, openNetns, route, rule, type Netns } from '@cnikit/netlib';
+import { fou, isNotFoundError, link, openNetns, openNetnsIfPresent, route, rule, type Netns } from '@cnikit/netlib';
 import {
   CATCH_ALL_V4, CATCH_ALL_V6, IPPROTO_IPIP, IPPROTO_IPV6, PREF_LINK_LOCAL, PREF_NAT_PUBLIC, PROTOCOL_COIL, TABLE_NAT_PRIVATE, TABLE_NAT_PUBLIC,
 } from './constants';
@@ -36,13 +36,8 @@ export async function reconcileNatClient(netnsPath: string, cfg: NatClientConfig
  * rules 1800-2100, tables 117/118). Idempotent; an absent netns is not an error.
  */
 export async function removeNatClient(netnsPath: string): Promise<void> {
-  let ns: Netns;
-  try {
-    ns = openNetns(netnsPath);
-  } catch (err) {
-    if (err instanceof NetnsNotFoundError) return;
-    throw err;
-  }
+  const ns = openNetnsIfPresent(netnsPath);
+  if (ns === undefined) return;
   try {
     await removeFamilies(ns, [4, 6]);
   } finally {

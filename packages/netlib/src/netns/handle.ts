@@ -83,6 +83,20 @@ export function openNetns(pathOrName: string): Netns {
   return new NetnsHandle(p, fd);
 }
 
+/**
+ * The namespace, or undefined when no path was given or it is already gone: what DEL and GC want
+ * (a runtime may call DEL after the netns is removed, or with CNI_NETNS empty).
+ */
+export function openNetnsIfPresent(pathOrName: string): Netns | undefined {
+  if (pathOrName === '') return undefined;
+  try {
+    return openNetns(pathOrName);
+  } catch (err) {
+    if (err instanceof NetnsNotFoundError) return undefined;
+    throw err;
+  }
+}
+
 let host: Netns | undefined;
 /** The namespace runInNetns is currently inside, if any (nesting restores the previous one). */
 let current: Netns | undefined;

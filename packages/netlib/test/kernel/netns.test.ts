@@ -1,7 +1,7 @@
 import { readlinkSync, statSync } from 'node:fs';
 import { CniCode, NetlinkError, NetnsNotFoundError } from '../../src/errors';
 import * as link from '../../src/link';
-import { closeAllSockets, execInNetns, hostNetns, openNetns, rtnl, runInNetns, sameNetns } from '../../src/netns';
+import { closeAllSockets, execInNetns, hostNetns, openNetns, openNetnsIfPresent, rtnl, runInNetns, sameNetns } from '../../src/netns';
 import { ipJson, sh } from '../../src/testing';
 import { rejection, thrown, useNamespaces } from './fixture';
 
@@ -30,6 +30,17 @@ describe('netns handles', () => {
     expect(err.code).toBe(CniCode.UnknownContainer);
     expect(err.path).toBe('/var/run/netns/nlt-does-not-exist');
     expect(thrown(() => openNetns('/proc/999999999/ns/net'))).toBeInstanceOf(NetnsNotFoundError);
+  });
+
+  test('openNetnsIfPresent: undefined for an absent namespace or an empty path, the handle otherwise', () => {
+    expect(openNetnsIfPresent('nlt-does-not-exist')).toBeUndefined();
+    expect(openNetnsIfPresent('')).toBeUndefined();
+    const ns = openNetnsIfPresent(t.ctr.ns.path)!;
+    try {
+      expect(sameNetns(ns, t.ctr.ns)).toBe(true);
+    } finally {
+      ns.close();
+    }
   });
 
   test('hostNetns is the namespace the thread started in', () => {

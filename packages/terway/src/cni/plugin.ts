@@ -3,7 +3,7 @@
  * and wires the ENI multi-IP veth datapath. ADD rolls back with ReleaseIP;
  * DEL tears down what it finds and releases; both idempotent.
  */
-import { CniCode, CniError, hostNetns, openNetns, UndoStack, isNotFoundError, NetnsNotFoundError, type CmdArgs, type Result } from '@cnikit/netlib';
+import { CniCode, CniError, hostNetns, openNetns, openNetnsIfPresent, UndoStack, isNotFoundError, NetnsNotFoundError, type CmdArgs, type Result } from '@cnikit/netlib';
 import { addr, link, route, type Netns } from '@cnikit/netlib';
 import { checkPod, hostVethName, POD_GATEWAY, POD_GATEWAY6, setupPod, teardownPod } from '../datapath/eniip-veth';
 import { setupExclusivePod, teardownExclusivePod } from '../datapath/exclusive-eni';
@@ -130,12 +130,7 @@ export async function del(a: CmdArgs): Promise<void> {
     // left to terwayd's repair); the release is what the retry is for.
     const exclusiveMac = info?.IPType === 'TypeVPCENI' ? info.NetConfs[0]?.ENIInfo?.MAC : undefined;
     if (exclusiveMac) {
-      let podNs;
-      try {
-        podNs = openNetns(a.netns);
-      } catch (e) {
-        if (!(e instanceof NetnsNotFoundError)) throw e;
-      }
+      const podNs = openNetnsIfPresent(a.netns);
       try {
         await teardownExclusivePod(hostNetns(), podNs, { podNamespace: ref.K8sPodNamespace, podName: ref.K8sPodName, mac: exclusiveMac });
       } finally {
@@ -143,12 +138,7 @@ export async function del(a: CmdArgs): Promise<void> {
       }
     } else if (info?.IPType === 'TypeVPCIP') await teardownVpcRoutePod(hostNetns(), { podNamespace: ref.K8sPodNamespace, podName: ref.K8sPodName, ...(ip ? { ip } : {}) });
     else if (conf.virtualType === 'ipvlan') {
-      let podNs;
-      try {
-        podNs = openNetns(a.netns);
-      } catch (e) {
-        if (!(e instanceof NetnsNotFoundError)) throw e;
-      }
+      const podNs = openNetnsIfPresent(a.netns);
       try {
         await teardownIpvlanPod(hostNetns(), podNs, { ifName: a.ifName, ...(ip ? { ip } : {}) });
       } finally {

@@ -7,7 +7,7 @@
  * judged only after a minute of looking dead (an ADD may sit between AllocIP
  * and its interface), and leases without a recorded netns are kept.
  */
-import { addr, link, NetnsNotFoundError, openNetns } from '@cnikit/netlib';
+import { addr, link, openNetnsIfPresent } from '@cnikit/netlib';
 import type { Clock } from '../clock';
 import type { TerwayDaemon } from './daemon';
 
@@ -16,13 +16,8 @@ export const GC_GRACE_MS = 60_000;
 
 /** True when `netnsPath` exists and has an ipvlan interface holding `ip`. */
 export async function ipvlanPodAlive(netnsPath: string, ip: string): Promise<boolean> {
-  let ns;
-  try {
-    ns = openNetns(netnsPath);
-  } catch (e) {
-    if (e instanceof NetnsNotFoundError) return false;
-    throw e;
-  }
+  const ns = openNetnsIfPresent(netnsPath);
+  if (ns === undefined) return false;
   try {
     const ipvlans = new Set((await link.list(ns)).filter((l) => l.kind === 'ipvlan').map((l) => l.index));
     return (await addr.list(ns, { family: 4 })).some((a) => ipvlans.has(a.index) && a.address.split('/')[0] === ip);
