@@ -7,6 +7,7 @@
  * global teardown, and the next run after a crash, can remove whatever a run left behind.
  */
 import { readdirSync } from 'node:fs';
+import { BASELINE_SYSCTLS } from '@cnikit/netlib/testing';
 import { ExecResult, run, runOk, RunOptions } from './exec';
 
 export const NETNS_DIR = '/run/netns';
@@ -28,12 +29,18 @@ export class Netns {
     return `${NETNS_DIR}/${this.name}`;
   }
 
-  /** A new, empty namespace with `lo` up. `role` is a short word that shows up in the name. */
+  /**
+   * A new, empty namespace with `lo` up and the kernel's default IPv4 settings (BASELINE_SYSCTLS:
+   * a new namespace copies the host's rp_filter and ip_forward, which differ between distributions).
+   * `role` is a short word that shows up in the name.
+   */
   static async create(role: string): Promise<Netns> {
     const ns = new Netns(`${NAME_PREFIX}${runId()}-${role}${++counter}`);
     await runOk(['ip', 'netns', 'add', ns.name]);
     live.add(ns);
     await ns.ip('link', 'set', 'lo', 'up');
+    const writes = BASELINE_SYSCTLS.map(([key, value]) => `echo ${value} > /proc/sys/${key}`).join(' && ');
+    await runOk(['ip', 'netns', 'exec', ns.name, 'sh', '-c', writes]);
     return ns;
   }
 

@@ -15,6 +15,7 @@ import { NETNS_RUN_DIR, openNetns, withHostNetns, type Netns } from '../netns/ha
 /** Runs `fn` with hostNetns() answering `ns`: a plugin handler in-process against a test "host". */
 export const useHostNetns = withHostNetns;
 import { execInNetns } from '../netns/exec';
+import * as sysctl from '../sysctl';
 
 export interface TestNs {
   /** The `ip netns` name. */
@@ -30,7 +31,23 @@ function run(cmd: string, args: string[], input?: string): string {
   return execFileSync(cmd, args, { encoding: 'utf8', stdio: ['pipe', 'pipe', 'pipe'], input });
 }
 
-/** Creates a named namespace with lo up. Call cleanup() (or cleanupAll()) when done. */
+/**
+ * The IPv4 settings every test namespace starts from. A new namespace copies the host's current
+ * `conf/all`, `conf/default` and `ip_forward` (net.core.devconf_inherit_init_net=0), and hosts differ:
+ * rp_filter is 0 on Debian, 1 on RHEL, 2 on Ubuntu. Tests start from the kernel's own defaults and
+ * set whatever else they rely on themselves, so a result never depends on the machine.
+ */
+export const BASELINE_SYSCTLS: ReadonlyArray<readonly [string, string]> = [
+  ['net/ipv4/ip_forward', '0'],
+  ['net/ipv4/conf/all/rp_filter', '0'],
+  ['net/ipv4/conf/default/rp_filter', '0'],
+  ['net/ipv4/conf/all/arp_ignore', '0'],
+  ['net/ipv4/conf/default/arp_ignore', '0'],
+  ['net/ipv4/conf/all/arp_announce', '0'],
+  ['net/ipv4/conf/default/arp_announce', '0'],
+];
+
+/** Creates a named namespace with lo up and BASELINE_SYSCTLS. Call cleanup() (or cleanupAll()) when done. */
 export function newNs(prefix = 'nlt'): TestNs {
   const name = `${prefix}-${randomBytes(4).toString('hex')}`;
   run('ip', ['netns', 'add', name]);
@@ -38,6 +55,7 @@ export function newNs(prefix = 'nlt'): TestNs {
   try {
     run('ip', ['-n', name, 'link', 'set', 'lo', 'up']);
     ns = openNetns(name);
+    for (const [key, value] of BASELINE_SYSCTLS) sysctl.set(ns, key, value);
   } catch (err) {
     run('ip', ['netns', 'del', name]);
     throw err;
