@@ -17,7 +17,11 @@ module.exports = {
   moduleNameMapper: {
     '^@cnikit/netlib$': path.join(__dirname, 'packages/netlib/src/index.ts'),
     '^@cnikit/meta$': path.join(__dirname, 'packages/meta/src/index.ts'),
-    '^@cnikit/netlib/testing$': path.join(__dirname, 'packages/netlib/src/testing/index.ts'),
-    '^@cnikit/kube(/testing)?$': path.join(__dirname, 'packages/kube/src$1/index.ts'),
+    '^@cnikit/kube$': path.join(__dirname, 'packages/kube/src/index.ts'),
+    '^@cnikit/terway$': path.join(__dirname, 'packages/terway/src/index.ts'),
+    '^@cnikit/terway/cni-plugin$': path.join(__dirname, 'packages/terway/src/cni/plugin.ts'),
+    '^@cnikit/cilium-eni-ipam$': path.join(__dirname, 'packages/cilium-eni-ipam/src/index.ts'),
+    // test support lives in its own workspace packages (testing/<name>), outside anything that ships
+    '^@cnikit/([a-z-]+)-testing$': path.join(__dirname, 'testing/$1/src/index.ts'),
   },
 };

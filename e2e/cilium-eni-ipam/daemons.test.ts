@@ -11,10 +11,10 @@ import * as https from 'node:https';
 import * as os from 'node:os';
 import * as path from 'node:path';
 import { load } from 'js-yaml';
-import { startCluster, stopCluster, freePort, type ClusterInfo } from '../../packages/kube/src/testing/cluster';
+import { startCluster, stopCluster, freePort, type ClusterInfo } from '@cnikit/kube-testing';
 // moto.ts and ec2-fixture.ts directly: the testing index pulls in the Kubernetes client (ESM, not loadable here).
-import { startMoto, type Moto } from '../../packages/cilium-eni-ipam/src/testing/moto';
-import { makeWorld, runInstances, type World } from '../../packages/cilium-eni-ipam/src/testing/ec2-fixture';
+import { startMoto, type Moto } from '@cnikit/cilium-eni-ipam-testing';
+import { makeWorld, runInstances, type World } from '@cnikit/cilium-eni-ipam-testing';
 import type { CiliumNode } from '../../packages/cilium-eni-ipam/src/types';
 import { CNI_PATH, Netns, deleteAllNamespaces, eventually, execPlugin, Daemons, hasPlugin, pluginPath, run, REPO_ROOT } from '../lib';
 

@@ -9,7 +9,7 @@ import * as os from 'node:os';
 import * as path from 'node:path';
 import { CNI_PATH, Netns, deleteAllNamespaces, describeWithPlugin, execPlugin, pluginPath } from '../lib';
 import { PoolAllocator } from '../../packages/cilium-eni-ipam/src/pool';
-import { stubAgent } from '../../packages/cilium-eni-ipam/src/testing/stub-agent';
+import { stubAgent } from '@cnikit/cilium-eni-ipam-testing';
 
 const MAC = '02:aa:bb:cc:dd:02';
 

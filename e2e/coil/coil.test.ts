@@ -11,7 +11,7 @@ import * as https from 'node:https';
 import * as os from 'node:os';
 import * as path from 'node:path';
 import { load, loadAll } from 'js-yaml';
-import { startCluster, stopCluster, freePort, type ClusterInfo } from '../../packages/kube/src/testing/cluster';
+import { startCluster, stopCluster, freePort, type ClusterInfo } from '@cnikit/kube-testing';
 import { Netns, deleteAllNamespaces, eventually, Daemons, hasPlugin, pluginPath, run, REPO_ROOT } from '../lib';
 
 const BINARIES = ['coil', 'coild', 'coil-ipam-controller'];

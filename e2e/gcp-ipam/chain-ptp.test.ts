@@ -11,7 +11,7 @@ import * as net from 'node:net';
 import * as os from 'node:os';
 import * as path from 'node:path';
 import { execFileSync, spawn } from 'node:child_process';
-import { startCluster, stopCluster, type ClusterInfo } from '../../packages/kube/src/testing/cluster';
+import { startCluster, stopCluster, type ClusterInfo } from '@cnikit/kube-testing';
 import { FakeGce } from '../../packages/gcp-ipam/test/fake-gce';
 import { CniDirs, cnitool, cnitoolOk, deleteAllNamespaces, describeWithPlugin, Netns, podmanEnv, REPO_ROOT, writeConflist } from '../lib';
 

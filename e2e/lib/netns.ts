@@ -7,7 +7,7 @@
  * global teardown, and the next run after a crash, can remove whatever a run left behind.
  */
 import { readdirSync } from 'node:fs';
-import { BASELINE_SYSCTLS } from '@cnikit/netlib/testing';
+import { BASELINE_SYSCTLS } from '@cnikit/netlib-testing';
 import { ExecResult, run, runOk, RunOptions } from './exec';
 
 export const NETNS_DIR = '/run/netns';

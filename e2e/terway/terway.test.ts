@@ -11,7 +11,7 @@ import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
 import { openNetns, runInNetns } from '@cnikit/netlib';
-import { FakeOpenApi } from '../../packages/terway/src/cloud/fake-openapi';
+import { FakeOpenApi } from '@cnikit/terway-testing';
 import { hostVethName } from '../../packages/terway/src/datapath/eniip-veth';
 import { CNI_PATH, Netns, deleteAllNamespaces, describeWithPlugin, execPlugin, hasPlugin, pluginPath } from '../lib';
 

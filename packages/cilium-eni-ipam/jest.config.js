@@ -1,6 +1,5 @@
 // Unit tests, EC2 against moto_server, the operator against a real kube-apiserver (shared cluster from
 // packages/kube's globalSetup) and the plugin's routing in network namespaces (root).
-const path = require('node:path');
 const preset = require('../../jest.preset.js');
 const { esmPackages } = require('../kube/jest.esm.js');
 
@@ -9,10 +8,6 @@ module.exports = {
   rootDir: __dirname,
   testMatch: ['<rootDir>/test/**/*.test.ts'],
   transformIgnorePatterns: preset.transformIgnorePatterns.map((p) => p.replace('(?!(', `(?!(${esmPackages.join('|')}|`)),
-  moduleNameMapper: {
-    ...preset.moduleNameMapper,
-    '^@cnikit/cilium-eni-ipam(/testing)?$': path.join(__dirname, 'src$1/index.ts'),
-  },
   globalSetup: '<rootDir>/test/global-setup.ts',
   globalTeardown: '<rootDir>/../kube/test/global-teardown.ts',
   testTimeout: 60_000,

@@ -22,7 +22,7 @@ function bundle() {
   const esbuild = path.join(root, 'node_modules', '.bin', 'esbuild');
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'cnikit-bench-eni-'));
   const entry = path.join(dir, 'entry.ts');
-  fs.writeFileSync(entry, `import { runAllocationSim } from ${JSON.stringify(path.join(root, 'packages/cilium-eni-ipam/src/testing/index.ts'))};
+  fs.writeFileSync(entry, `import { runAllocationSim } from ${JSON.stringify(path.join(root, 'testing/cilium-eni-ipam/src/index.ts'))};
 const o = JSON.parse(process.argv[2]);
 runAllocationSim({ ...o, log: (m: string) => process.stderr.write('  ' + m + '\\n') }).then((r) => process.stdout.write(JSON.stringify(r)), (e) => { console.error(e); process.exit(1); });
 `);
@@ -30,7 +30,7 @@ runAllocationSim({ ...o, log: (m: string) => process.stderr.write('  ' + m + '\\
   const r = spawnSync(esbuild, [entry, '--bundle', '--platform=node', '--target=node22', '--format=cjs', `--outfile=${out}`,
     `--tsconfig=${path.join(root, 'tsconfig.base.json')}`, '--log-level=warning',
     // moto.ts finds tools/moto/setup.sh relative to its own file: keep __dirname meaningful.
-    `--define:__dirname=${JSON.stringify(path.join(root, 'packages/cilium-eni-ipam/src/testing'))}`], { encoding: 'utf8' });
+    `--define:__dirname=${JSON.stringify(path.join(root, 'testing/cilium-eni-ipam/src'))}`], { encoding: 'utf8' });
   if (r.status !== 0) throw new Error(`esbuild: ${r.stderr}`);
   return { out, dir };
 }

@@ -29,7 +29,7 @@ function runPlugin(bin, command, containerId, conf) {
 export async function run(ctx) {
   const bin = path.join(ctx.binDir, 'gcp-ipam');
   if (!fs.existsSync(bin)) return ctx.skip(`${bin} not built (npm run build)`);
-  const { startCluster, stopCluster } = await import(path.join(ctx.root, 'packages/kube/src/testing/cluster.ts'));
+  const { startCluster, stopCluster } = await import(path.join(ctx.root, 'testing/kube/src/cluster.ts'));
   const { FakeGce } = await import(path.join(ctx.root, 'packages/gcp-ipam/test/fake-gce.ts'));
   const work = fs.mkdtempSync(path.join(os.tmpdir(), 'cnikit-bench-gcp-'));
   const info = await startCluster({ stateDir: path.join(work, 'cluster'), garbageCollector: false });

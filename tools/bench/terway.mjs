@@ -22,7 +22,7 @@ function bundle() {
   const esbuild = path.join(root, 'node_modules', '.bin', 'esbuild');
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'cnikit-bench-terway-'));
   const entry = path.join(dir, 'entry.ts');
-  fs.writeFileSync(entry, `import { runBench } from ${JSON.stringify(path.join(root, 'packages/terway/src/testing/bench.ts'))};
+  fs.writeFileSync(entry, `import { runBench } from ${JSON.stringify(path.join(root, 'testing/terway/src/bench.ts'))};
 const o = JSON.parse(process.argv[2]);
 runBench(o).then((r) => { process.stdout.write(JSON.stringify(r)); process.exit(0); }, (e) => { console.error(e); process.exit(1); });
 `);

@@ -32,7 +32,7 @@ process.removeAllListeners('warning');
 process.on('warning', (w) => {
   if (w.code !== 'MODULE_TYPELESS_PACKAGE_JSON' && w.name !== 'ExperimentalWarning') console.error(`${w.name}: ${w.message}`);
 });
-const { startCluster, stopCluster, clusterStatus, defaultStateDir } = await import('../../packages/kube/src/testing/cluster.ts');
+const { startCluster, stopCluster, clusterStatus, defaultStateDir } = await import('../../testing/kube/src/cluster.ts');
 
 function usage(code) {
   console.error('usage: npm run cluster -- up|down|status [--no-gc] [--dir <state dir>] [--version <vX.Y.Z>]');

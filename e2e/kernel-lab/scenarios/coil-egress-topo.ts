@@ -12,7 +12,7 @@
  * reached through it the router's: that is what the checks look at.
  */
 import { addr, link, route, sysctl, tunnel } from '@cnikit/netlib';
-import { newNs } from '@cnikit/netlib/testing';
+import { newNs } from '@cnikit/netlib-testing';
 import { check, run, tcpExchange } from './guest';
 
 export const FOU_PORT = 5555;

@@ -6,7 +6,7 @@
  */
 import { addr, link, route } from '@cnikit/netlib';
 import { fou, tunnel } from './netlib-next';
-import { ipJson, newNs } from '@cnikit/netlib/testing';
+import { ipJson, newNs } from '@cnikit/netlib-testing';
 import { check, linkStats, result, run, scenario, tcpExchange } from './guest';
 
 const PORT = 5556;

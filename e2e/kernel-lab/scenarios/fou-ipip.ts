@@ -12,7 +12,7 @@
  */
 import { addr, isExistsError, isNotFoundError, link, route } from '@cnikit/netlib';
 import { fou, tunnel } from './netlib-next';
-import { newNs } from '@cnikit/netlib/testing';
+import { newNs } from '@cnikit/netlib-testing';
 import { check, linkStats, result, run, scenario, tcpExchange, udpInDatagrams } from './guest';
 
 const PORT = 5555;

@@ -4,7 +4,7 @@
  * print `@@RESULT <json>` lines for the host-side test to inspect (parseResults in lab.ts).
  */
 import { execFileSync, spawn } from 'node:child_process';
-import { cleanupAll } from '@cnikit/netlib/testing';
+import { cleanupAll } from '@cnikit/netlib-testing';
 
 export class CheckError extends Error {}
 

@@ -8,7 +8,7 @@
  */
 import { addr, isExistsError, link, route } from '@cnikit/netlib';
 import { tunnel } from './netlib-next';
-import { ipJson, newNs } from '@cnikit/netlib/testing';
+import { ipJson, newNs } from '@cnikit/netlib-testing';
 import { check, result, run, scenario, tcpExchange } from './guest';
 
 scenario(async () => {

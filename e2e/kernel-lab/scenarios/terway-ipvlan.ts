@@ -23,7 +23,7 @@ import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
 import { link, runPlugin, type PluginHandlers } from '@cnikit/netlib';
-import { newNs, sh, useHostNetns } from '@cnikit/netlib/testing';
+import { newNs, sh, useHostNetns } from '@cnikit/netlib-testing';
 import * as plugin from '../../../packages/terway/src/cni/plugin';
 import { TerwayDaemon, type AddressSource } from '../../../packages/terway/src/daemon/daemon';
 import { TerwayServer } from '../../../packages/terway/src/daemon/server';
@@ -31,8 +31,7 @@ import { LeaseStore } from '../../../packages/terway/src/daemon/store';
 import type { IpLease } from '../../../packages/terway/src/pool';
 import { checkIpvlanPod, hostSlaveName, repairIpvlan, setupIpvlanPod, teardownIpvlanPod } from '../../../packages/terway/src/datapath/eniip-ipvlan';
 import { ipvlanLeaseGc } from '../../../packages/terway/src/daemon/ipvlan-gc';
-import { FakeClock } from '../../../packages/terway/src/clock';
-import { FakeOpenApi } from '../../../packages/terway/src/cloud/fake-openapi';
+import { FakeClock, FakeOpenApi } from '@cnikit/terway-testing';
 import { startTerwayd } from '../../../packages/terway/src/daemon/bootstrap';
 import { check, result, run, scenario, tcpExchange } from './guest';
 

@@ -11,7 +11,7 @@ import * as os from 'node:os';
 import * as path from 'node:path';
 import { guestKubeconfig, parseResults, REPO_ROOT, runInLab, summary, type LabResult } from '../lab';
 // The cluster module alone (node built-ins only), as coil-egress.test.ts does.
-import { startCluster, stopCluster, type ClusterInfo } from '../../../packages/kube/src/testing/cluster';
+import { startCluster, stopCluster, type ClusterInfo } from '@cnikit/kube-testing';
 
 let res: LabResult;
 let cluster: ClusterInfo;

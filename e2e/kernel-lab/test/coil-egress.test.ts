@@ -11,7 +11,7 @@ import * as path from 'node:path';
 import { guestKubeconfig, parseResults, REPO_ROOT, runInLab, summary, type LabResult } from '../lab';
 // The cluster module alone (node built-ins only): @cnikit/kube's index pulls ESM-only packages this
 // tier's jest config does not transform. The guest talks to the API server through its bundle.
-import { startCluster, stopCluster, type ClusterInfo } from '../../../packages/kube/src/testing/cluster';
+import { startCluster, stopCluster, type ClusterInfo } from '@cnikit/kube-testing';
 
 let res: LabResult;
 let cluster: ClusterInfo | undefined;

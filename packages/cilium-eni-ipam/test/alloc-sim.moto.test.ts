@@ -1,7 +1,7 @@
 // The benchmark's simulation at a small scale, with a fast rate limit: it must converge with exactly the
 // strictly needed EC2 calls or close to it (the full-size run is tools/bench/cilium-eni.mjs).
 import { LimitsTable } from '../src/limits';
-import { minCallsPerNode, rateLimitLowerBoundMs, runAllocationSim } from '../src/testing';
+import { minCallsPerNode, rateLimitLowerBoundMs, runAllocationSim } from '@cnikit/cilium-eni-ipam-testing';
 
 test('lower-bound arithmetic', () => {
   const l = new LimitsTable().get('m5.2xlarge')!; // 4 ENIs x 14 secondary IPs

@@ -2,7 +2,7 @@
 // front (tools/moto/setup.sh, idempotent, cached under ~/.cache/cnikit/moto) so that no test hook times
 // out on a cold cache.
 import kubeSetup from '../../kube/test/global-setup';
-import { motoServerPath } from '../src/testing/moto';
+import { motoServerPath } from '@cnikit/cilium-eni-ipam-testing';
 
 export default async function globalSetup(): Promise<void> {
   const t0 = Date.now();

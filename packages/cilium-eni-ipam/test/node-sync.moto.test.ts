@@ -6,7 +6,7 @@ import { LimitsTable } from '../src/limits';
 import { NodeSyncer, TAG_CLUSTER, newMemory, type NodeMemory } from '../src/node-sync';
 import { TokenBucket } from '../src/rate-limit';
 import type { CiliumNode } from '../src/types';
-import { makeWorld, runInstances, startFaultProxy, startMoto, stopInstance, terminateInstance, type FaultProxy, type Moto, type World } from '../src/testing';
+import { makeWorld, runInstances, startFaultProxy, startMoto, stopInstance, terminateInstance, type FaultProxy, type Moto, type World } from '@cnikit/cilium-eni-ipam-testing';
 
 let moto: Moto;
 let proxy: FaultProxy;

@@ -4,7 +4,7 @@ import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
 import { Leases, Namespaces, Pods, clientFor, installCrd, type KubeTransport } from '@cnikit/kube';
-import { testCluster, transportFor, uniqueName } from '@cnikit/kube/testing';
+import { testCluster, transportFor, uniqueName } from '@cnikit/kube-testing';
 import { Agent } from '../src/agent';
 import { agentRequest } from '../src/agent-client';
 import { ciliumNodeCrd } from '../src/crd';
@@ -14,7 +14,7 @@ import { TAG_CLUSTER } from '../src/node-sync';
 import { Operator } from '../src/operator';
 import { TokenBucket } from '../src/rate-limit';
 import { CiliumNodes, type CiliumNode } from '../src/types';
-import { makeWorld, runInstances, startFaultProxy, startMoto, type FaultProxy, type Moto, type World } from '../src/testing';
+import { makeWorld, runInstances, startFaultProxy, startMoto, type FaultProxy, type Moto, type World } from '@cnikit/cilium-eni-ipam-testing';
 
 const CLUSTER = 'kube-test';
 let moto: Moto;

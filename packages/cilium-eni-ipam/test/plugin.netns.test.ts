@@ -5,10 +5,10 @@ import * as net from 'node:net';
 import * as os from 'node:os';
 import * as path from 'node:path';
 import { runPlugin } from '@cnikit/netlib';
-import { newNs, sh, useHostNetns } from '@cnikit/netlib/testing';
+import { newNs, sh, useHostNetns } from '@cnikit/netlib-testing';
 import * as plugin from '../src/plugin';
 import { PoolAllocator } from '../src/pool';
-import { stubAgent } from '../src/testing/stub-agent';
+import { stubAgent } from '@cnikit/cilium-eni-ipam-testing';
 import type { CiliumNode } from '../src/types';
 
 const VERSIONS = ['0.3.1', '0.4.0', '1.0.0', '1.1.0'];

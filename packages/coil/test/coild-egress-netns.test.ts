@@ -4,7 +4,7 @@
  */
 import * as fs from 'node:fs';
 import { link, openNetns } from '@cnikit/netlib';
-import { newNs, sh } from '@cnikit/netlib/testing';
+import { newNs, sh } from '@cnikit/netlib-testing';
 import { candidateNetnsPaths, findNetnsById, findPeerNetns, nsidOf } from '../src/coild/netns-finder';
 
 const made: { cleanup(): void }[] = [];

@@ -2,7 +2,7 @@
 // tunnel peers, the Egress's fouSourcePortAuto sets the sport mode, deleted Pods drop out. The
 // kernel side is a recorder here (the host kernel has no FoU; the kernel lab runs router.ts for real).
 import { Namespaces, Pods, ResourceClient, type KubeTransport, type Pod } from '@cnikit/kube';
-import { uniqueName } from '@cnikit/kube/testing';
+import { uniqueName } from '@cnikit/kube-testing';
 import { hostNetns } from '@cnikit/netlib';
 import { RouterDaemon, type RouterDatapath } from '../src/egress/daemon';
 import type { RouterConfig } from '../src/egress/router-plan';

@@ -2,7 +2,7 @@
 // fresh network namespace of the host (iptables-nft / nft; no tunnel drivers needed): install,
 // idempotence, repair after a hand edit, removal.
 import { execInNetns } from '@cnikit/netlib';
-import { cleanupAll, newNs } from '@cnikit/netlib/testing';
+import { cleanupAll, newNs } from '@cnikit/netlib-testing';
 import { ensureSnat, iptablesArgs, nftDigest, nftScript, parseNftTable, readNftTable, removeSnat } from '../src/egress/snat';
 
 const cfg = { uplink: 'eth0', podIPv4: '10.72.49.1', podIPv6: 'FD00:72:0::1' };

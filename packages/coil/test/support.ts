@@ -1,6 +1,6 @@
 // Shared by the Coil test files: the cluster started by globalSetup, Coil's CRDs installed once, polling.
 import { Nodes, ResourceClient, installCrd, type KubeTransport, type Node } from '@cnikit/kube';
-import { testCluster, transportFor } from '@cnikit/kube/testing';
+import { testCluster, transportFor } from '@cnikit/kube-testing';
 import { coilCrds } from '../src/api/crds';
 import { AddressBlocks, AddressPools, BlockRequests, type AddressBlock, type AddressPool, type BlockRequest } from '../src/api/types';
 
@@ -36,7 +36,7 @@ export async function createNode(t: KubeTransport, name: string, internalIP = '1
   return nodes.patchStatus(name, { status: { addresses } });
 }
 
-export { eventually } from '@cnikit/kube/testing';
+export { eventually } from '@cnikit/kube-testing';
 
 let seq = 0;
 /** A short unique name (pool names end up in block names and request names). */

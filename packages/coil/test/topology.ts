@@ -8,7 +8,7 @@ import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
 import { runPlugin, route, type Netns } from '@cnikit/netlib';
-import { newNs, sh } from '@cnikit/netlib/testing';
+import { newNs, sh } from '@cnikit/netlib-testing';
 import type { KubeTransport } from '@cnikit/kube';
 import { Registry } from 'prom-client';
 import * as plugin from '../src/cni/plugin';

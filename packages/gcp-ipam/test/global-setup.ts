@@ -3,8 +3,8 @@
 import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
-import { startCluster } from '../../kube/src/testing/cluster';
-import { TEST_CLUSTER_ENV } from '../../kube/src/testing/kit';
+import { startCluster } from '@cnikit/kube-testing';
+import { TEST_CLUSTER_ENV } from '@cnikit/kube-testing';
 
 export default async function globalSetup(): Promise<void> {
   const stateDir = fs.mkdtempSync(path.join(os.tmpdir(), 'cnikit-gcp-ipam-test-'));

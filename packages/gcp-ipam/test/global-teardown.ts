@@ -1,5 +1,5 @@
-import { stopCluster } from '../../kube/src/testing/cluster';
-import { TEST_CLUSTER_ENV } from '../../kube/src/testing/kit';
+import { stopCluster } from '@cnikit/kube-testing';
+import { TEST_CLUSTER_ENV } from '@cnikit/kube-testing';
 
 export default async function globalTeardown(): Promise<void> {
   const dir = process.env[TEST_CLUSTER_ENV];

@@ -5,7 +5,7 @@ import * as os from 'node:os';
 import * as path from 'node:path';
 import { runPlugin, type PluginOutput } from '@cnikit/netlib';
 import { installCrd, ResourceClient, Pods, Namespaces, isAlreadyExists, type KubeTransport, type Pod } from '@cnikit/kube';
-import { testCluster, transportFor, uniqueName } from '@cnikit/kube/testing';
+import { testCluster, transportFor, uniqueName } from '@cnikit/kube-testing';
 import { crds } from '../src/crds';
 import { add, check, del, gc, status } from '../src/plugin';
 import { API_VERSION, type IPPool } from '../src/types';

@@ -6,7 +6,7 @@ import {
   ApiError, ConfigMaps, ResourceClient, crdManifest, defineResource, installCrd, isConflict, isInvalid, isNotFound,
   resourceFromCrd, type KubeTransport,
 } from '@cnikit/kube';
-import { transportFor, uniqueName } from '@cnikit/kube/testing';
+import { transportFor, uniqueName } from '@cnikit/kube-testing';
 import { SAMPLE_CRD_FILE, cluster, sampleCrd, type AddressPool } from './support';
 
 const AddressPools = defineResource<AddressPool>({

@@ -5,7 +5,7 @@ import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
 import { promisify } from 'node:util';
-import { isAlive, readState } from '@cnikit/kube/testing';
+import { isAlive, readState } from '@cnikit/kube-testing';
 
 const run = promisify(execFile);
 const root = path.join(__dirname, '../../..');

@@ -1,7 +1,7 @@
 // Optimistic concurrency: 20 writers race read-modify-write on one object; every write succeeds through 409
 // Conflict retries, and no update is lost.
 import { ConfigMaps, ResourceClient, isConflict, retryOnConflict, type ConfigMap, type KubeTransport } from '@cnikit/kube';
-import { transportFor, uniqueName } from '@cnikit/kube/testing';
+import { transportFor, uniqueName } from '@cnikit/kube-testing';
 import { cluster } from './support';
 
 let transport: KubeTransport;

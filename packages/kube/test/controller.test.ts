@@ -5,7 +5,7 @@ import {
   hasFinalizer, installCrd, isBeingDeleted, isNotFound, objectKey, ownerKeyMapper, removeFinalizer, setControllerReference,
   type ConfigMap, type KubeTransport, type Secret,
 } from '@cnikit/kube';
-import { transportFor, uniqueName } from '@cnikit/kube/testing';
+import { transportFor, uniqueName } from '@cnikit/kube-testing';
 import { cluster, eventually, sampleCrd, type AddressPool } from './support';
 
 const AddressPools = defineResource<AddressPool>({ group: 'kit.cnikit.io', version: 'v1alpha1', kind: 'AddressPool', plural: 'addresspools', namespaced: false });

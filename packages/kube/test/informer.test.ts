@@ -4,7 +4,7 @@ import {
   ConfigMaps, Informer, Pods, ResourceClient, byField, byLabel, defineResource, installCrd,
   type ConfigMap, type KubeObject, type KubeTransport, type Pod,
 } from '@cnikit/kube';
-import { TcpProxy, compactEtcd, transportFor, uniqueName } from '@cnikit/kube/testing';
+import { TcpProxy, compactEtcd, transportFor, uniqueName } from '@cnikit/kube-testing';
 import { cluster, eventually, sampleCrd, type AddressPool } from './support';
 
 let direct: KubeTransport;

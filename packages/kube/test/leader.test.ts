@@ -8,7 +8,7 @@ import * as os from 'node:os';
 import * as path from 'node:path';
 import { build } from 'esbuild';
 import { LeaderElector, Leases, ResourceClient, microTime, type KubeTransport } from '@cnikit/kube';
-import { TcpProxy, transportFor, uniqueName } from '@cnikit/kube/testing';
+import { TcpProxy, transportFor, uniqueName } from '@cnikit/kube-testing';
 import { cluster, eventually } from './support';
 
 const LEASE_MS = 4000;

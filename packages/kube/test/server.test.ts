@@ -4,7 +4,7 @@ import {
   ConfigMaps, Controller, HealthServer, Informer, KubeMetrics, LeaderElector, ResourceClient, informersSynced,
   leaderElectionHealthy, type KubeTransport,
 } from '@cnikit/kube';
-import { transportFor, uniqueName } from '@cnikit/kube/testing';
+import { transportFor, uniqueName } from '@cnikit/kube-testing';
 import { cluster, eventually } from './support';
 
 function get(url: string): Promise<{ status: number; body: string; type: string }> {

@@ -2,7 +2,7 @@
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { crdsIn, parseManifests, type CustomObject, type CustomResourceDefinition } from '@cnikit/kube';
-import { testCluster } from '@cnikit/kube/testing';
+import { testCluster } from '@cnikit/kube-testing';
 
 export const cluster = testCluster();
 
@@ -24,4 +24,4 @@ export interface AddressPoolStatus {
 }
 export type AddressPool = CustomObject<AddressPoolSpec, AddressPoolStatus>;
 
-export { eventually } from '../src/testing/eventually';
+export { eventually } from '@cnikit/kube-testing';

@@ -20,7 +20,7 @@
  * proves the host route through caliP.
  */
 import { runPlugin } from '@cnikit/netlib';
-import { newNs, sh as shIn, type TestNs } from '@cnikit/netlib/testing';
+import { newNs, sh as shIn, type TestNs } from '@cnikit/netlib-testing';
 import { routerHandlers } from '../src/plugin';
 
 export const VERSIONS = ['0.3.0', '0.3.1', '0.4.0', '1.0.0', '1.1.0'] as const;

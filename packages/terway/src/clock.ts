@@ -1,6 +1,6 @@
 /**
  * Time as the pool sees it: `now()` and one-shot timers. The daemon uses the
- * real clock; tests and the benchmark drive a FakeClock by hand so idle
+ * real clock; tests and the benchmark drive a FakeClock (@cnikit/terway-testing) by hand so idle
  * reclaim, intervals and timeouts are exact and instant.
  */
 export interface Clock {
@@ -17,57 +17,6 @@ export const realClock: Clock = {
     return () => clearTimeout(t);
   },
 };
-
-interface Timer {
-  at: number;
-  seq: number;
-  fn: () => void;
-}
-
-/** A manual clock: timers fire only inside `advance()`, in due order. */
-export class FakeClock implements Clock {
-  private t: number;
-  private seq = 0;
-  private timers: Timer[] = [];
-
-  constructor(start = 1_000_000) {
-    this.t = start;
-  }
-
-  now(): number {
-    return this.t;
-  }
-
-  setTimer(ms: number, fn: () => void): () => void {
-    const timer: Timer = { at: this.t + Math.max(0, ms), seq: this.seq++, fn };
-    this.timers.push(timer);
-    return () => {
-      this.timers = this.timers.filter((x) => x !== timer);
-    };
-  }
-
-  get pending(): number {
-    return this.timers.length;
-  }
-
-  /**
-   * Moves time forward by `ms`, firing due timers in order and letting the
-   * promise jobs they start settle between them.
-   */
-  async advance(ms: number): Promise<void> {
-    const end = this.t + ms;
-    for (;;) {
-      await flush();
-      const due = this.timers.filter((x) => x.at <= end).sort((a, b) => a.at - b.at || a.seq - b.seq)[0];
-      if (!due) break;
-      this.timers = this.timers.filter((x) => x !== due);
-      this.t = Math.max(this.t, due.at);
-      due.fn();
-    }
-    this.t = end;
-    await flush();
-  }
-}
 
 /** Lets pending promise jobs (and the ones they queue) run. */
 export async function flush(rounds = 20): Promise<void> {

@@ -3,7 +3,8 @@
  * local fake OpenAPI: signatures, async attach states, paging, quotas,
  * Throttling retries, injected failures and latency; then the pool on top.
  */
-import { AliyunEniCloud, CloudError, FakeOpenApi, gatewayOf, memberEniQuota } from '../src/cloud';
+import { FakeOpenApi } from '@cnikit/terway-testing';
+import { AliyunEniCloud, CloudError, gatewayOf, memberEniQuota } from '../src/cloud';
 import { realClock } from '../src/clock';
 import { EniIpPool, parsePoolConfig } from '../src/pool';
 

@@ -11,7 +11,7 @@ import { spawn } from 'node:child_process';
 import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
-import { newNs, sh } from '@cnikit/netlib/testing';
+import { newNs, sh } from '@cnikit/netlib-testing';
 
 export type TestNs = ReturnType<typeof newNs>;
 

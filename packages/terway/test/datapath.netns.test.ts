@@ -4,7 +4,7 @@
  * host routes, real traffic, teardown, stale rule/route repair, and tbf
  * bandwidth measured with real TCP data.
  */
-import { sh } from '@cnikit/netlib/testing';
+import { sh } from '@cnikit/netlib-testing';
 import { bandwidthFrom, parseBandwidth, tbfFor } from '../src/datapath/bandwidth';
 import { eniTable, hostVethName, repair, setupPod, teardownPod } from '../src/datapath/eniip-veth';
 import { ipj, makeTopo, plugEni, tcpRate, vpcLearn, type Topo } from './datapath-helpers';

@@ -3,7 +3,7 @@
  * as eth0 and reaches the VPC directly; Services on the host are reached
  * through veth1; teardown gives the ENI back under its host name.
  */
-import { sh } from '@cnikit/netlib/testing';
+import { sh } from '@cnikit/netlib-testing';
 import { setupExclusivePod, teardownExclusivePod } from '../src/datapath/exclusive-eni';
 import { hostVethName } from '../src/datapath/eniip-veth';
 import { ipj, makeTopo, plugEni, type Topo } from './datapath-helpers';

@@ -9,7 +9,7 @@ import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
 import { runPlugin, type PluginHandlers } from '@cnikit/netlib';
-import { sh, useHostNetns } from '@cnikit/netlib/testing';
+import { sh, useHostNetns } from '@cnikit/netlib-testing';
 import * as plugin from '../src/cni/plugin';
 import { startVpcRouteTerwayd, type VpcRouteTerwayd } from '../src/daemon/bootstrap';
 import { VpcRouteAllocator } from '../src/daemon/vpc-route';

@@ -7,7 +7,7 @@
  *   pod netns:  eth0 = macvlan of br0, 10.6.1.5/16 (+ fd00:6::15/64), default via 10.6.0.254
  */
 import { runPlugin, type PluginHandlers } from '@cnikit/netlib';
-import { newNs as newTestNs, sh as shIn, useHostNetns } from '@cnikit/netlib/testing';
+import { newNs as newTestNs, sh as shIn, useHostNetns } from '@cnikit/netlib-testing';
 import * as handlers from '../src/plugin';
 
 export const VERSIONS = ['0.3.0', '0.3.1', '0.4.0', '1.0.0', '1.1.0'] as const;

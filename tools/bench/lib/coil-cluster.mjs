@@ -21,7 +21,7 @@ const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 
 export async function startCoil({ root, binDir, work, nodeNs, pool }) {
   const { load, loadAll } = await import('js-yaml');
-  const { startCluster, stopCluster, freePort } = await import(path.join(root, 'packages/kube/src/testing/cluster.ts'));
+  const { startCluster, stopCluster, freePort } = await import(path.join(root, 'testing/kube/src/cluster.ts'));
   const cluster = await startCluster({ stateDir: path.join(work, 'cluster'), buildScript: path.join(root, 'tools/cluster/build.sh') });
   const kc = load(fs.readFileSync(cluster.kubeconfig, 'utf8'));
   const tls = {

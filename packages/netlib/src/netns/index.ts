@@ -2,6 +2,6 @@
  * Network namespaces: handles, switching the calling thread, per-namespace sockets.
  * Every kernel operation in netlib takes a Netns explicitly.
  */
-export { openNetns, openNetnsIfPresent, hostNetns, runInNetns, sameNetns, NETNS_RUN_DIR, type Netns } from './handle';
+export { openNetns, openNetnsIfPresent, hostNetns, withHostNetns, runInNetns, sameNetns, NETNS_RUN_DIR, type Netns } from './handle';
 export { rtnl, closeAllSockets } from './sockets';
 export { execInNetns, type ExecResult, type ExecOptions } from './exec';

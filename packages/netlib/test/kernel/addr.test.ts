@@ -1,7 +1,7 @@
 import { isExistsError, isNotFoundError, NetlinkError } from '../../src/errors';
 import * as addr from '../../src/addr';
 import * as link from '../../src/link';
-import { ipJson } from '../../src/testing';
+import { ipJson } from '@cnikit/netlib-testing';
 import { eventually, rejection, useNamespaces } from './fixture';
 
 const t = useNamespaces();

@@ -1,6 +1,6 @@
 /** Many operations at once on one namespace, as a node daemon issues them: no EBUSY from overlapping dumps. */
 import { link, route, rule } from '@cnikit/netlib';
-import { newNs, type TestNs } from '@cnikit/netlib/testing';
+import { newNs, type TestNs } from '@cnikit/netlib-testing';
 
 let t: TestNs;
 beforeEach(() => {

@@ -3,7 +3,7 @@
  * before each test, both deleted after it. Tests never touch the machine's own
  * namespace.
  */
-import { cleanupAll, newNs, type TestNs } from '../../src/testing';
+import { cleanupAll, newNs, type TestNs } from '@cnikit/netlib-testing';
 import { closeAllSockets } from '../../src/netns';
 
 export interface Namespaces {

@@ -1,7 +1,7 @@
 import { existsSync } from 'node:fs';
 import { isExistsError, isNotFoundError, LinkNotFoundError, NetlinkError } from '../../src/errors';
 import * as link from '../../src/link';
-import { ipJson } from '../../src/testing';
+import { ipJson } from '@cnikit/netlib-testing';
 import { rejection, useNamespaces } from './fixture';
 
 const t = useNamespaces();

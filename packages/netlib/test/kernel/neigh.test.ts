@@ -1,7 +1,7 @@
 import { isExistsError, isNotFoundError, NetlinkError } from '../../src/errors';
 import * as link from '../../src/link';
 import * as neigh from '../../src/neigh';
-import { ipJson } from '../../src/testing';
+import { ipJson } from '@cnikit/netlib-testing';
 import { rejection, useNamespaces } from './fixture';
 
 const t = useNamespaces();

@@ -2,7 +2,7 @@ import { readlinkSync, statSync } from 'node:fs';
 import { CniCode, NetlinkError, NetnsNotFoundError } from '../../src/errors';
 import * as link from '../../src/link';
 import { closeAllSockets, execInNetns, hostNetns, openNetns, openNetnsIfPresent, rtnl, runInNetns, sameNetns } from '../../src/netns';
-import { ipJson, sh } from '../../src/testing';
+import { ipJson, sh } from '@cnikit/netlib-testing';
 import { rejection, thrown, useNamespaces } from './fixture';
 
 const t = useNamespaces();

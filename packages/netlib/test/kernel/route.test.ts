@@ -2,7 +2,7 @@ import { isExistsError, isNotFoundError, NetlinkError } from '../../src/errors';
 import * as addr from '../../src/addr';
 import * as link from '../../src/link';
 import * as route from '../../src/route';
-import { ipJson } from '../../src/testing';
+import { ipJson } from '@cnikit/netlib-testing';
 import { rejection, useNamespaces } from './fixture';
 
 const t = useNamespaces();

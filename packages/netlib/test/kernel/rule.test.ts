@@ -1,6 +1,6 @@
 import { isExistsError, isNotFoundError, NetlinkError } from '../../src/errors';
 import * as rule from '../../src/rule';
-import { ipJson } from '../../src/testing';
+import { ipJson } from '@cnikit/netlib-testing';
 import { rejection, useNamespaces } from './fixture';
 
 const t = useNamespaces();

@@ -1,6 +1,6 @@
 import * as link from '../../src/link';
 import * as sysctl from '../../src/sysctl';
-import { sh } from '../../src/testing';
+import { sh } from '@cnikit/netlib-testing';
 import { thrown, useNamespaces } from './fixture';
 
 const t = useNamespaces();

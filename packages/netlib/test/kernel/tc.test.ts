@@ -3,7 +3,7 @@ import * as addr from '../../src/addr';
 import * as link from '../../src/link';
 import * as tc from '../../src/tc';
 import * as neigh from '../../src/neigh';
-import { ipJson, sendUdp, sh, tcJson } from '../../src/testing';
+import { ipJson, sendUdp, sh, tcJson } from '@cnikit/netlib-testing';
 import { rejection, useNamespaces } from './fixture';
 
 const t = useNamespaces();

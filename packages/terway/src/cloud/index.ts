@@ -1,3 +1,2 @@
 export * from './aliyun';
-export * from './fake-openapi';
 export * from './metadata';

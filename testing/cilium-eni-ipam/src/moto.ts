@@ -14,7 +14,7 @@ export interface Moto {
   stop(): Promise<void>;
 }
 
-const ROOT = path.resolve(__dirname, '../../../..');
+const ROOT = path.resolve(__dirname, '../../..');
 
 /** Path of moto_server, installing it first if needed (idempotent; cached under ~/.cache/cnikit/moto). */
 export function motoServerPath(): string {

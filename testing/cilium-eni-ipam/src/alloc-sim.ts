@@ -5,12 +5,18 @@
  * and until the watermark holds (pool >= P + pre-allocate), the EC2 calls made, and the lower bound the
  * rate limit allows for the calls that are strictly needed.
  */
-import { SdkEc2 } from '../ec2';
-import { LimitsTable, type InstanceLimits } from '../limits';
-import { NodeSyncer, ipamParams, newMemory, type NodeMemory } from '../node-sync';
-import { calculateNeededIPs } from '../prealloc';
-import { TokenBucket } from '../rate-limit';
-import type { CiliumNode } from '../types';
+import {
+  LimitsTable,
+  NodeSyncer,
+  SdkEc2,
+  TokenBucket,
+  calculateNeededIPs,
+  ipamParams,
+  newMemory,
+  type CiliumNode,
+  type InstanceLimits,
+  type NodeMemory,
+} from '@cnikit/cilium-eni-ipam';
 import { makeWorld, runInstances } from './ec2-fixture';
 import { startFaultProxy } from './fault-proxy';
 import { startMoto } from './moto';

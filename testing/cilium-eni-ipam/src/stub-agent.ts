@@ -4,8 +4,7 @@
  * the allocator answer as code 11 (try again later), as the agent does.
  */
 import * as net from 'node:net';
-import type { AgentReply, AgentRequest } from '../agent-client';
-import type { PoolAllocator } from '../pool';
+import type { AgentReply, AgentRequest, PoolAllocator } from '@cnikit/cilium-eni-ipam';
 
 export function stubAgent(socket: string, pool: PoolAllocator): Promise<net.Server> {
   const srv = net.createServer((s) => {

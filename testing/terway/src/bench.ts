@@ -10,14 +10,10 @@ import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
 import { runPlugin, type PluginHandlers } from '@cnikit/netlib';
-import { newNs, sh, useHostNetns } from '@cnikit/netlib/testing';
-import { AliyunEniCloud, FakeOpenApi } from '../cloud';
-import { realClock } from '../clock';
-import * as plugin from '../cni/plugin';
-import { TerwayDaemon } from '../daemon/daemon';
-import { TerwayServer } from '../daemon/server';
-import { LeaseStore } from '../daemon/store';
-import { EniIpPool, parsePoolConfig } from '../pool';
+import { newNs, sh, useHostNetns } from '@cnikit/netlib-testing';
+import { AliyunEniCloud, EniIpPool, LeaseStore, TerwayDaemon, TerwayServer, parsePoolConfig, realClock } from '@cnikit/terway';
+import * as plugin from '@cnikit/terway/cni-plugin';
+import { FakeOpenApi } from './fake-openapi';
 
 export interface BenchOptions {
   pods: number;

@@ -1,5 +1,5 @@
 /**
- * @cnikit/kube/testing: a real control plane for tests (etcd + kube-apiserver + kube-controller-manager's
+ * @cnikit/kube-testing (test support, never bundled into an executable): a real control plane for tests (etcd + kube-apiserver + kube-controller-manager's
  * garbage collector, built and cached by tools/cluster/build.sh) and tools to break the network on purpose.
  */
 export * from './cluster';

@@ -1,7 +1,7 @@
 /**
  * Test helpers for code that touches the kernel: throwaway named namespaces and
  * shell commands run inside them. Free of jest imports, so any test runner (or a
- * script) can use them. Exported as `@cnikit/netlib/testing`.
+ * script) can use them. Package `@cnikit/netlib-testing`: test support, never bundled into an executable.
  *
  * Namespaces are created with `ip netns add` under unique names (`<prefix>-<random>`),
  * so tests running in parallel, or next to other users of the machine, never collide;
@@ -10,12 +10,10 @@
 import { execFileSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import * as path from 'node:path';
-import { NETNS_RUN_DIR, openNetns, withHostNetns, type Netns } from '../netns/handle';
+import { NETNS_RUN_DIR, execInNetns, openNetns, sysctl, withHostNetns, type Netns } from '@cnikit/netlib';
 
 /** Runs `fn` with hostNetns() answering `ns`: a plugin handler in-process against a test "host". */
 export const useHostNetns = withHostNetns;
-import { execInNetns } from '../netns/exec';
-import * as sysctl from '../sysctl';
 
 export interface TestNs {
   /** The `ip netns` name. */

@@ -5,7 +5,7 @@
 import * as fs from 'node:fs';
 import * as http from 'node:http';
 import { KubeConfig } from '@kubernetes/client-node';
-import { KubeTransport, type TransportOptions } from '../transport';
+import { KubeTransport, type TransportOptions } from '@cnikit/kube';
 import { readState, type ClusterInfo } from './cluster';
 
 /** Environment variable through which jest's globalSetup hands the cluster's state dir to test files. */
