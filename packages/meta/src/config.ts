@@ -4,7 +4,31 @@
  * the expected form and the value received. The anchor silently replaced bad
  * values with defaults; we never do.
  */
-import { ConfigError, ip } from '@cnikit/netlib';
+import { CniError, ConfigError, ip } from '@cnikit/netlib';
+
+/**
+ * Where a lenient parse (DEL) records the fields it could not use. DEL must succeed whenever what it needs
+ * to find its objects (container ID, interface, aliases) is there: libcni deletes a chain in reverse and
+ * stops at the first error, so a DEL that failed on a field ADD had already rejected would keep the chained
+ * plugins (macvlan, host-local) from ever freeing the pod's NIC and lease, and kubelet would retry forever.
+ * ADD, CHECK, GC and STATUS parse strictly (no warnings list): a bad field is their error.
+ */
+export type ConfigWarnings = string[];
+
+/**
+ * `parse()`, or, when it fails on a bad field and `warnings` is given, `fallback()` with the error recorded
+ * in `warnings`. Errors other than bad config (CniError codes 2 and 7) always propagate.
+ */
+export function lenient<T>(warnings: ConfigWarnings | undefined, parse: () => T, fallback: () => T): T {
+  try {
+    return parse();
+  } catch (e) {
+    const badConfig = e instanceof ConfigError || (e instanceof CniError && e.code === 2);
+    if (!warnings || !badConfig) throw e;
+    warnings.push(e.details ? `${e.message}: ${e.details}` : e.message);
+    return fallback();
+  }
+}
 
 export interface RpFilter {
   /** Also set rp_filter on the host side (net.ipv4.conf.all and the host veth). */
@@ -135,20 +159,28 @@ function parseLogOptions(raw: Raw, plugin: string): LogOptions {
   };
 }
 
-/** Parses the fields every meta-plugin has. `plugin` names the default log file. */
-export function parseMetaConfig(raw: Raw, plugin: string): MetaConfig {
+function parseMigrateRoute(raw: Raw): MigrateRoute {
   const migrate = raw['migrate_route'];
   if (migrate !== undefined && migrate !== -1 && migrate !== 0 && migrate !== 1) {
     throw new ConfigError('migrate_route', '-1 (auto), 0 (never) or 1 (always)', migrate);
   }
+  return (migrate ?? -1) as MigrateRoute;
+}
+
+/**
+ * Parses the fields every meta-plugin has. `plugin` names the default log file. With `warnings` (DEL), a bad
+ * field is recorded there and its default (an empty list for the hijacked subnets) used instead.
+ */
+export function parseMetaConfig(raw: Raw, plugin: string, warnings?: ConfigWarnings): MetaConfig {
+  const field = <T>(parse: () => T, fallback: () => T): T => lenient(warnings, parse, fallback);
   return {
-    overlayHijackSubnet: parseCidrList(raw, 'overlay_hijack_subnet', true),
-    serviceHijackSubnet: parseCidrList(raw, 'service_hijack_subnet', true),
-    additionalHijackSubnet: parseCidrList(raw, 'additional_hijack_subnet', false),
-    migrateRoute: (migrate ?? -1) as MigrateRoute,
-    skipCall: parseBool(raw, 'skip_call', false),
-    rpFilter: parseRpFilter(raw),
-    logOptions: parseLogOptions(raw, plugin),
+    overlayHijackSubnet: field(() => parseCidrList(raw, 'overlay_hijack_subnet', true), () => []),
+    serviceHijackSubnet: field(() => parseCidrList(raw, 'service_hijack_subnet', true), () => []),
+    additionalHijackSubnet: field(() => parseCidrList(raw, 'additional_hijack_subnet', false), () => []),
+    migrateRoute: field(() => parseMigrateRoute(raw), () => -1),
+    skipCall: field(() => parseBool(raw, 'skip_call', false), () => false),
+    rpFilter: field(() => parseRpFilter(raw), () => parseRpFilter({})),
+    logOptions: field(() => parseLogOptions(raw, plugin), () => parseLogOptions({}, plugin)),
   };
 }
 

@@ -8,7 +8,8 @@ import * as path from 'node:path';
 import { createLogger, type LogFields } from '@cnikit/netlib';
 import type { LogOptions } from './config';
 
-export type LogFn = (msg: string, fields?: LogFields) => void;
+/** Logs at info, or at `level` (DEL's ignored config fields are warnings). */
+export type LogFn = (msg: string, fields?: LogFields, level?: 'info' | 'warn') => void;
 
 /** Renames file -> file.<timestamp> when it is over the size limit, then prunes old rotations. */
 export function rotateIfNeeded(opts: LogOptions, now = Date.now()): void {
@@ -50,5 +51,5 @@ export function openLog(opts: LogOptions, plugin: string, containerId: string, i
     // Rotation is best effort: logging must never fail a CNI call.
   }
   const logger = createLogger({ file: opts.file, level: opts.level, module: plugin, fields: { containerId, ifName } });
-  return (msg, fields) => logger.info(msg, fields);
+  return (msg, fields, level = 'info') => logger[level](msg, fields);
 }

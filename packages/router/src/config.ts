@@ -8,7 +8,7 @@
  * their own (runtimeConfig, cni.dev/valid-attachments, ...).
  */
 import { CniCode, CniError, ConfigError, prevResultOf, type NetConf, type Result } from '@cnikit/netlib';
-import { META_FIELDS, parseBool, parseInteger, parseMetaConfig, type MetaConfig } from '@cnikit/meta';
+import { META_FIELDS, lenient, parseBool, parseInteger, parseMetaConfig, type ConfigWarnings, type MetaConfig } from '@cnikit/meta';
 
 export interface RouterConfig extends MetaConfig {
   netName: string;
@@ -66,20 +66,27 @@ function rejectUnknownSnakeCase(raw: Record<string, unknown>): void {
 
 /**
  * Parses the plugin config. `needPrev` is true for ADD and CHECK, whose
- * prevResult (the chained interface's result) is required.
+ * prevResult (the chained interface's result) is required. With `warnings`
+ * (DEL), bad fields are recorded there and left at their defaults (see
+ * ConfigWarnings in @cnikit/meta).
  */
-export function parseConfig(conf: NetConf, needPrev: boolean): RouterConfig {
+export function parseConfig(conf: NetConf, needPrev: boolean, warnings?: ConfigWarnings): RouterConfig {
   const raw = conf as unknown as Record<string, unknown>;
-  rejectUnknownSnakeCase(raw);
-  const meta = parseMetaConfig(raw, 'router');
+  lenient(warnings, () => rejectUnknownSnakeCase(raw), () => undefined);
+  const meta = parseMetaConfig(raw, 'router', warnings);
+  const field = <T>(parse: () => T, fallback: () => T): T => lenient(warnings, parse, fallback);
   const cfg: RouterConfig = {
     ...meta,
     netName: conf.name,
     cniVersion: conf.cniVersion,
-    overlayInterface: parseOverlayInterface(raw),
-    hostRuleTable: parseHostRuleTable(raw),
-    sriov: parseBool(raw, 'sriov', false),
+    overlayInterface: field(() => parseOverlayInterface(raw), () => parseOverlayInterface({})),
+    hostRuleTable: field(() => parseHostRuleTable(raw), () => parseHostRuleTable({})),
+    sriov: field(() => parseBool(raw, 'sriov', false), () => false),
   };
-  if (needPrev || (conf.prevResult !== undefined && conf.prevResult !== null)) cfg.prevResult = prevResultOf(conf);
+  if (needPrev) cfg.prevResult = prevResultOf(conf);
+  else if (conf.prevResult !== undefined && conf.prevResult !== null) {
+    const prev = field(() => prevResultOf(conf), () => undefined);
+    if (prev) cfg.prevResult = prev;
+  }
   return cfg;
 }

@@ -33,9 +33,11 @@ export function routerHandlers(host: () => Netns = hostNetns): Required<PluginHa
     },
 
     async del(args: CmdArgs): Promise<void> {
-      const cfg = parseConfig(args.conf, false);
+      const warnings: string[] = [];
+      const cfg = parseConfig(args.conf, false, warnings);
       if (cfg.skipCall) return;
       const log = openLog(cfg.logOptions, 'router', args.containerId, args.ifName);
+      for (const w of warnings) log('DEL: config field ignored', { warning: w }, 'warn');
       const podNs = openNetnsIfPresent(args.netns);
       try {
         log('DEL', { netns: args.netns, netnsPresent: podNs !== undefined, prevResult: cfg.prevResult !== undefined });

@@ -4,6 +4,7 @@
  * skip_call and migrate_route; bad input gives the right code and changes
  * nothing; a failure half-way unwinds every step.
  */
+import { readFileSync, rmSync } from 'node:fs';
 import { call, diff, json, makeTopo, pings, prevResult, routerConf, sh, snapshot, tableRoutes, type IpNeigh, type IpRule, type Topo } from './helpers';
 
 jest.setTimeout(60_000);
@@ -226,6 +227,21 @@ describe('router bad input changes nothing', () => {
     expect(res.code).toBe(1);
     expect(res.out?.['code']).toBe(code);
     expect(typeof res.out?.['msg']).toBe('string');
+    // The runtime then deletes the chain in reverse and stops at the first error: router's DEL of a config
+    // it rejected must succeed, or macvlan/host-local never free the pod's NIC and lease.
+    if (code === 2 || code === 7) expect(await call(t, { command: 'DEL', conf: conf(), env })).toMatchObject({ code: 0, raw: '' });
+  });
+
+  it('DEL with a config that ADD would reject still removes what an earlier ADD made', async () => {
+    const add = await call(t, { command: 'ADD', conf: routerConf(v, prev()) });
+    expect(add.code).toBe(0);
+    const bad = { service_hijack_subnet: ['10.96.0.1/12'], host_rule_tabel: 600, log_options: { log_file: `/tmp/cnikit-test-router-del-${process.pid}.log` } };
+    expect(await call(t, { command: 'DEL', conf: routerConf(v, add.out, bad) })).toMatchObject({ code: 0, raw: '' });
+    const lines = readFileSync(bad.log_options.log_file, 'utf8').trim().split('\n').map((l) => JSON.parse(l) as Record<string, unknown>);
+    rmSync(bad.log_options.log_file, { force: true });
+    const warned = lines.filter((l) => l['msg'] === 'DEL: config field ignored').map((l) => String(l['warning']));
+    expect(warned).toEqual([expect.stringContaining('host_rule_tabel'), expect.stringContaining('service_hijack_subnet')]);
+    // afterEach: host and pod exactly as before the ADD.
   });
 
   it('an overlay without an address of the chained family', async () => {

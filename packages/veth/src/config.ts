@@ -4,7 +4,7 @@
  * code-7 error naming the field, the expected form and the value received.
  */
 import { ConfigError, prevResultOf, type NetConf, type Result } from '@cnikit/netlib';
-import { isObject, parseBool, parseInteger, parseMetaConfig, rejectUnknown, type MetaConfig } from '@cnikit/meta';
+import { isObject, lenient, parseBool, parseInteger, parseMetaConfig, rejectUnknown, type ConfigWarnings, type MetaConfig } from '@cnikit/meta';
 
 export interface IpConflict {
   enabled: boolean;
@@ -59,20 +59,25 @@ function parseMacPrefix(raw: Record<string, unknown>): string | undefined {
 
 /**
  * Parses the plugin config. `needPrev` is true for ADD and CHECK, whose
- * prevResult (the chained interface's result) is required.
+ * prevResult (the chained interface's result) is required. With `warnings`
+ * (DEL), bad fields are recorded there and left at their defaults (see
+ * ConfigWarnings): DEL finds its objects by container ID and interface alone.
  */
-export function parseConfig(conf: NetConf, needPrev: boolean): VethConfig {
+export function parseConfig(conf: NetConf, needPrev: boolean, warnings?: ConfigWarnings): VethConfig {
   const raw = conf as unknown as Record<string, unknown>;
-  const meta = parseMetaConfig(raw, 'veth');
+  const meta = parseMetaConfig(raw, 'veth', warnings);
   const cfg: VethConfig = {
     ...meta,
     netName: conf.name,
     cniVersion: conf.cniVersion,
-    ipConflict: parseIpConflict(raw),
+    ipConflict: lenient(warnings, () => parseIpConflict(raw), () => parseIpConflict({})),
   };
-  const macPrefix = parseMacPrefix(raw);
+  const macPrefix = lenient(warnings, () => parseMacPrefix(raw), () => undefined);
   if (macPrefix !== undefined) cfg.macPrefix = macPrefix;
   if (needPrev) cfg.prevResult = prevResultOf(conf);
-  else if (conf.prevResult !== undefined && conf.prevResult !== null) cfg.prevResult = prevResultOf(conf);
+  else if (conf.prevResult !== undefined && conf.prevResult !== null) {
+    const prev = lenient(warnings, () => prevResultOf(conf), () => undefined);
+    if (prev) cfg.prevResult = prev;
+  }
   return cfg;
 }

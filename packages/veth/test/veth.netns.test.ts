@@ -2,6 +2,7 @@
  * veth ADD/CHECK/DEL/GC in real network namespaces, every CNI version.
  * Assertions use iproute2's own view of the kernel and real traffic.
  */
+import { readFileSync, rmSync } from 'node:fs';
 import { addNet1, call, json, makeTopo, prevResult, sh, vethConf, VERSIONS, type Topo } from './helpers';
 import { hostVethName } from '../src/names';
 
@@ -273,6 +274,31 @@ describe('veth bad input changes nothing', () => {
     expect(res.out?.['code']).toBe(code);
     expect(typeof res.out?.['msg']).toBe('string');
     expect(await hostLeftovers(t)).toEqual([]);
+  });
+
+  // libcni deletes a chain in reverse and stops at the first error: a DEL that failed on the field ADD
+  // rejected would keep macvlan and host-local from freeing the pod's NIC and lease.
+  it('DEL succeeds on a config ADD rejected, cleans up, and logs the bad field as a warning', async () => {
+    const logFile = `/tmp/cnikit-test-veth-del-${process.pid}.log`;
+    const bad = { service_hijack_subnet: ['10.96.0.1/12'], log_options: { log_file: logFile } };
+    const prev = prevResult(v, 'eth0', [{ address: '10.6.1.5/16' }], t.pod.path);
+    expect((await call(t, { command: 'ADD', conf: vethConf(v, prev, bad) })).out?.['code']).toBe(7);
+    const rejected = await call(t, { command: 'DEL', conf: vethConf(v, prev, bad) });
+    expect(rejected).toMatchObject({ code: 0, raw: '' });
+
+    // What an earlier ADD left (the config was edited since) is still found by container ID and removed.
+    const add = await call(t, { command: 'ADD', conf: vethConf(v, prev) });
+    expect(add.code).toBe(0);
+    const del = await call(t, { command: 'DEL', conf: vethConf(v, add.out, bad) });
+    expect(del).toMatchObject({ code: 0, raw: '' });
+    expect(await hostLeftovers(t)).toEqual([]);
+    expect((await json<IpLink[]>(t.pod, 'ip -j link show')).map((l) => l.ifname)).not.toContain('veth0');
+    const lines = readFileSync(logFile, 'utf8').trim().split('\n').map((l) => JSON.parse(l) as Record<string, unknown>);
+    rmSync(logFile, { force: true });
+    const warnings = lines.filter((l) => l['msg'] === 'DEL: config field ignored');
+    expect(warnings.length).toBe(2);
+    expect(warnings[0]).toMatchObject({ level: 'warn', containerId: t.containerId });
+    expect(String(warnings[0]?.['warning'])).toContain('service_hijack_subnet');
   });
 
   it('absent netns', async () => {
