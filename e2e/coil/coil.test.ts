@@ -136,7 +136,7 @@ describeBuilt('coil executables (two nodes, real API server)', () => {
       await lan.ip('link', 'set', `lan${i}`, 'master', 'br0', 'up');
       await ns.ip('addr', 'add', `${n.ip}/24`, 'dev', 'eth0');
       await ns.ip('link', 'set', 'eth0', 'up');
-      await ns.execOk(['sysctl', '-qw', 'net.ipv4.ip_forward=1']);
+      // Forwarding stays off (the namespace baseline, as on a freshly booted node): coild turns it on.
       expect((await api('POST', '/api/v1/nodes', { apiVersion: 'v1', kind: 'Node', metadata: { name: n.name } })).status).toBe(201);
       const st = await api('PATCH', `/api/v1/nodes/${n.name}/status`, { status: { addresses: [{ type: 'InternalIP', address: n.ip }] } }, 'application/merge-patch+json');
       expect(st.status).toBe(200);

@@ -1,6 +1,6 @@
 /**
  * A two-node Coil cluster on one machine: each node a network namespace (eth0 on a shared bridge in a "lan"
- * namespace, ip forwarding on) with its own in-process coild (own node name, own socket, the node's
+ * namespace, forwarding left off for coild to turn on) with its own in-process coild (own node name, own socket, the node's
  * namespace as its host), pods as namespaces, and the `coil` plugin run in-process against a node's socket.
  * Routes a node exports to table 119 are imported by the other node as BIRD would (via its eth0 address).
  */
@@ -54,8 +54,9 @@ export async function makeNode(t: KubeTransport, lan: string, i: number): Promis
   sh(n.ns, `ip link add eth0 type veth peer name n${i}-${n.name.slice(-4)} && ip link set n${i}-${n.name.slice(-4)} netns ${lan}`);
   sh(lan, `ip link set n${i}-${n.name.slice(-4)} master br0 up`);
   sh(n.ns, [
-    'sysctl -qw net.ipv4.ip_forward=1', 'sysctl -qw net.ipv6.conf.all.disable_ipv6=0', 'sysctl -qw net.ipv6.conf.default.disable_ipv6=0',
-    'sysctl -qw net.ipv6.conf.all.forwarding=1', 'sysctl -qw net.ipv6.conf.eth0.disable_ipv6=0',
+    // No forwarding here: the namespace starts with ip_forward=0, and coild must turn it on itself.
+    'sysctl -qw net.ipv6.conf.all.disable_ipv6=0', 'sysctl -qw net.ipv6.conf.default.disable_ipv6=0',
+    'sysctl -qw net.ipv6.conf.eth0.disable_ipv6=0',
     `ip addr add ${ip4}/24 dev eth0`, `ip addr add ${ip6}/64 dev eth0 nodad`, 'ip link set eth0 up',
   ].join(' && '));
   const name = uname(`node${i}-`);

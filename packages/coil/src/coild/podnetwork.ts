@@ -67,8 +67,15 @@ export function hostVethName(compatCalico: boolean, podNamespace?: string, podNa
 export class PodNetwork {
   constructor(private readonly host: Netns, private readonly cfg: PodNetworkConfig) {}
 
-  /** ip rule pref <podRulePrio> lookup <podTableId>, both families (idempotent). */
+  /**
+   * Forwarding on, as Coil's PodNetwork.Init does, and ip rule pref <podRulePrio> lookup <podTableId>,
+   * both families (idempotent). Pods reach each other and the world only through the node's routing:
+   * on a node booted with net.ipv4.ip_forward=0 (the kernel's default) every pod-to-pod packet is dropped.
+   */
   async init(): Promise<void> {
+    sysctl.set(this.host, 'net/ipv4/ip_forward', '1');
+    // Absent when the kernel runs with IPv6 disabled; IPv6 pools then fail at their first address.
+    trySysctl(this.host, 'net/ipv6/conf/all/forwarding', '1');
     for (const family of [4, 6] as const) {
       try {
         await rule.add(this.host, { family, priority: this.cfg.podRulePrio, table: this.cfg.podTableId });
