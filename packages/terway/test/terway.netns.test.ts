@@ -89,7 +89,7 @@ async function stack(opts: { pods?: number; quota?: { eniQuantity: number; eniPr
   };
 }
 
-async function cni(s: Stack, command: 'ADD' | 'DEL' | 'CHECK', pod: TestNs, name: string, version = '1.0.0', extra: Record<string, unknown> = {}): Promise<{ code: number; out: Record<string, unknown> | undefined }> {
+async function cni(s: Stack, command: 'ADD' | 'DEL' | 'CHECK' | 'STATUS', pod: TestNs, name: string, version = '1.0.0', extra: Record<string, unknown> = {}): Promise<{ code: number; out: Record<string, unknown> | undefined }> {
   const conf = { cniVersion: version, name: 'terway', type: 'terway', socket: s.socket, ...extra };
   const env = { CNI_COMMAND: command, CNI_CONTAINERID: `ctr-${name}`, CNI_NETNS: pod.ns.path, CNI_IFNAME: 'eth0', CNI_PATH: '/opt/cni/bin', CNI_ARGS: `IgnoreUnknown=1;K8S_POD_NAMESPACE=default;K8S_POD_NAME=${name};K8S_POD_INFRA_CONTAINER_ID=ctr-${name}` };
   const r = await useHostNetns(s.t.host.ns, () => runPlugin(plugin as unknown as PluginHandlers, { about: 'terway test' }, { env, stdin: JSON.stringify(conf) }));
@@ -150,13 +150,18 @@ describe('terway CNI + terwayd', () => {
     expect(ipj<{ priority: number }[]>(s.t.host, 'rule show').filter((r) => r.priority === 512 || r.priority === 2048)).toEqual([]);
   });
 
-  it('pool exhausted and daemon down answer CNI code 11 (try again later)', async () => {
+  it('pool exhausted and daemon down answer CNI code 11 (try again later); STATUS 50 while terwayd is down', async () => {
     s = await stack({ pods: 2, quota: { eniQuantity: 2, eniPrivateIpAddressQuantity: 1 } });
     expect((await cni(s, 'ADD', s.t.pods[0]!, 'a')).code).toBe(0);
     const full = await cni(s, 'ADD', s.t.pods[1]!, 'b');
     expect(full.code).toBe(1);
     expect(full.out).toMatchObject({ code: 11, msg: expect.stringMatching(/AllocIP: pool: no IP left/) });
+    expect(await cni(s, 'STATUS', s.t.pods[1]!, 'b', '1.1.0')).toEqual({ code: 0, out: undefined });
     await s.server.stop();
+    // STATUS tells the runtime that no ADD can succeed now (containerd then reports NetworkReady=false).
+    const status = await cni(s, 'STATUS', s.t.pods[1]!, 'b', '1.1.0');
+    expect(status.code).toBe(1);
+    expect(status.out).toMatchObject({ code: 50, msg: 'terwayd is not reachable', details: expect.stringContaining(s.socket) });
     const down = await cni(s, 'ADD', s.t.pods[1]!, 'b');
     expect(down.out).toMatchObject({ code: 11 });
     // DEL with the daemon down: the veth goes, the answer says try again (for the release).

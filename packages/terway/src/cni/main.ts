@@ -9,6 +9,6 @@ import { pluginMain } from '@cnikit/netlib';
 const plugin = (): typeof import('./plugin') => require('./plugin') as typeof import('./plugin');
 
 pluginMain(
-  { add: (a) => plugin().add(a), del: (a) => plugin().del(a), check: (a) => plugin().check(a) },
+  { add: (a) => plugin().add(a), del: (a) => plugin().del(a), check: (a) => plugin().check(a), status: (a) => plugin().status(a) },
   { about: 'cnikit terway: ENI multi-IP pods through terwayd' },
 );

@@ -195,6 +195,26 @@ async function checkExclusive(podNs: Netns, ifName: string, ip: string, mac: str
 }
 
 /** Rate limits of a pod: the pod annotations (from terwayd) first, else the CNI `bandwidth` capability. */
+/** How long STATUS waits for terwayd: containerd asks about every 5 s and must not pile calls up. */
+export const STATUS_TIMEOUT_MS = 2_000;
+
+/**
+ * STATUS (CNI 1.1.0): ADD can be served only through terwayd, so an unreachable terwayd is code 50, which
+ * containerd turns into NetworkReady=false (new pods wait) instead of failing every pod's ADD.
+ */
+export async function status(a: CmdArgs): Promise<void> {
+  const conf = parseConf(a);
+  const client = new TerwayClient(conf.socket);
+  try {
+    await client.waitForReady(STATUS_TIMEOUT_MS);
+  } catch (err) {
+    const reason = err instanceof Error ? err.message : String(err);
+    throw new CniError(CniCode.NotAvailable, 'terwayd is not reachable', `terwayd not reachable on ${conf.socket}: ${reason}`, { cause: err });
+  } finally {
+    client.close();
+  }
+}
+
 function bandwidthOf(nc: NetConf | undefined, conf: TerwayConf): BandwidthLimits {
   const ingress = nc?.Pod?.Ingress || conf.capabilityBandwidth?.ingressRate || undefined;
   const egress = nc?.Pod?.Egress || conf.capabilityBandwidth?.egressRate || undefined;
