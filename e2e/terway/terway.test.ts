@@ -159,4 +159,13 @@ describeBoth('terway + terwayd executables', () => {
     expect(r.code).toBe(1);
     expect((r.json as { code: number }).code).toBe(11);
   });
+
+  test('STATUS (CNI 1.1.0): success while terwayd answers, code 50 naming the socket when it does not', async () => {
+    const status = (socket: string): Promise<{ code: number; json?: unknown }> =>
+      execPlugin(pluginPath('terway'), env('STATUS'), { ...conf(socket), cniVersion: '1.1.0' }, node);
+    expect((await status(path.join(dir, 'eni.socket'))).code).toBe(0);
+    const down = await status(path.join(dir, 'nobody.socket'));
+    expect(down.code).toBe(1);
+    expect(down.json).toMatchObject({ code: 50, msg: 'terwayd is not reachable', details: expect.stringContaining('nobody.socket') });
+  });
 });
