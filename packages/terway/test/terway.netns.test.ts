@@ -89,9 +89,9 @@ async function stack(opts: { pods?: number; quota?: { eniQuantity: number; eniPr
   };
 }
 
-async function cni(s: Stack, command: 'ADD' | 'DEL' | 'CHECK' | 'STATUS', pod: TestNs, name: string, version = '1.0.0', extra: Record<string, unknown> = {}): Promise<{ code: number; out: Record<string, unknown> | undefined }> {
+async function cni(s: Stack, command: 'ADD' | 'DEL' | 'CHECK' | 'STATUS', pod: TestNs, name: string, version = '1.0.0', extra: Record<string, unknown> = {}, cid = `ctr-${name}`): Promise<{ code: number; out: Record<string, unknown> | undefined }> {
   const conf = { cniVersion: version, name: 'terway', type: 'terway', socket: s.socket, ...extra };
-  const env = { CNI_COMMAND: command, CNI_CONTAINERID: `ctr-${name}`, CNI_NETNS: pod.ns.path, CNI_IFNAME: 'eth0', CNI_PATH: '/opt/cni/bin', CNI_ARGS: `IgnoreUnknown=1;K8S_POD_NAMESPACE=default;K8S_POD_NAME=${name};K8S_POD_INFRA_CONTAINER_ID=ctr-${name}` };
+  const env = { CNI_COMMAND: command, CNI_CONTAINERID: cid, CNI_NETNS: pod.ns.path, CNI_IFNAME: 'eth0', CNI_PATH: '/opt/cni/bin', CNI_ARGS: `IgnoreUnknown=1;K8S_POD_NAMESPACE=default;K8S_POD_NAME=${name};K8S_POD_INFRA_CONTAINER_ID=${cid}` };
   const r = await useHostNetns(s.t.host.ns, () => runPlugin(plugin as unknown as PluginHandlers, { about: 'terway test' }, { env, stdin: JSON.stringify(conf) }));
   return { code: r.exitCode, out: r.stdout.trim() ? (JSON.parse(r.stdout) as Record<string, unknown>) : undefined };
 }
@@ -168,6 +168,32 @@ describe('terway CNI + terwayd', () => {
     const delDown = await cni(s, 'DEL', s.t.pods[0]!, 'a');
     expect(delDown.out).toMatchObject({ code: 11 });
     expect(ipj<{ ifname: string }[]>(s.t.host, 'link show').some((l) => l.ifname === hostVethName('default', 'a'))).toBe(false);
+  });
+
+  // kubelet re-creates a sandbox whose pause process died: ADD of the new sandbox B, then DEL of the old A
+  // (A's netns, A's prevResult). That DEL must leave B's network and lease alone.
+  it('a stale DEL of a re-created sandbox leaves the live sandbox wired and its IP leased', async () => {
+    s = await stack({ pods: 2 });
+    const [nsA, nsB] = [s.t.pods[0]!, s.t.pods[1]!];
+    const addA = await cni(s, 'ADD', nsA, 'web-0', '1.0.0', {}, 'cid-a');
+    expect(addA.code).toBe(0);
+    const addB = await cni(s, 'ADD', nsB, 'web-0', '1.0.0', {}, 'cid-b');
+    expect(addB.code).toBe(0);
+    const ip = podIpOf(addB.out);
+    expect(podIpOf(addA.out)).toBe(ip);
+
+    expect(await cni(s, 'DEL', nsA, 'web-0', '1.0.0', { prevResult: addA.out }, 'cid-a')).toEqual({ code: 0, out: undefined });
+    expect(ipj<{ ifname: string }[]>(nsA, 'link show').map((l) => l.ifname)).not.toContain('eth0');
+    expect(ipj<{ ifname: string }[]>(nsB, 'link show').map((l) => l.ifname)).toContain('eth0');
+    expect(ipj<{ ifname: string }[]>(s.t.host, 'link show').map((l) => l.ifname)).toContain(hostVethName('default', 'web-0'));
+    expect(ipj<{ priority: number; src?: string; dst?: string }[]>(s.t.host, 'rule show').filter((r) => r.src === ip || r.dst === ip)).toHaveLength(2);
+    expect(s.pool.leaseOf('default/web-0')?.ip).toBe(ip);
+    expect(await cni(s, 'CHECK', nsB, 'web-0', '1.0.0', { prevResult: addB.out }, 'cid-b')).toEqual({ code: 0, out: undefined });
+
+    // The live sandbox's own DEL still takes everything down and frees the IP.
+    expect((await cni(s, 'DEL', nsB, 'web-0', '1.0.0', { prevResult: addB.out }, 'cid-b')).code).toBe(0);
+    expect(s.pool.leaseOf('default/web-0')).toBeUndefined();
+    expect(ipj<{ src?: string; dst?: string }[]>(s.t.host, 'rule show').filter((r) => r.src === ip || r.dst === ip)).toEqual([]);
   });
 
   it('the pod source failing answers code 11 and takes no IP', async () => {

@@ -9,7 +9,7 @@ import { checkPod, hostVethName, POD_GATEWAY, POD_GATEWAY6, setupPod, teardownPo
 import { setupExclusivePod, teardownExclusivePod } from '../datapath/exclusive-eni';
 import { checkIpvlanPod, setupIpvlanPod, teardownIpvlanPod } from '../datapath/eniip-ipvlan';
 import { checkVpcRoutePod, setupVpcRoutePod, teardownVpcRoutePod } from '../datapath/vpc-route';
-import type { NetConf, PodRef } from '../rpc/proto';
+import { STALE_SANDBOX, type NetConf, type PodRef } from '../rpc/proto';
 import type { BandwidthLimits } from '../datapath/bandwidth';
 import { TerwayClient } from './client';
 import { parseConf, type TerwayConf } from './config';
@@ -126,6 +126,9 @@ export async function del(a: CmdArgs): Promise<void> {
     } catch (e) {
       daemonError = e;
     }
+    // The host side (veth named after the pod, rules and routes of its IP) and the lease are the live
+    // sandbox's now: only this sandbox's own interface goes.
+    if (info && !info.Success && info.Error.startsWith(STALE_SANDBOX)) return await teardownStaleSandbox(a);
     // The pod's veth goes even when terwayd cannot answer (its rules are then
     // left to terwayd's repair); the release is what the retry is for.
     const exclusiveMac = info?.IPType === 'TypeVPCENI' ? info.NetConfs[0]?.ENIInfo?.MAC : undefined;
@@ -155,6 +158,22 @@ export async function del(a: CmdArgs): Promise<void> {
     throw e;
   } finally {
     client.close();
+  }
+}
+
+/**
+ * DEL of a sandbox that no longer owns the pod's network: its interface (a veth or ipvlan end, which takes
+ * nothing of the live sandbox with it) is removed inside its own netns, if that still exists. An exclusive
+ * ENI cannot be in two sandboxes: it is left where it is.
+ */
+async function teardownStaleSandbox(a: CmdArgs): Promise<void> {
+  const podNs = openNetnsIfPresent(a.netns);
+  if (!podNs) return;
+  try {
+    const l = await link.get(podNs, a.ifName).catch((e: unknown) => (isNotFoundError(e) ? undefined : Promise.reject(e)));
+    if (l && (l.kind === 'veth' || l.kind === 'ipvlan')) await link.del(podNs, l.index).catch((e: unknown) => (isNotFoundError(e) ? undefined : Promise.reject(e)));
+  } finally {
+    podNs.close();
   }
 }
 

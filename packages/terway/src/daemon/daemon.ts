@@ -7,7 +7,7 @@
 import { TransientError } from '@cnikit/netlib';
 import { bandwidthFrom } from '../datapath/bandwidth';
 import type { EniIpPool, IpLease } from '../pool';
-import type { AllocIPReply, EventReply, EventRequest, GetInfoReply, NetConf, PodRef, ReleaseIPReply } from '../rpc/proto';
+import { STALE_SANDBOX, type AllocIPReply, type EventReply, type EventRequest, type GetInfoReply, type NetConf, type PodRef, type ReleaseIPReply } from '../rpc/proto';
 import type { LeaseStore, StoredLease } from './store';
 
 export const RESERVATION_ANNOTATION = 'k8s.aliyun.com/pod-ip-reservation';
@@ -135,6 +135,12 @@ export class TerwayDaemon {
     const key = this.key(r);
     const lease = this.o.pool.leaseOf(key);
     if (!lease) return { IPType: this.ipType, Success: false, IPv4: false, IPv6: false, NetConfs: [], Error: `no IP for ${key}` };
+    // kubelet re-creates a sandbox (ADD of the new one) before it deletes the old one: the old sandbox's
+    // DEL must learn that the pod's network now belongs to another sandbox, not receive it to tear down.
+    const owner = this.containers.get(key);
+    if (owner && r.K8sPodInfraContainerId && owner !== r.K8sPodInfraContainerId) {
+      return { IPType: this.ipType, Success: false, IPv4: false, IPv6: false, NetConfs: [], Error: `${STALE_SANDBOX}: ${key} belongs to sandbox ${owner}` };
+    }
     const meta = await this.o.pods?.get(r.K8sPodNamespace, r.K8sPodName).catch(() => undefined);
     return { IPType: this.ipType, Success: true, IPv4: true, IPv6: Boolean(lease.ip6), NetConfs: [this.netConf(lease, meta, r.IfName)], Error: '' };
   }

@@ -76,6 +76,12 @@ export interface NetConf {
 }
 export interface AllocIPReply { Success: boolean; IPType: string; IPv4: boolean; IPv6: boolean; NetConfs: NetConf[] }
 export interface ReleaseIPReply { Success: boolean; IPv4: boolean; IPv6: boolean }
+/**
+ * GetIPInfo's Error for a sandbox that no longer owns its pod's lease (a stale DEL after kubelet re-created
+ * the sandbox): the CNI binary then cleans only that sandbox's own netns and releases nothing.
+ */
+export const STALE_SANDBOX = 'stale sandbox';
+
 export interface GetInfoReply { IPType: string; Success: boolean; IPv4: boolean; IPv6: boolean; NetConfs: NetConf[]; Error: string }
 export interface EventRequest { EventTarget: string; K8sPodName: string; K8sPodNamespace: string; EventType: string; Reason: string; Message: string }
 export interface EventReply { Succeed: boolean; Error: string }
