@@ -47,12 +47,13 @@ function toCniError(err: unknown): unknown {
 
 // node-local record: container -> allocation (DEL/CHECK/GC find their IP without a list)
 
-interface LocalRecord { allocation: string; ip: string; pool: string }
+/** `network` is the conflist's name (absent in records written before it was kept): GC is per network. */
+interface LocalRecord { allocation: string; ip: string; pool: string; network?: string }
 const recordPath = (cfg: IpamConfig, containerId: string, ifName: string): string => path.join(cfg.stateDir, 'containers', `${containerId}_${ifName}`);
 function writeRecord(cfg: IpamConfig, a: CmdArgs, rec: LocalRecord): void {
   const file = recordPath(cfg, a.containerId, a.ifName);
   fs.mkdirSync(path.dirname(file), { recursive: true });
-  fs.writeFileSync(`${file}.tmp`, JSON.stringify(rec));
+  fs.writeFileSync(`${file}.tmp`, JSON.stringify({ ...rec, network: a.conf.name }));
   fs.renameSync(`${file}.tmp`, file);
 }
 function readRecord(cfg: IpamConfig, containerId: string, ifName: string): LocalRecord | undefined {
@@ -152,6 +153,18 @@ export async function check(a: CmdArgs): Promise<void> {
   });
 }
 
+/**
+ * Whether a node-local record belongs to the network being garbage-collected. Several gcp-ipam networks may
+ * share one stateDir, and `cni.dev/valid-attachments` lists the attachments of this network only (as
+ * host-local keeps one store per network): another network's live attachments are not in it.
+ */
+function ofThisNetwork(ctx: Ctx, a: CmdArgs, file: string): boolean {
+  const i = file.lastIndexOf('_');
+  const rec = readRecord(ctx.cfg, file.slice(0, i), file.slice(i + 1));
+  if (!rec) return false; // unreadable or just removed: nothing known to release
+  return rec.pool === ctx.cfg.pool && (rec.network === undefined || rec.network === a.conf.name);
+}
+
 export async function gc(a: CmdArgs): Promise<void> {
   const valid = new Set(validAttachments(a.conf).map((x) => `${x.containerID}_${x.ifname}`));
   return withCtx(a, async (ctx) => {
@@ -160,8 +173,9 @@ export async function gc(a: CmdArgs): Promise<void> {
     const dir = path.join(ctx.cfg.stateDir, 'containers');
     for (const f of fs.existsSync(dir) ? fs.readdirSync(dir) : []) {
       if (f.endsWith('.tmp') || valid.has(f)) continue;
+      seen.add(f); // an allocation behind another network's record is not this network's to release either
+      if (!ofThisNetwork(ctx, a, f)) continue;
       const i = f.lastIndexOf('_');
-      seen.add(f);
       await release(ctx, f.slice(0, i), f.slice(i + 1), { checkMoveOut: true }).catch((e: Error) => errors.push(`${f}: ${e.message}`));
     }
     for (const alloc of await listAllocations(ctx.kube, { pool: ctx.cfg.pool, node: ctx.cfg.nodeName })) {
