@@ -132,7 +132,24 @@ test('surge: 30 pending pods scheduled to a fresh node are covered in the first 
   for (let k = 0; k < 30; k++) await pods.create({ metadata: { name: `p${k}` }, spec: { nodeName: name, containers: [{ name: 'c', image: 'x' }] } });
   await eventually('pods in the operator cache', () => operator.pendingPods(name) === 30);
   await nodes().create({ metadata: { name }, spec: { 'instance-id': instanceId, eni: { 'instance-type': 'm5.2xlarge', 'vpc-id': w.vpcId, 'availability-zone': w.az }, ipam: {} } });
-  await eventually('pool >= 30 + 8', async () => Object.keys((await nodes().get(name)).spec.ipam?.pool ?? {}).length >= 38);
+  const first = await eventually('pool >= 30 + 8', async () => {
+    const p = Object.keys((await nodes().get(name)).spec.ipam?.pool ?? {});
+    return p.length >= 38 ? p : undefined;
+  });
+
+  // The agent hands 20 of them out; kubelet has not reported those pods' IPs yet (still Pending). They are
+  // in status.ipam.used now and must not count as pending as well: the pool holds, it does not grow by 20.
+  await nodes().updateWithRetry(name, (cur) => {
+    const used = Object.fromEntries(first.slice(0, 20).map((a, k) => [a, { owner: `sandbox${k}/eth0`, resource: cur.spec.ipam!.pool![a]!.resource }]));
+    cur.status = { ...cur.status, ipam: { ...cur.status?.ipam, used } };
+    return cur;
+  }, { subresource: 'status' });
+  await eventually('the operator cache sees 20 used', () => Object.keys(operator.informer.store.get(name)?.status?.ipam?.used ?? {}).length === 20);
+  const before = operator.last.get(name);
+  expect(operator.pendingPods(name)).toBe(10);
+  const after = await eventually('a sync after the agent wrote used', () => (operator.last.get(name) !== before ? operator.last.get(name) : undefined));
+  expect(after.plan.toAllocate).toBe(0);
+  expect(Object.keys((await nodes().get(name)).spec.ipam?.pool ?? {}).length).toBe(first.length);
   await nodes().delete(name);
 });
 
