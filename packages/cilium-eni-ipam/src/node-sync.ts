@@ -27,6 +27,8 @@ export interface NodeSyncOptions {
   /** Actions (assign/create) per sync before handing the node back. Default 4. */
   maxActions?: number;
   now?: () => number;
+  /** A clean-up call that failed (an ENI that could not be deleted after a failed attach): log and count it. */
+  onCleanupError?: (operation: string, id: string, err: unknown) => void;
 }
 
 export interface NodeSyncResult {
@@ -138,15 +140,24 @@ export class NodeSyncer {
     if (!limits) return fail(`instance type ${JSON.stringify(eniSpec['instance-type'])} is not in the limits table (override with --instance-limits)`);
     const firstIndex = eniSpec['first-interface-index'] ?? 0;
 
-    let attached = await this.ec2.describeNetworkInterfaces({ instanceId });
-    if (attached.length === 0) {
-      const inst = await this.ec2.describeInstance(instanceId);
-      if (!inst || inst.state === 'terminated' || inst.state === 'shutting-down') {
-        return { ...fail(`instance ${instanceId} is ${inst?.state ?? 'gone'}`), pool: {}, enis: {} };
+    // Reads first: when EC2 cannot be reached the sync ends here, with the error in the node's
+    // operator-status (as Cilium shows it), not as an exception before any status is written.
+    let attached: Ec2Eni[];
+    let vpcs: Ec2Vpc[];
+    try {
+      attached = await this.ec2.describeNetworkInterfaces({ instanceId });
+      if (attached.length === 0) {
+        const inst = await this.ec2.describeInstance(instanceId);
+        if (!inst || inst.state === 'terminated' || inst.state === 'shutting-down') {
+          return { ...fail(`instance ${instanceId} is ${inst?.state ?? 'gone'}`), pool: {}, enis: {} };
+        }
       }
+      vpcs = await this.cache.getVpcs();
+      this.subnetList = await this.cache.getSubnets();
+    } catch (e) {
+      return fail(`EC2: ${e instanceof Error ? e.message : String(e)}`);
     }
     for (const e of attached) mem.pendingEnis.delete(e.id);
-    const vpcs = await this.cache.getVpcs();
     const usable = (e: Ec2Eni): boolean => (e.deviceIndex ?? 0) >= firstIndex && !matchesTags(e.tags, eniSpec['exclude-interface-tags']);
     const usePD = eniSpec['use-prefix-delegation'] === true && limits.hypervisor === 'nitro';
 
@@ -168,8 +179,6 @@ export class NodeSyncer {
       }
       return { pool, enis };
     };
-    // Subnet CIDRs for the ENI view and the result's gateway.
-    this.subnetList = await this.cache.getSubnets();
 
     let { pool } = view();
     let plan = planAllocation(params, Object.keys(pool).length, Object.keys(used).length, pendingPods);
@@ -252,6 +261,18 @@ export class NodeSyncer {
     return enis.some((e) => e.prefixes.some((p) => ipm.contains(p, a)));
   }
 
+  /**
+   * Rolls back an ENI this sync created but could not attach. A failure here leaves a dangling ENI (the ENI
+   * GC deletes it later): it is reported, never dropped, and the allocation error stays the sync's error.
+   */
+  private async deleteCreatedEni(id: string): Promise<void> {
+    try {
+      await this.ec2.deleteNetworkInterface(id);
+    } catch (err) {
+      this.opts.onCleanupError?.('DeleteNetworkInterface', id, err);
+    }
+  }
+
   /** One EC2 allocation action; returns the number of IPs gained (0 = nothing possible). */
   private async allocateOnce(node: CiliumNode, attached: Ec2Eni[], mem: NodeMemory, limits: InstanceLimits, firstIndex: number,
     usable: (e: Ec2Eni) => boolean, usePD: boolean, want: number, actions: string[]): Promise<number> {
@@ -315,13 +336,13 @@ export class NodeSyncer {
       } catch (err) {
         // Device index taken behind our back: try the next one; anything else rolls the ENI back.
         if (err instanceof Ec2Error && /InvalidParameterValue|AttachmentLimitExceeded|index/i.test(`${err.code} ${err.message}`) && tries < 2) { taken.add(index); continue; }
-        await this.ec2.deleteNetworkInterface(eni.id).catch(() => undefined);
+        await this.deleteCreatedEni(eni.id);
         mem.pendingEnis.delete(eni.id);
         throw err;
       }
     }
     if (!attachmentId) {
-      await this.ec2.deleteNetworkInterface(eni.id).catch(() => undefined);
+      await this.deleteCreatedEni(eni.id);
       mem.pendingEnis.delete(eni.id);
       return 0;
     }

@@ -43,6 +43,7 @@ export class OperatorMetrics {
   readonly allocations: Counter<'type'>;
   readonly errors: Counter<'node'>;
   readonly gcDeleted: Counter;
+  readonly cleanupErrors: Counter<'operation'>;
   constructor(readonly registry: Registry) {
     const registers = [registry];
     this.available = new Gauge({ name: 'cilium_operator_ipam_available_ips', help: 'IPs in the node pool', labelNames: ['node'], registers });
@@ -51,6 +52,7 @@ export class OperatorMetrics {
     this.allocations = new Counter({ name: 'cilium_operator_ipam_ec2_actions_total', help: 'EC2 allocation actions (assign, create, unassign)', labelNames: ['type'], registers });
     this.errors = new Counter({ name: 'cilium_operator_ipam_node_errors_total', help: 'Node syncs that ended with an error', labelNames: ['node'], registers });
     this.gcDeleted = new Counter({ name: 'cilium_operator_eni_gc_deleted_total', help: 'Dangling ENIs deleted by the GC', registers });
+    this.cleanupErrors = new Counter({ name: 'cilium_operator_ipam_cleanup_errors_total', help: 'Clean-up calls that failed (ENI deletes after a failed attach, ENI GC)', labelNames: ['operation'], registers });
   }
 }
 
@@ -100,6 +102,7 @@ export class Operator {
     }
     this.syncer = new NodeSyncer(opts.ec2, {
       clusterName: opts.clusterName, limits: opts.limits, releaseExcess: opts.releaseExcess, excessDelayMs: opts.excessDelayMs,
+      onCleanupError: (operation, id, err) => this.cleanupFailed(operation, id, err),
     });
     this.controller = new Controller({ name: 'cilium-eni-ipam', workers: opts.workers ?? 50, reconcile: (r) => this.reconcile(r.name), metrics: this.kubeMetrics, logger: this.log });
     const enqueue = (n: CiliumNode): void => this.controller.enqueue(n.metadata.name!);
@@ -176,7 +179,10 @@ export class Operator {
     const res = await this.syncer.sync(node, mem, this.pendingPods(name));
     this.last.set(name, res);
     for (const a of res.actions) this.metrics.allocations.inc({ type: a.split(' ')[0] });
-    if (res.error) this.metrics.errors.inc({ node: name });
+    if (res.error) {
+      this.metrics.errors.inc({ node: name });
+      this.log.warn('node sync incomplete', { node: name, error: res.error });
+    }
     this.metrics.available.set({ node: name }, Object.keys(res.pool).length);
     this.metrics.used.set({ node: name }, Object.keys(node.status?.ipam?.used ?? {}).length);
     this.metrics.needed.set({ node: name }, res.plan.needed);
@@ -210,11 +216,21 @@ export class Operator {
     const dangling = await this.opts.ec2.describeNetworkInterfaces({ tags: { [TAG_CLUSTER]: this.opts.clusterName }, status: 'available' });
     const deleted: string[] = [];
     for (const e of dangling.slice(0, 25)) {
-      await this.opts.ec2.deleteNetworkInterface(e.id);
+      try {
+        await this.opts.ec2.deleteNetworkInterface(e.id);
+      } catch (err) {
+        this.cleanupFailed('DeleteNetworkInterface', e.id, err); // one stuck ENI must not stop the others
+        continue;
+      }
       this.metrics.gcDeleted.inc();
       deleted.push(e.id);
     }
     return deleted;
+  }
+
+  private cleanupFailed(operation: string, id: string, err: unknown): void {
+    this.metrics.cleanupErrors.inc({ operation });
+    this.log.error('clean-up failed', { operation, id, error: err instanceof Error ? err.message : String(err) });
   }
 
   /** Runs the operator only while holding the Lease `name` in `namespace`. Resolves when stopped. */

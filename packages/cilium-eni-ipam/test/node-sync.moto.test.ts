@@ -137,6 +137,27 @@ test('failures: an attach that fails rolls the new ENI back (no dangling ENI) an
   expect(proxy.calls.DeleteNetworkInterface).toBe(1);
 });
 
+test('failures: a roll-back delete that fails too is reported with the ENI id, and the attach error stays the sync error', async () => {
+  const [i] = await runInstances(w, 1);
+  proxy.rules.push({ action: 'AttachNetworkInterface', code: 'UnauthorizedOperation', status: 403 });
+  proxy.rules.push({ action: 'DeleteNetworkInterface', code: 'UnauthorizedOperation', status: 403 });
+  const reported: { operation: string; id: string; err: unknown }[] = [];
+  const r = await syncer(ec2(), { onCleanupError: (operation, id, err) => reported.push({ operation, id, err }) })
+    .sync(node(i, { ipam: { 'min-allocate': 12 } }), newMemory());
+  expect(r.error).toMatch(/AttachNetworkInterface: UnauthorizedOperation/);
+  expect(reported).toHaveLength(1);
+  expect(reported[0]).toMatchObject({ operation: 'DeleteNetworkInterface', id: expect.stringMatching(/^eni-/) });
+  expect(String(reported[0]!.err)).toMatch(/UnauthorizedOperation/);
+});
+
+test('EC2 unreachable: the sync ends with the error instead of throwing, and changes nothing', async () => {
+  const [i] = await runInstances(w, 1);
+  proxy.rules.push({ action: '*', code: 'Unavailable', status: 503 });
+  const r = await syncer().sync(node(i), newMemory());
+  expect(r.error).toMatch(/^EC2: .*Unavailable/);
+  expect(r.actions).toEqual([]);
+});
+
 test('latency: 50 ms per call still completes', async () => {
   const [i] = await runInstances(w, 1);
   proxy.rules.push({ action: '*', latencyMs: 50 });

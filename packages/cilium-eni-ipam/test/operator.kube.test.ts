@@ -153,6 +153,29 @@ test('surge: 30 pending pods scheduled to a fresh node are covered in the first 
   await nodes().delete(name);
 });
 
+test('an EC2 outage shows in the CiliumNode status and the operator log, and clears when EC2 is back', async () => {
+  const { name } = await startAgent();
+  await eventually('first pool', async () => Object.keys((await nodes().get(name)).spec.ipam?.pool ?? {}).length >= 8);
+  const logged: string[] = [];
+  const write = process.stderr.write.bind(process.stderr);
+  const spy = jest.spyOn(process.stderr, 'write').mockImplementation((chunk: string | Uint8Array, ...rest: unknown[]) => {
+    logged.push(String(chunk));
+    return write(chunk as string, ...(rest as []));
+  });
+  proxy.rules.push({ action: '*', code: 'Unavailable', status: 503 });
+  try {
+    // Any change the operator reacts to makes it sync the node now.
+    await nodes().updateWithRetry(name, (cur) => { cur.spec.ipam = { ...cur.spec.ipam, 'pre-allocate': 9 }; return cur; });
+    const st = await eventually('operator-status.error', async () => (await nodes().get(name)).status?.ipam?.['operator-status']?.error);
+    expect(st).toMatch(/^EC2: .*Unavailable/);
+    await eventually('a warning in the operator log', () => logged.some((l) => l.includes('"node sync incomplete"') && l.includes(name)));
+  } finally {
+    proxy.rules.length = 0;
+    spy.mockRestore();
+  }
+  await eventually('error cleared', async () => (await nodes().get(name)).status?.ipam?.['operator-status']?.error === undefined);
+});
+
 test('release: excess IPs go through marked -> ready -> released; the agent never hands one out after unassign (cilium#13412)', async () => {
   const { agent, name, instanceId } = await startAgent('m5.large', { ipam: { 'pre-allocate': 14 } });
   const before = await eventually('pool of 14', async () => {

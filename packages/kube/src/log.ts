@@ -27,10 +27,14 @@ function errorReplacer(_key: string, value: unknown): unknown {
   return value;
 }
 
-/** The default logger of a kit module: JSON lines on stderr while CNIKIT_TRACE enables the module. */
+/**
+ * The default logger of a kit module: JSON lines on stderr. Warnings and errors are always written (an
+ * outage or a failed clean-up must show in a daemon's log without anyone knowing a switch); debug and info
+ * only while CNIKIT_TRACE enables the module.
+ */
 export function traceLogger(module: string, base: LogFields = {}): Logger {
   const write = (level: string, msg: string, fields?: LogFields): void => {
-    if (!traced(module)) return;
+    if ((level === 'debug' || level === 'info') && !traced(module)) return;
     const line = JSON.stringify({ time: new Date().toISOString(), level, msg, module, ...base, ...fields }, errorReplacer);
     process.stderr.write(`${line}\n`);
   };
