@@ -7,6 +7,7 @@
 import { spawnSync } from 'node:child_process';
 import { existsSync, linkSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, symlinkSync } from 'node:fs';
 import { join } from 'node:path';
+import { haveTool } from '../lib';
 import { buildFixtures, ROOT, runExe, type Startup } from './helpers';
 
 const VERSION = { env: { CNI_COMMAND: 'VERSION' }, input: '{"cniVersion":"1.1.0"}' };
@@ -36,7 +37,7 @@ describe.each<[Startup]>([['codecache'], ['snapshot']])('fixtures built with %s'
   });
 
   test('only one process is ever executed: the executable itself', async () => {
-    if (!existsSync('/usr/bin/strace')) return; // the PATH=/nonexistent runs above already show no node is looked up
+    if (!haveTool('/usr/bin/strace', 'tools/ci/setup.sh installs it; it shows every execve')) return;
     const trace = join(scratch, 'execve.trace');
     const exe = join(bin, 'fx-netlib');
     const r = spawnSync('/usr/bin/strace', ['-f', '-qq', '-e', 'trace=execve', '-o', trace, exe],

@@ -16,10 +16,10 @@ import { startCluster, stopCluster, freePort, type ClusterInfo } from '@cnikit/k
 import { startMoto, type Moto } from '@cnikit/cilium-eni-ipam-testing';
 import { makeWorld, runInstances, type World } from '@cnikit/cilium-eni-ipam-testing';
 import type { CiliumNode } from '../../packages/cilium-eni-ipam/src/types';
-import { CNI_PATH, Netns, deleteAllNamespaces, eventually, execPlugin, Daemons, hasPlugin, pluginPath, run, REPO_ROOT } from '../lib';
+import { CNI_PATH, Netns, deleteAllNamespaces, describeWithPlugin, eventually, execPlugin, Daemons, pluginPath, run, REPO_ROOT } from '../lib';
 
 const BINARIES = ['cilium-eni-operator', 'cilium-eni-agent', 'cilium-eni-ipam'];
-const describeBuilt = BINARIES.every(hasPlugin) ? describe : describe.skip;
+const describeBuilt = describeWithPlugin(...BINARIES);
 
 let cluster: ClusterInfo;
 let tls: { ca: Buffer; cert: Buffer; key: Buffer };

@@ -12,10 +12,10 @@ import * as os from 'node:os';
 import * as path from 'node:path';
 import { load, loadAll } from 'js-yaml';
 import { startCluster, stopCluster, freePort, type ClusterInfo } from '@cnikit/kube-testing';
-import { Netns, deleteAllNamespaces, eventually, Daemons, hasPlugin, pluginPath, run, REPO_ROOT } from '../lib';
+import { Netns, deleteAllNamespaces, describeWithPlugin, eventually, Daemons, pluginPath, run, REPO_ROOT } from '../lib';
 
 const BINARIES = ['coil', 'coild', 'coil-ipam-controller'];
-const describeBuilt = BINARIES.every(hasPlugin) ? describe : describe.skip;
+const describeBuilt = describeWithPlugin(...BINARIES);
 
 let cluster: ClusterInfo;
 let kubeconfig: string;

@@ -3,6 +3,7 @@
  * (/usr/lib/cni), cnitool (installed by tools/ci/setup.sh into ~/.cache/cnikit/bin), busybox.
  */
 import { accessSync, constants, existsSync } from 'node:fs';
+import { prerequisite } from '@cnikit/netlib-testing';
 import { homedir } from 'node:os';
 import { join, resolve } from 'node:path';
 
@@ -54,24 +55,22 @@ export const referencePluginPath = (name: string): string => join(REFERENCE_PLUG
 export const hasPlugin = (name: string): boolean => existsSync(pluginPath(name)) && isExecutable(pluginPath(name));
 
 /**
- * `describe` for a suite that needs one of our built plugins. When dist/bin/<name> is missing the
- * suite is skipped with a message, except under CI=true, where every test in it fails with a
- * message saying the plugin was not built (a missing binary must never turn CI green).
+ * `describe` for a suite that needs a prerequisite. When `ok` is false the suite is skipped with a message
+ * saying `why`, except under CI=true, where the suite fails with that message (a missing prerequisite must
+ * never turn CI green).
  */
-export function describeWithPlugin(name: string): jest.Describe {
-  if (hasPlugin(name)) return describe;
-  const why = `${pluginPath(name)} is missing: run \`npm run build\` first`;
-  if (!IS_CI) {
-    // eslint-disable-next-line no-console
-    console.warn(`[e2e] skipping tests of "${name}": ${why} (with CI=true these tests fail instead)`);
-    return describe.skip;
-  }
-  const failing = ((title: string, fn: () => void) =>
-    describe(title, () => {
-      beforeAll(() => {
-        throw new Error(`${why} (CI=true: tests that need it fail)`);
-      });
-      fn();
-    })) as jest.Describe;
-  return failing;
+export function describeIf(ok: boolean, what: string, why: string): jest.Describe {
+  if (prerequisite(ok, `tests of ${what}`, why)) return describe;
+  return describe.skip;
+}
+
+/** `describe` for a suite that needs our built executables (see describeIf). */
+export function describeWithPlugin(...names: string[]): jest.Describe {
+  const missing = names.filter((n) => !hasPlugin(n));
+  return describeIf(missing.length === 0, `"${names.join('", "')}"`, `${missing.map(pluginPath).join(', ')} missing: run \`npm run build\` first`);
+}
+
+/** For one test that needs a tool: true when it is there (see prerequisite: never a silent skip). */
+export function haveTool(path: string, why: string): boolean {
+  return prerequisite(existsSync(path), `a check that needs ${path}`, why);
 }

@@ -13,10 +13,10 @@ import * as path from 'node:path';
 import { openNetns, runInNetns } from '@cnikit/netlib';
 import { FakeOpenApi } from '@cnikit/terway-testing';
 import { hostVethName } from '../../packages/terway/src/datapath/eniip-veth';
-import { CNI_PATH, Netns, deleteAllNamespaces, describeWithPlugin, execPlugin, hasPlugin, pluginPath } from '../lib';
+import { CNI_PATH, Netns, deleteAllNamespaces, describeWithPlugin, execPlugin, pluginPath } from '../lib';
 
 // Needs both executables: skipped (or failing under CI) when either is missing.
-const describeBoth = hasPlugin('terway') ? describeWithPlugin('terwayd') : describeWithPlugin('terway');
+const describeBoth = describeWithPlugin('terway', 'terwayd');
 
 /** Inside the node namespace: no clash with anything on the machine. */
 const METRICS_PORT = 19190;

@@ -5,9 +5,8 @@
  * the process starts, from before it reads stdin to after it has finished.
  */
 import { spawn } from 'node:child_process';
-import { existsSync } from 'node:fs';
 import * as path from 'node:path';
-import { DIST_BIN, execPlugin, MacvlanNode, macvlanNode, Netns, snapshot, diffSnapshots } from '../lib';
+import { DIST_BIN, describeWithPlugin, execPlugin, MacvlanNode, macvlanNode, Netns, snapshot, diffSnapshots } from '../lib';
 
 jest.setTimeout(240_000);
 
@@ -46,8 +45,7 @@ async function timedAdd(topo: MacvlanNode, base: Record<string, string>, macvlan
   }
 }
 
-const haveBinary = existsSync(VETH);
-(haveBinary || process.env['CI'] ? describe : describe.skip)('veth ADD interrupted by SIGKILL, then DEL', () => {
+describeWithPlugin('veth')('veth ADD interrupted by SIGKILL, then DEL', () => {
   let topo: MacvlanNode;
   let pod: Netns;
   beforeAll(async () => {

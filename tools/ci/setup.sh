@@ -18,7 +18,7 @@ CNITOOL_VERSION=v1.3.1
 APT_PACKAGES=(
   podman runc conmon containernetworking-plugins
   iproute2 iptables nftables busybox-static util-linux procps time
-  iputils-ping iputils-arping openssl kmod
+  iputils-ping iputils-arping openssl kmod strace
   make g++ python3 ca-certificates
 )
 

@@ -5,7 +5,7 @@ import * as net from 'node:net';
 import * as os from 'node:os';
 import * as path from 'node:path';
 import { runPlugin } from '@cnikit/netlib';
-import { newNs, sh, useHostNetns } from '@cnikit/netlib-testing';
+import { newNs, prerequisite, sh, useHostNetns } from '@cnikit/netlib-testing';
 import * as plugin from '../src/plugin';
 import { PoolAllocator } from '../src/pool';
 import { stubAgent } from '@cnikit/cilium-eni-ipam-testing';
@@ -15,7 +15,7 @@ const VERSIONS = ['0.3.1', '0.4.0', '1.0.0', '1.1.0'];
 const CHECK_VERSIONS = ['0.4.0', '1.0.0', '1.1.0'];
 const MAC = '02:aa:bb:cc:dd:01';
 const root = process.getuid?.() === 0;
-const d = root ? describe : describe.skip;
+const d = prerequisite(root, 'the plugin routing tests', 'they need root (network namespaces)') ? describe : describe.skip;
 
 d('cilium-eni-ipam plugin (netns)', () => {
   let host: ReturnType<typeof newNs>;

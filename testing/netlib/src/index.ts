@@ -145,3 +145,15 @@ export async function sendUdp(ns: Netns, o: UdpBurst): Promise<number> {
   if (r.code !== 0) throw new Error(`sendUdp in ${ns.path}: exit ${r.code}: ${r.stderr}`);
   return Number(r.stdout);
 }
+
+/**
+ * Whether a test's prerequisite is there. A missing one never passes silently: under CI=true this throws
+ * (the suite fails with `why`); elsewhere the skip is announced on stderr and false is returned.
+ */
+export function prerequisite(ok: boolean, what: string, why: string): boolean {
+  if (ok) return true;
+  if (['1', 'true', 'yes'].includes((process.env['CI'] ?? '').toLowerCase())) throw new Error(`${what}: ${why} (CI=true: a missing prerequisite fails the tests)`);
+  // eslint-disable-next-line no-console
+  console.warn(`[test] skipping ${what}: ${why} (with CI=true these tests fail instead)`);
+  return false;
+}

@@ -8,6 +8,7 @@ import * as path from 'node:path';
 import { CniError, ConfigError, PluginNotFoundError, TransientError } from '../../src/errors';
 import { delegateAdd, delegateCheck, delegateDel, delegateGc, delegateStatus, findPlugin, type DelegateArgs } from '../../src/cni/delegate';
 import type { NetConf } from '../../src/cni/conf';
+import { prerequisite } from '@cnikit/netlib-testing';
 import { buildPlugin } from './fixtures/build';
 
 const HOST_LOCAL = '/usr/lib/cni/host-local';
@@ -66,7 +67,7 @@ async function caught(p: Promise<unknown>): Promise<CniError> {
   throw new Error('expected a CniError');
 }
 
-const maybe = haveHostLocal ? describe : describe.skip;
+const maybe = prerequisite(haveHostLocal, 'delegation to host-local', 'the reference host-local plugin is missing (apt-get install containernetworking-plugins)') ? describe : describe.skip;
 
 maybe('delegation to host-local', () => {
   for (const v of ['0.3.0', '0.3.1', '0.4.0', '1.0.0']) {
