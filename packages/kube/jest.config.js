@@ -1,13 +1,11 @@
 // Tests run against a real kube-apiserver + etcd (+ kube-controller-manager for the garbage collector),
 // started once per run by globalSetup (tools/cluster/build.sh builds and caches the binaries).
 const preset = require('../../jest.preset.js');
-const { esmPackages } = require('./jest.esm.js');
 
 module.exports = {
   ...preset,
   rootDir: __dirname,
   testMatch: ['<rootDir>/test/**/*.test.ts'],
-  transformIgnorePatterns: preset.transformIgnorePatterns.map((p) => p.replace('(?!(', `(?!(${esmPackages.join('|')}|`)),
   globalSetup: '<rootDir>/test/global-setup.ts',
   globalTeardown: '<rootDir>/test/global-teardown.ts',
   testTimeout: 60_000,

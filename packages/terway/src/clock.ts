@@ -17,8 +17,3 @@ export const realClock: Clock = {
     return () => clearTimeout(t);
   },
 };
-
-/** Lets pending promise jobs (and the ones they queue) run. */
-export async function flush(rounds = 20): Promise<void> {
-  for (let i = 0; i < rounds; i++) await new Promise<void>((r) => setImmediate(r));
-}

@@ -3,8 +3,7 @@
  * min/max, warm-up, idle reclaim, quotas, vSwitch choice, sticky IPs, GC,
  * and anchor #100 (a stuck ENI creation stalls nothing else).
  */
-import { FakeClock } from '@cnikit/terway-testing';
-import { flush } from '../src/clock';
+import { FakeClock, flush } from '@cnikit/terway-testing';
 import { EniIpPool, parsePoolConfig, pickVSwitch, PoolExhaustedError, type PoolConfig } from '../src/pool';
 import { MemoryCloud } from './memory-cloud';
 

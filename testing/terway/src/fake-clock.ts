@@ -1,5 +1,5 @@
 /** A manual Clock for terway's tests and benchmark: timers fire only inside `advance()`. */
-import { flush, type Clock } from '@cnikit/terway';
+import type { Clock } from '@cnikit/terway';
 
 interface Timer {
   at: number;
@@ -52,3 +52,7 @@ export class FakeClock implements Clock {
   }
 }
 
+/** Lets pending promise jobs (and the ones they queue) run. */
+export async function flush(rounds = 20): Promise<void> {
+  for (let i = 0; i < rounds; i++) await new Promise<void>((r) => setImmediate(r));
+}
