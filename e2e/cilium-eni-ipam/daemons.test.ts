@@ -33,7 +33,7 @@ function get<T>(url: string, opts: https.RequestOptions = {}): Promise<{ status:
       res.setEncoding('utf8');
       res.on('data', (c: string) => { text += c; });
       res.on('end', () => {
-        let body: unknown = {};
+        let body: unknown;
         try { body = text ? JSON.parse(text) : {}; } catch { body = {}; }
         resolve({ status: res.statusCode ?? 0, body: body as T, text });
       });

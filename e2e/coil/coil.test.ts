@@ -32,7 +32,7 @@ function api<T = Record<string, unknown>>(method: string, p: string, body?: unkn
       res.setEncoding('utf8');
       res.on('data', (c: string) => { text += c; });
       res.on('end', () => {
-        let parsed: unknown = {};
+        let parsed: unknown;
         try {
           parsed = text ? JSON.parse(text) : {};
         } catch {

@@ -97,7 +97,7 @@ export async function deleteAllNamespaces(): Promise<void> {
  * process). Used by the global setup and teardown.
  */
 export async function reapNamespaces(onlyRun?: string): Promise<string[]> {
-  let names: string[] = [];
+  let names: string[];
   try {
     names = readdirSync(NETNS_DIR);
   } catch {

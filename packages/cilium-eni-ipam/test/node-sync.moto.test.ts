@@ -234,5 +234,6 @@ test('stopped instance keeps its pool; a terminated instance with no ENIs emptie
   await terminateInstance(w, j);
   const api = ec2();
   r = await syncer(api).sync(node(j), newMemory());
+  expect(r.pool).toEqual({});
   expect(api.stats.calls.CreateNetworkInterface).toBeUndefined();
 });

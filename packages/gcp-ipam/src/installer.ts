@@ -59,7 +59,7 @@ export function install(o: InstallOptions): InstallReport {
   try {
     list = JSON.parse(text);
   } catch (err) {
-    throw new Error(`installer: ${file} is not JSON: ${(err as Error).message}`);
+    throw new Error(`installer: ${file} is not JSON: ${(err as Error).message}`, { cause: err });
   }
   if (!Array.isArray(list.plugins)) throw new Error(`installer: ${file} has no "plugins" array`);
   const { type: _ignored, ...settings } = o.ipam;

@@ -145,7 +145,6 @@ describe('bandwidth', () => {
     expect(sh(t.host.ns, `tc qdisc show dev ${a.hostVeth}`)).toMatch(/tbf .*rate 20Mbit/);
     const up = await tcpRate(t.pods[0]!, t.ext, '10.9.9.9');
     const down = await tcpRate(t.ext, t.pods[0]!, '192.168.1.50');
-    // eslint-disable-next-line no-console
     console.log(`terway bandwidth: egress limit 10 Mbit/s measured ${(up / 1e6).toFixed(2)}; ingress limit 20 Mbit/s measured ${(down / 1e6).toFixed(2)}`);
     // Load can only slow a transfer down, never speed it past a working shaper: the limit is asserted as an
     // upper bound (plus the burst's share), and that the shaper actually held packets back; the measured

@@ -34,7 +34,7 @@ export async function startCoil({ root, binDir, work, nodeNs, pool }) {
     const req = https.request(`${cluster.server}${p}`, { method, ...tls, headers: { Accept: 'application/json', ...(data ? { 'Content-Type': contentType } : {}) } }, (res) => {
       let text = '';
       res.on('data', (c) => { text += c; });
-      res.on('end', () => { let body = {}; try { body = text ? JSON.parse(text) : {}; } catch { body = { text }; } resolve({ status: res.statusCode, body }); });
+      res.on('end', () => { let body; try { body = text ? JSON.parse(text) : {}; } catch { body = { text }; } resolve({ status: res.statusCode, body }); });
     });
     req.on('error', reject);
     req.end(data);

@@ -22,6 +22,7 @@ const wrap = (code) => `(function (require, module, exports, __filename, __dirna
  * but keeps comments as written (ip-address's JSDoc has "§" and "–"). A \uXXXX escape
  * means the same character in all of those places, and is harmless in a comment.
  */
+// eslint-disable-next-line no-control-regex -- the ASCII range starts at NUL on purpose
 const ascii = (code) => code.replace(/[^\x00-\x7f]/g, (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, '0')}`);
 
 /** Compiles with the pinned Node, as the executable will, and keeps V8's code cache (top level only). */

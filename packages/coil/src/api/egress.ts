@@ -133,7 +133,7 @@ export function egressesOfPod(annotations: Record<string, string> | undefined): 
   return out.sort((a, b) => `${a.namespace}/${a.name}`.localeCompare(`${b.namespace}/${b.name}`));
 }
 
-export interface ServiceAccount extends KubeObject {}
+export type ServiceAccount = KubeObject;
 export const ServiceAccounts = defineResource<ServiceAccount>({ group: '', version: 'v1', kind: 'ServiceAccount', plural: 'serviceaccounts', namespaced: true });
 
 export interface RbacSubject {

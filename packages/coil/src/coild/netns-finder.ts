@@ -63,7 +63,7 @@ export function candidateNetnsPaths(runDirs: readonly string[] = ['/run/netns', 
     }
   };
   for (const dir of runDirs) {
-    let names: string[] = [];
+    let names: string[];
     try {
       names = fs.readdirSync(dir);
     } catch {

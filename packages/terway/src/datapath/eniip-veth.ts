@@ -231,7 +231,7 @@ async function repairFamily(hostNs: Netns, family: 4 | 6, want: Map<string, { ta
   const seen = new Set<string>();
   for (const r of rules) {
     let cidr: string | undefined;
-    let ok = false;
+    let ok: boolean;
     if (r.priority === PREF_TO_POD && r.dst) {
       cidr = r.dst;
       ok = want.has(cidr) && r.table === MAIN_TABLE;
