@@ -25,9 +25,17 @@ export default tseslint.config(
     // Shipped code never imports test support: test doubles live in the testing/ workspace packages.
     files: ['packages/*/src/**/*.ts'],
     rules: {
-      'no-restricted-imports': ['error', { patterns: [
-        { group: ['@cnikit/*-testing', '**/testing/**', '**/fake-*'], message: 'test support (testing/*) must not reach a shipped bundle' },
-      ] }],
+      'no-restricted-imports': [
+        'error',
+        {
+          patterns: [
+            {
+              group: ['@cnikit/*-testing', '**/testing/**', '**/fake-*'],
+              message: 'test support (testing/*) must not reach a shipped bundle',
+            },
+          ],
+        },
+      ],
     },
   },
   {

@@ -4,11 +4,28 @@
 // module system can load them: one list for every jest config here.
 const path = require('node:path');
 const esmOnly = [
-  'execa', 'figures', 'get-stream', 'human-signals', 'is-plain-obj', 'npm-run-path', 'path-key',
-  'pretty-ms', 'parse-ms', 'strip-final-newline', 'unicorn-magic', 'yoctocolors', '@sindresorhus',
-  'is-stream', 'is-unicode-supported',
+  'execa',
+  'figures',
+  'get-stream',
+  'human-signals',
+  'is-plain-obj',
+  'npm-run-path',
+  'path-key',
+  'pretty-ms',
+  'parse-ms',
+  'strip-final-newline',
+  'unicorn-magic',
+  'yoctocolors',
+  '@sindresorhus',
+  'is-stream',
+  'is-unicode-supported',
   // @kubernetes/client-node 2.x and the dependencies of it that ship only ES modules
-  '@kubernetes/client-node', 'openid-client', 'jose', 'oauth4webapi', 'socks-proxy-agent', 'agent-base',
+  '@kubernetes/client-node',
+  'openid-client',
+  'jose',
+  'oauth4webapi',
+  'socks-proxy-agent',
+  'agent-base',
 ];
 module.exports = {
   testEnvironment: 'node',

@@ -107,16 +107,23 @@ function linkFile(runtime, dest) {
 /** Regular executable files in dir, by name. */
 function executables(dir) {
   if (!fs.existsSync(dir)) fail(`${dir} does not exist: run npm run build first`);
-  return fs.readdirSync(dir).sort().filter((n) => {
-    if (n.startsWith('.')) return false; // a build's temp file
-    const st = fs.statSync(path.join(dir, n));
-    return st.isFile() && (st.mode & 0o111) !== 0;
-  });
+  return fs
+    .readdirSync(dir)
+    .sort()
+    .filter((n) => {
+      if (n.startsWith('.')) return false; // a build's temp file
+      const st = fs.statSync(path.join(dir, n));
+      return st.isFile() && (st.mode & 0o111) !== 0;
+    });
 }
 
 /** Executables the workspace declares as daemons or tools (not in "cnikit.cniPlugins"): they run as containers, not from /opt/cni/bin. */
 function notCniPlugins() {
-  return new Set(workspaceTargets(path.resolve(import.meta.dirname, '..')).filter((t) => !t.cni).map((t) => t.name));
+  return new Set(
+    workspaceTargets(path.resolve(import.meta.dirname, '..'))
+      .filter((t) => !t.cni)
+      .map((t) => t.name),
+  );
 }
 
 function installSeparate(from, prefix) {
@@ -142,7 +149,10 @@ function installMulticall(from, prefix, runtimeDest) {
 
 function installConflists(srcDir, confDir) {
   fs.mkdirSync(confDir, { recursive: true });
-  for (const n of fs.readdirSync(srcDir).filter((f) => /\.(conflist|conf|json)$/.test(f)).sort()) {
+  for (const n of fs
+    .readdirSync(srcDir)
+    .filter((f) => /\.(conflist|conf|json)$/.test(f))
+    .sort()) {
     report(copyFile(path.join(srcDir, n), path.join(confDir, n), 0o644), path.join(confDir, n));
   }
 }
@@ -162,9 +172,10 @@ function main() {
   if (!['separate', 'multicall'].includes(opt.mode)) fail(`--mode: separate or multicall, not ${opt.mode}`);
   const prefix = path.resolve(opt.prefix);
   fs.mkdirSync(prefix, { recursive: true });
-  const files = opt.mode === 'separate'
-    ? installSeparate(path.resolve(opt.from), prefix)
-    : installMulticall(path.resolve(opt.from), prefix, path.resolve(opt.runtime ?? path.join(prefix, MULTICALL)));
+  const files =
+    opt.mode === 'separate'
+      ? installSeparate(path.resolve(opt.from), prefix)
+      : installMulticall(path.resolve(opt.from), prefix, path.resolve(opt.runtime ?? path.join(prefix, MULTICALL)));
   if (opt['conf-dir']) installConflists(path.resolve(opt.conflists), path.resolve(opt['conf-dir']));
   console.log(`${opt.mode}: ${files.length} files, ${(diskBytes(files) / 1e6).toFixed(1)} MB on disk`);
 }

@@ -40,7 +40,14 @@ test.each([
   ['truncated', (f: string) => truncateSync(f, 1000)],
   ['empty', (f: string) => truncateSync(f, 0)],
   ['corrupted, same size', (f: string) => writeFileSync(f, Buffer.alloc(addonBytes.length, 0x5a))],
-  ['a symlink to another file', (f: string) => { rmSync(f); writeFileSync(`${f}.other`, 'x'); symlinkSync(`${f}.other`, f); }],
+  [
+    'a symlink to another file',
+    (f: string) => {
+      rmSync(f);
+      writeFileSync(`${f}.other`, 'x');
+      symlinkSync(`${f}.other`, f);
+    },
+  ],
 ])('a %s cache file is replaced', async (_what, spoil) => {
   const dir = fresh('broken');
   await dumpLinks({ CNIKIT_CACHE_DIR: dir });
@@ -55,11 +62,14 @@ test('a cache dir writable by others is not trusted: the next candidate is used'
   chmodSync(open, 0o777);
   const tmp = fresh('tmp');
   // /var/cache and /run made unusable, so the per-user dir under TMPDIR is the next candidate
-  const r = await inMountNs(`
+  const r = await inMountNs(
+    `
     mount -t tmpfs -o ro tmpfs /var/cache
     mount -t tmpfs -o ro tmpfs /run
     env -i PATH=/nonexistent CNI_COMMAND=LINKS CNIKIT_CACHE_DIR=${open} TMPDIR=${tmp} ${exe}
-    ls ${tmp}/cnikit-0 ${open}`, {});
+    ls ${tmp}/cnikit-0 ${open}`,
+    {},
+  );
   expect(r.stderr).toBe('');
   expect(r.code).toBe(0);
   expect(r.stdout).toContain(NETLINK_CACHE_NAME);
@@ -68,12 +78,15 @@ test('a cache dir writable by others is not trusted: the next candidate is used'
 
 test('read-only TMPDIR and CNIKIT_CACHE_DIR unset: falls back to a writable candidate (/run)', async () => {
   const ro = fresh('ro-tmp');
-  const r = await inMountNs(`
+  const r = await inMountNs(
+    `
     mount -t tmpfs -o ro tmpfs /var/cache
     mount -t tmpfs tmpfs /run
     mount -t tmpfs -o ro tmpfs ${ro}
     env -i PATH=/nonexistent CNI_COMMAND=LINKS TMPDIR=${ro} ${exe}
-    ls /run/cnikit`, {});
+    ls /run/cnikit`,
+    {},
+  );
   expect(r.stderr).toBe('');
   expect(r.code).toBe(0);
   expect(r.stdout).toContain('"lo"');
@@ -82,11 +95,14 @@ test('read-only TMPDIR and CNIKIT_CACHE_DIR unset: falls back to a writable cand
 
 test('a noexec cache dir (dlopen refuses it) falls back to the next candidate', async () => {
   const noexec = fresh('noexec');
-  const r = await inMountNs(`
+  const r = await inMountNs(
+    `
     mount -t tmpfs -o noexec tmpfs ${noexec}
     mount -t tmpfs tmpfs /var/cache
     env -i PATH=/nonexistent CNI_COMMAND=LINKS CNIKIT_CACHE_DIR=${noexec} ${exe}
-    ls /var/cache/cnikit`, {});
+    ls /var/cache/cnikit`,
+    {},
+  );
   expect(r.stderr).toBe('');
   expect(r.code).toBe(0);
   expect(r.stdout).toContain(NETLINK_CACHE_NAME);
@@ -96,22 +112,28 @@ test('a read-only dir that already holds the right file is used as it is', async
   const baked = fresh('baked');
   mkdirSync(baked, { recursive: true });
   writeFileSync(join(baked, NETLINK_CACHE_NAME), addonBytes, { mode: 0o644 });
-  const r = await inMountNs(`
+  const r = await inMountNs(
+    `
     mount --bind ${baked} ${baked}
     mount -o remount,bind,ro ${baked}
     mount -t tmpfs -o ro tmpfs /var/cache
     mount -t tmpfs -o ro tmpfs /run
-    env -i PATH=/nonexistent CNI_COMMAND=LINKS CNIKIT_CACHE_DIR=${baked} TMPDIR=/nonexistent ${exe}`, {});
+    env -i PATH=/nonexistent CNI_COMMAND=LINKS CNIKIT_CACHE_DIR=${baked} TMPDIR=/nonexistent ${exe}`,
+    {},
+  );
   expect({ code: r.code, stderr: r.stderr }).toEqual({ code: 0, stderr: '' });
 });
 
 test('no usable directory at all: a clear error naming every candidate', async () => {
   const ro = fresh('all-ro');
-  const r = await inMountNs(`
+  const r = await inMountNs(
+    `
     mount -t tmpfs -o ro tmpfs /var/cache
     mount -t tmpfs -o ro tmpfs /run
     mount -t tmpfs -o ro tmpfs ${ro}
-    env -i PATH=/nonexistent CNI_COMMAND=LINKS CNIKIT_CACHE_DIR=${ro}/x TMPDIR=${ro} ${exe}`, {});
+    env -i PATH=/nonexistent CNI_COMMAND=LINKS CNIKIT_CACHE_DIR=${ro}/x TMPDIR=${ro} ${exe}`,
+    {},
+  );
   expect(r.code).not.toBe(0);
   expect(r.stderr).toMatch(/native: addon netlink: no usable cache directory/);
   for (const dir of [`${ro}/x`, '/var/cache/cnikit', '/run/cnikit', `${ro}/cnikit-0`]) expect(r.stderr).toContain(`${dir}:`);

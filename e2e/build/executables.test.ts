@@ -30,7 +30,7 @@ describe.each<[Startup]>([['codecache'], ['snapshot']])('fixtures built with %s'
     }
   });
 
-  test('the program sees the caller\'s argv, env and stdin', async () => {
+  test("the program sees the caller's argv, env and stdin", async () => {
     const r = await runExe(join(bin, 'fx-version'), { args: ['a', 'b c'], env: { CNI_COMMAND: 'ADD' }, input: '{"x":1}' });
     expect(r.code).toBe(0);
     expect(JSON.parse(r.stdout)).toEqual({ argv: ['a', 'b c'], argv0: join(bin, 'fx-version'), command: 'ADD', stdin: '{"x":1}' });
@@ -40,10 +40,15 @@ describe.each<[Startup]>([['codecache'], ['snapshot']])('fixtures built with %s'
     if (!haveTool('/usr/bin/strace', 'tools/ci/setup.sh installs it; it shows every execve')) return;
     const trace = join(scratch, 'execve.trace');
     const exe = join(bin, 'fx-netlib');
-    const r = spawnSync('/usr/bin/strace', ['-f', '-qq', '-e', 'trace=execve', '-o', trace, exe],
-      { env: { PATH: '/nonexistent', CNI_COMMAND: 'VERSION' }, input: '{}', encoding: 'utf8' });
+    const r = spawnSync('/usr/bin/strace', ['-f', '-qq', '-e', 'trace=execve', '-o', trace, exe], {
+      env: { PATH: '/nonexistent', CNI_COMMAND: 'VERSION' },
+      input: '{}',
+      encoding: 'utf8',
+    });
     expect(r.status).toBe(0);
-    const execs = readFileSync(trace, 'utf8').split('\n').filter((l) => l.includes('execve('));
+    const execs = readFileSync(trace, 'utf8')
+      .split('\n')
+      .filter((l) => l.includes('execve('));
     expect(execs).toHaveLength(1);
     expect(execs[0]).toContain(exe);
   });

@@ -34,7 +34,9 @@ test('multicall: one runtime, every plugin name a hard link to it, conflists cop
   for (const p of PROGRAMS) expect(statSync(join(dir, p)).ino).toBe(runtime.ino);
   expect(readdirSync(net)).toContain('10-macvlan-veth.conflist');
   // the whole install occupies one executable's blocks
-  expect(first.at(-1)).toMatch(new RegExp(`^multicall: ${PROGRAMS.length + 1} files, ${(runtime.blocks * 512 / 1e6).toFixed(1)} MB on disk$`));
+  expect(first.at(-1)).toMatch(
+    new RegExp(`^multicall: ${PROGRAMS.length + 1} files, ${((runtime.blocks * 512) / 1e6).toFixed(1)} MB on disk$`),
+  );
 
   const again = install('--prefix', dir, '--mode', 'multicall', '--conf-dir', net);
   expect(again.filter((l) => !l.startsWith('multicall:')).every((l) => l.startsWith('unchanged'))).toBe(true);

@@ -16,7 +16,18 @@ import { startCluster, stopCluster, freePort, type ClusterInfo } from '@cnikit/k
 import { startMoto, type Moto } from '@cnikit/cilium-eni-ipam-testing';
 import { makeWorld, runInstances, type World } from '@cnikit/cilium-eni-ipam-testing';
 import type { CiliumNode } from '../../packages/cilium-eni-ipam/src/types';
-import { CNI_PATH, Netns, deleteAllNamespaces, describeWithPlugin, eventually, execPlugin, Daemons, pluginPath, run, REPO_ROOT } from '../lib';
+import {
+  CNI_PATH,
+  Netns,
+  deleteAllNamespaces,
+  describeWithPlugin,
+  eventually,
+  execPlugin,
+  Daemons,
+  pluginPath,
+  run,
+  REPO_ROOT,
+} from '../lib';
 
 const BINARIES = ['cilium-eni-operator', 'cilium-eni-agent', 'cilium-eni-ipam'];
 const describeBuilt = describeWithPlugin(...BINARIES);
@@ -28,23 +39,36 @@ const work = fs.mkdtempSync(path.join(os.tmpdir(), 'cilium-eni-e2e-'));
 function get<T>(url: string, opts: https.RequestOptions = {}): Promise<{ status: number; body: T; text: string }> {
   const mod = url.startsWith('https:') ? https : (require('node:http') as typeof https);
   return new Promise((resolve, reject) => {
-    mod.get(url, { headers: { Accept: 'application/json' }, ...opts }, (res) => {
-      let text = '';
-      res.setEncoding('utf8');
-      res.on('data', (c: string) => { text += c; });
-      res.on('end', () => {
-        let body: unknown;
-        try { body = text ? JSON.parse(text) : {}; } catch { body = {}; }
-        resolve({ status: res.statusCode ?? 0, body: body as T, text });
-      });
-    }).on('error', reject);
+    mod
+      .get(url, { headers: { Accept: 'application/json' }, ...opts }, (res) => {
+        let text = '';
+        res.setEncoding('utf8');
+        res.on('data', (c: string) => {
+          text += c;
+        });
+        res.on('end', () => {
+          let body: unknown;
+          try {
+            body = text ? JSON.parse(text) : {};
+          } catch {
+            body = {};
+          }
+          resolve({ status: res.statusCode ?? 0, body: body as T, text });
+        });
+      })
+      .on('error', reject);
   });
 }
 const api = <T>(p: string) => get<T>(`${cluster.server}${p}`, tls);
 
 const daemons = new Daemons(work);
 
-const logs = (): string => fs.readdirSync(work).filter((f) => f.endsWith('.log')).map((f) => `--- ${f}\n${fs.readFileSync(path.join(work, f), 'utf8').slice(-3000)}`).join('\n');
+const logs = (): string =>
+  fs
+    .readdirSync(work)
+    .filter((f) => f.endsWith('.log'))
+    .map((f) => `--- ${f}\n${fs.readFileSync(path.join(work, f), 'utf8').slice(-3000)}`)
+    .join('\n');
 
 describeBuilt('cilium-eni daemons (built operator + agent, real API server, moto)', () => {
   let moto: Moto;
@@ -59,7 +83,10 @@ describeBuilt('cilium-eni daemons (built operator + agent, real API server, moto
     w = await makeWorld(moto.endpoint);
     [instanceId] = await runInstances(w, 1, 'm5.large');
     cluster = await startCluster({ stateDir: path.join(work, 'cluster'), buildScript: path.join(REPO_ROOT, 'tools/cluster/build.sh') });
-    const kc = load(fs.readFileSync(cluster.kubeconfig, 'utf8')) as { clusters: { cluster: Record<string, string> }[]; users: { user: Record<string, string> }[] };
+    const kc = load(fs.readFileSync(cluster.kubeconfig, 'utf8')) as {
+      clusters: { cluster: Record<string, string> }[];
+      users: { user: Record<string, string> }[];
+    };
     tls = {
       ca: Buffer.from(kc.clusters[0]!.cluster['certificate-authority-data']!, 'base64'),
       cert: Buffer.from(kc.users[0]!.user['client-certificate-data']!, 'base64'),
@@ -88,32 +115,80 @@ describeBuilt('cilium-eni daemons (built operator + agent, real API server, moto
     expect(help.stdout).toMatch(/Usage: cilium-eni-agent[\s\S]*--pre-allocate/);
   });
 
-  test('operator installs the CRD and fills the pool of the agent\'s node from EC2; the plugin binary gets an IP', async () => {
-    daemons.start('cilium-eni-operator', [
-      '--kubeconfig', cluster.kubeconfig, '--install-crd', '--cluster-name', 'e2e', '--ec2-endpoint', moto.endpoint, '--region', 'us-east-1',
-      '--leader-election-namespace', 'default', '--eni-gc-interval', '0', '--metrics-address', `127.0.0.1:${metricsPort}`,
-    ], 'operator.log');
-    await eventually(async () => {
-      const r = await api('/apis/cilium.io/v2/ciliumnodes');
-      if (r.status !== 200) throw new Error(`CRD not served yet: ${r.status}`);
-    }, 60_000, 250).catch((e) => { throw new Error(`${(e as Error).message}\n${logs()}`); });
+  test("operator installs the CRD and fills the pool of the agent's node from EC2; the plugin binary gets an IP", async () => {
+    daemons.start(
+      'cilium-eni-operator',
+      [
+        '--kubeconfig',
+        cluster.kubeconfig,
+        '--install-crd',
+        '--cluster-name',
+        'e2e',
+        '--ec2-endpoint',
+        moto.endpoint,
+        '--region',
+        'us-east-1',
+        '--leader-election-namespace',
+        'default',
+        '--eni-gc-interval',
+        '0',
+        '--metrics-address',
+        `127.0.0.1:${metricsPort}`,
+      ],
+      'operator.log',
+    );
+    await eventually(
+      async () => {
+        const r = await api('/apis/cilium.io/v2/ciliumnodes');
+        if (r.status !== 200) throw new Error(`CRD not served yet: ${r.status}`);
+      },
+      60_000,
+      250,
+    ).catch((e) => {
+      throw new Error(`${(e as Error).message}\n${logs()}`);
+    });
 
-    const agent = daemons.start('cilium-eni-agent', [
-      '--kubeconfig', cluster.kubeconfig, '--node-name', nodeName, '--socket', socket,
-      '--instance-id', instanceId, '--instance-type', 'm5.large', '--vpc-id', w.vpcId, '--availability-zone', w.az, '--node-subnet-id', w.nodeSubnetId,
-      '--pre-allocate', '4',
-    ], 'agent.log');
+    const agent = daemons.start(
+      'cilium-eni-agent',
+      [
+        '--kubeconfig',
+        cluster.kubeconfig,
+        '--node-name',
+        nodeName,
+        '--socket',
+        socket,
+        '--instance-id',
+        instanceId,
+        '--instance-type',
+        'm5.large',
+        '--vpc-id',
+        w.vpcId,
+        '--availability-zone',
+        w.az,
+        '--node-subnet-id',
+        w.nodeSubnetId,
+        '--pre-allocate',
+        '4',
+      ],
+      'agent.log',
+    );
 
     // The node gets its pool: at least pre-allocate IPs, each on an ENI described in status.eni.enis.
-    const node = await eventually(async () => {
-      const r = await api<CiliumNode>(`/apis/cilium.io/v2/ciliumnodes/${nodeName}`);
-      if (r.status !== 200) throw new Error(`CiliumNode ${nodeName}: ${r.status}`);
-      const n = r.body;
-      const enis = n.status?.eni?.enis ?? {};
-      const pool = Object.entries(n.spec.ipam?.pool ?? {}).filter(([, v]) => v.resource !== undefined && v.resource in enis);
-      if (pool.length < 4) throw new Error(`pool of ${nodeName}: ${pool.length} usable IPs`);
-      return n;
-    }, 90_000, 500).catch((e) => { throw new Error(`${(e as Error).message}\n${logs()}`); });
+    const node = await eventually(
+      async () => {
+        const r = await api<CiliumNode>(`/apis/cilium.io/v2/ciliumnodes/${nodeName}`);
+        if (r.status !== 200) throw new Error(`CiliumNode ${nodeName}: ${r.status}`);
+        const n = r.body;
+        const enis = n.status?.eni?.enis ?? {};
+        const pool = Object.entries(n.spec.ipam?.pool ?? {}).filter(([, v]) => v.resource !== undefined && v.resource in enis);
+        if (pool.length < 4) throw new Error(`pool of ${nodeName}: ${pool.length} usable IPs`);
+        return n;
+      },
+      90_000,
+      500,
+    ).catch((e) => {
+      throw new Error(`${(e as Error).message}\n${logs()}`);
+    });
     expect(node.spec['instance-id']).toBe(instanceId);
     expect(node.spec.eni).toMatchObject({ 'instance-type': 'm5.large', 'vpc-id': w.vpcId });
     expect(node.status?.ipam?.['operator-status']?.error).toBeFalsy();
@@ -121,7 +196,13 @@ describeBuilt('cilium-eni daemons (built operator + agent, real API server, moto
     expect(metrics.text).toMatch(new RegExp(`cilium_operator_ipam_available_ips\\{node="${nodeName}"\\} [1-9]`));
 
     // The agent serves its socket once the pool is there; a node namespace holds every ENI's link.
-    await eventually(async () => { if (!fs.existsSync(socket)) throw new Error('agent socket not there'); }, 30_000, 200);
+    await eventually(
+      async () => {
+        if (!fs.existsSync(socket)) throw new Error('agent socket not there');
+      },
+      30_000,
+      200,
+    );
     const host = await Netns.create('enid');
     const enis = Object.values(node.status!.eni!.enis!);
     for (const e of enis) {
@@ -129,31 +210,56 @@ describeBuilt('cilium-eni daemons (built operator + agent, real API server, moto
       await host.ip('link', 'set', `eni${e.number}p`, 'up');
     }
     const conf = { cniVersion: '1.1.0', name: 'eni', type: 'cilium-cni', ipam: { type: 'cilium-eni-ipam', socket } };
-    const env = (cmd: string) => ({ CNI_COMMAND: cmd, CNI_CONTAINERID: 'e2e-daemons-01', CNI_NETNS: '/run/netns/none', CNI_IFNAME: 'eth0', CNI_PATH });
+    const env = (cmd: string) => ({
+      CNI_COMMAND: cmd,
+      CNI_CONTAINERID: 'e2e-daemons-01',
+      CNI_NETNS: '/run/netns/none',
+      CNI_IFNAME: 'eth0',
+      CNI_PATH,
+    });
     const add = await execPlugin(pluginPath('cilium-eni-ipam'), env('ADD'), conf, host);
     if (add.code !== 0) throw new Error(`ADD failed: ${add.stdout} ${add.stderr}\n${logs()}`);
     const ip = String(add.json.ips[0].address).split('/')[0]!;
     expect(node.spec.ipam!.pool![ip]).toBeDefined();
     const eni = node.status!.eni!.enis![node.spec.ipam!.pool![ip]!.resource!]!;
-    expect(add.json).toMatchObject({ interfaces: [{ name: `eni${eni.number}`, mac: eni.mac }], ips: [{ gateway: '10.0.0.1' }], routes: [{ dst: '10.0.0.0/16', gw: '10.0.0.1' }] });
+    expect(add.json).toMatchObject({
+      interfaces: [{ name: `eni${eni.number}`, mac: eni.mac }],
+      ips: [{ gateway: '10.0.0.1' }],
+      routes: [{ dst: '10.0.0.0/16', gw: '10.0.0.1' }],
+    });
     expect(await host.ip('rule', 'show')).toContain(`from ${ip} lookup ${10 + eni.number}`);
 
     // CHECK passes against the real agent; the agent published the allocation as used.
     const chk = await execPlugin(pluginPath('cilium-eni-ipam'), env('CHECK'), { ...conf, prevResult: add.json }, host);
     expect(chk.code).toBe(0);
-    await eventually(async () => {
-      const r = await api<CiliumNode>(`/apis/cilium.io/v2/ciliumnodes/${nodeName}`);
-      if (r.body.status?.ipam?.used?.[ip]?.owner !== 'e2e-daemons-01/eth0') throw new Error(`used: ${JSON.stringify(r.body.status?.ipam?.used)}`);
-    }, 20_000, 250);
+    await eventually(
+      async () => {
+        const r = await api<CiliumNode>(`/apis/cilium.io/v2/ciliumnodes/${nodeName}`);
+        if (r.body.status?.ipam?.used?.[ip]?.owner !== 'e2e-daemons-01/eth0')
+          throw new Error(`used: ${JSON.stringify(r.body.status?.ipam?.used)}`);
+      },
+      20_000,
+      250,
+    );
 
     // GC with no valid attachment frees it and removes the rule.
-    const gc = await execPlugin(pluginPath('cilium-eni-ipam'), { CNI_COMMAND: 'GC', CNI_PATH }, { ...conf, 'cni.dev/valid-attachments': [] }, host);
+    const gc = await execPlugin(
+      pluginPath('cilium-eni-ipam'),
+      { CNI_COMMAND: 'GC', CNI_PATH },
+      { ...conf, 'cni.dev/valid-attachments': [] },
+      host,
+    );
     expect(gc.code).toBe(0);
     expect(await host.ip('rule', 'show')).not.toContain(`from ${ip} `);
-    await eventually(async () => {
-      const r = await api<CiliumNode>(`/apis/cilium.io/v2/ciliumnodes/${nodeName}`);
-      if (Object.keys(r.body.status?.ipam?.used ?? {}).length !== 0) throw new Error(`used: ${JSON.stringify(r.body.status?.ipam?.used)}`);
-    }, 20_000, 250);
+    await eventually(
+      async () => {
+        const r = await api<CiliumNode>(`/apis/cilium.io/v2/ciliumnodes/${nodeName}`);
+        if (Object.keys(r.body.status?.ipam?.used ?? {}).length !== 0)
+          throw new Error(`used: ${JSON.stringify(r.body.status?.ipam?.used)}`);
+      },
+      20_000,
+      250,
+    );
     await daemons.stop(agent);
   });
 });

@@ -27,7 +27,19 @@ describeWithPlugin('cilium-eni-ipam')('cilium-eni-ipam binary', () => {
     pool.setNode({
       metadata: { name: 'n' },
       spec: { ipam: { pool: { '172.16.32.20': { resource: 'eni-2' } } } },
-      status: { eni: { enis: { 'eni-2': { id: 'eni-2', mac: MAC, number: 2, subnet: { id: 's', cidr: '172.16.32.0/20' }, vpc: { id: 'v', cidrs: ['172.16.0.0/16'] } } } } },
+      status: {
+        eni: {
+          enis: {
+            'eni-2': {
+              id: 'eni-2',
+              mac: MAC,
+              number: 2,
+              subnet: { id: 's', cidr: '172.16.32.0/20' },
+              vpc: { id: 'v', cidrs: ['172.16.0.0/16'] },
+            },
+          },
+        },
+      },
     });
     srv = await stubAgent(path.join(dir, 'agent.sock'), pool);
   });
@@ -38,14 +50,22 @@ describeWithPlugin('cilium-eni-ipam')('cilium-eni-ipam binary', () => {
   });
 
   const conf = { cniVersion: '1.0.0', name: 'eni', type: 'cilium-cni', ipam: { type: 'cilium-eni-ipam', socket: '' } };
-  const env = (cmd: string) => ({ CNI_COMMAND: cmd, CNI_CONTAINERID: 'e2e-eni-0001', CNI_NETNS: '/run/netns/none', CNI_IFNAME: 'eth0', CNI_PATH });
+  const env = (cmd: string) => ({
+    CNI_COMMAND: cmd,
+    CNI_CONTAINERID: 'e2e-eni-0001',
+    CNI_NETNS: '/run/netns/none',
+    CNI_IFNAME: 'eth0',
+    CNI_PATH,
+  });
 
   test('ADD returns the ENI IP and sets the rule into table 12; DEL removes it; the lease is freed', async () => {
     const c = { ...conf, ipam: { ...conf.ipam, socket: path.join(dir, 'agent.sock') } };
     const add = await execPlugin(pluginPath('cilium-eni-ipam'), env('ADD'), c, node);
     expect(add.code).toBe(0);
     expect(add.json).toMatchObject({
-      cniVersion: '1.0.0', interfaces: [{ name: 'eni2', mac: MAC }], ips: [{ address: '172.16.32.20/20', gateway: '172.16.32.1' }],
+      cniVersion: '1.0.0',
+      interfaces: [{ name: 'eni2', mac: MAC }],
+      ips: [{ address: '172.16.32.20/20', gateway: '172.16.32.1' }],
       routes: [{ dst: '172.16.0.0/16', gw: '172.16.32.1' }],
     });
     expect(await node.ip('rule', 'show')).toMatch(/111:\s+from 172\.16\.32\.20 lookup 12/);

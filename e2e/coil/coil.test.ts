@@ -22,25 +22,41 @@ let kubeconfig: string;
 let tls: { ca: Buffer; cert: Buffer; key: Buffer };
 const work = fs.mkdtempSync(path.join(os.tmpdir(), 'coil-e2e-'));
 
-function api<T = Record<string, unknown>>(method: string, p: string, body?: unknown, contentType = 'application/json'): Promise<{ status: number; body: T }> {
+function api<T = Record<string, unknown>>(
+  method: string,
+  p: string,
+  body?: unknown,
+  contentType = 'application/json',
+): Promise<{ status: number; body: T }> {
   return new Promise((resolve, reject) => {
     const data = body === undefined ? undefined : JSON.stringify(body);
-    const req = https.request(`${cluster.server}${p}`, {
-      method, ...tls, headers: { Accept: 'application/json', ...(data ? { 'Content-Type': contentType, 'Content-Length': Buffer.byteLength(data) } : {}) },
-    }, (res) => {
-      let text = '';
-      res.setEncoding('utf8');
-      res.on('data', (c: string) => { text += c; });
-      res.on('end', () => {
-        let parsed: unknown;
-        try {
-          parsed = text ? JSON.parse(text) : {};
-        } catch {
-          parsed = { text }; // e.g. "404 page not found" while a CRD is being established
-        }
-        resolve({ status: res.statusCode ?? 0, body: parsed as T });
-      });
-    });
+    const req = https.request(
+      `${cluster.server}${p}`,
+      {
+        method,
+        ...tls,
+        headers: {
+          Accept: 'application/json',
+          ...(data ? { 'Content-Type': contentType, 'Content-Length': Buffer.byteLength(data) } : {}),
+        },
+      },
+      (res) => {
+        let text = '';
+        res.setEncoding('utf8');
+        res.on('data', (c: string) => {
+          text += c;
+        });
+        res.on('end', () => {
+          let parsed: unknown;
+          try {
+            parsed = text ? JSON.parse(text) : {};
+          } catch {
+            parsed = { text }; // e.g. "404 page not found" while a CRD is being established
+          }
+          resolve({ status: res.statusCode ?? 0, body: parsed as T });
+        });
+      },
+    );
     req.on('error', reject);
     req.end(data);
   });
@@ -49,45 +65,89 @@ const coilPath = (plural: string, name = ''): string => `/apis/coil.cybozu.com/v
 
 function http(url: string): Promise<{ status: number; text: string }> {
   return new Promise((resolve, reject) => {
-    require('node:http').get(url, (res: import('node:http').IncomingMessage) => {
-      let text = '';
-      res.on('data', (c: Buffer) => { text += c.toString(); });
-      res.on('end', () => resolve({ status: res.statusCode ?? 0, text }));
-    }).on('error', reject);
+    require('node:http')
+      .get(url, (res: import('node:http').IncomingMessage) => {
+        let text = '';
+        res.on('data', (c: Buffer) => {
+          text += c.toString();
+        });
+        res.on('end', () => resolve({ status: res.statusCode ?? 0, text }));
+      })
+      .on('error', reject);
   });
 }
 
 const daemons = new Daemons(work);
 
-interface Node { name: string; ns: Netns; ip: string; socket: string; metrics: number; health: number; proc?: ChildProcess }
+interface Node {
+  name: string;
+  ns: Netns;
+  ip: string;
+  socket: string;
+  metrics: number;
+  health: number;
+  proc?: ChildProcess;
+}
 
 async function startCoild(n: Node): Promise<void> {
-  n.proc = daemons.start('coild', [
-    '--kubeconfig', kubeconfig, '--netns', n.ns.path, '--node-name', n.name, '--socket', n.socket, '--enable-egress',
-    '--metrics-addr', `127.0.0.1:${n.metrics}`, '--health-addr', `127.0.0.1:${n.health}`,
-  ], `${n.name}.log`);
-  await eventually(async () => {
-    const r = await http(`http://127.0.0.1:${n.health}/readyz`);
-    if (r.status !== 200) throw new Error(`coild ${n.name} not ready: ${r.status}`);
-  }, 30_000, 100);
+  n.proc = daemons.start(
+    'coild',
+    [
+      '--kubeconfig',
+      kubeconfig,
+      '--netns',
+      n.ns.path,
+      '--node-name',
+      n.name,
+      '--socket',
+      n.socket,
+      '--enable-egress',
+      '--metrics-addr',
+      `127.0.0.1:${n.metrics}`,
+      '--health-addr',
+      `127.0.0.1:${n.health}`,
+    ],
+    `${n.name}.log`,
+  );
+  await eventually(
+    async () => {
+      const r = await http(`http://127.0.0.1:${n.health}/readyz`);
+      if (r.status !== 200) throw new Error(`coild ${n.name} not ready: ${r.status}`);
+    },
+    30_000,
+    100,
+  );
 }
 
 /** The Pod object kubelet would have created: coild with --enable-egress reads it on ADD, as Coil does. */
 async function ensurePod(name: string, node: string): Promise<void> {
   const r = await api('POST', '/api/v1/namespaces/default/pods', {
-    apiVersion: 'v1', kind: 'Pod', metadata: { name }, spec: { nodeName: node, automountServiceAccountToken: false, containers: [{ name: 'c', image: 'busybox' }] },
+    apiVersion: 'v1',
+    kind: 'Pod',
+    metadata: { name },
+    spec: { nodeName: node, automountServiceAccountToken: false, containers: [{ name: 'c', image: 'busybox' }] },
   });
   if (r.status !== 201 && r.status !== 409) throw new Error(`create pod ${name}: ${r.status} ${JSON.stringify(r.body)}`);
 }
 
-async function coil(n: Node, command: string, pod: Netns, containerId: string, extra: Record<string, unknown> = {}): Promise<{ code: number | null; out: Record<string, unknown> | undefined }> {
+async function coil(
+  n: Node,
+  command: string,
+  pod: Netns,
+  containerId: string,
+  extra: Record<string, unknown> = {},
+): Promise<{ code: number | null; out: Record<string, unknown> | undefined }> {
   const podName = `p-${containerId}`;
   if (command === 'ADD') await ensurePod(podName, n.name);
   const conf = { cniVersion: '1.0.0', name: 'k8s-pod-network', type: 'coil', socket: n.socket, ...extra };
   const r = await run([pluginPath('coil')], {
     input: JSON.stringify(conf),
     env: {
-      CNI_COMMAND: command, CNI_CONTAINERID: containerId, CNI_NETNS: pod.path, CNI_IFNAME: 'eth0', CNI_PATH: path.dirname(pluginPath('coil')),
+      CNI_COMMAND: command,
+      CNI_CONTAINERID: containerId,
+      CNI_NETNS: pod.path,
+      CNI_IFNAME: 'eth0',
+      CNI_PATH: path.dirname(pluginPath('coil')),
       CNI_ARGS: `IgnoreUnknown=1;K8S_POD_NAMESPACE=default;K8S_POD_NAME=${podName}`,
     },
   });
@@ -107,7 +167,10 @@ describeBuilt('coil executables (two nodes, real API server)', () => {
   beforeAll(async () => {
     cluster = await startCluster({ stateDir: path.join(work, 'cluster'), buildScript: path.join(REPO_ROOT, 'tools/cluster/build.sh') });
     kubeconfig = cluster.kubeconfig;
-    const kc = load(fs.readFileSync(kubeconfig, 'utf8')) as { clusters: { cluster: Record<string, string> }[]; users: { user: Record<string, string> }[] };
+    const kc = load(fs.readFileSync(kubeconfig, 'utf8')) as {
+      clusters: { cluster: Record<string, string> }[];
+      users: { user: Record<string, string> }[];
+    };
     tls = {
       ca: Buffer.from(kc.clusters[0]!.cluster['certificate-authority-data']!, 'base64'),
       cert: Buffer.from(kc.users[0]!.user['client-certificate-data']!, 'base64'),
@@ -116,38 +179,71 @@ describeBuilt('coil executables (two nodes, real API server)', () => {
     for (const crd of loadAll(fs.readFileSync(path.join(REPO_ROOT, 'packages/coil/config/crds.yaml'), 'utf8'))) {
       expect((await api('POST', '/apis/apiextensions.k8s.io/v1/customresourcedefinitions', crd)).status).toBe(201);
     }
-    await eventually(async () => {
-      for (const plural of ['addresspools', 'addressblocks', 'blockrequests']) {
-        const r = await api('GET', coilPath(plural));
-        if (r.status !== 200) throw new Error(`CRD ${plural} not served yet: ${r.status}`);
-      }
-    }, 30_000, 200);
-    expect((await api('POST', coilPath('addresspools'), {
-      apiVersion: 'coil.cybozu.com/v2', kind: 'AddressPool', metadata: { name: 'default' }, spec: { blockSizeBits: 4, subnets: [{ ipv4: '10.130.0.0/24' }] },
-    })).status).toBe(201);
+    await eventually(
+      async () => {
+        for (const plural of ['addresspools', 'addressblocks', 'blockrequests']) {
+          const r = await api('GET', coilPath(plural));
+          if (r.status !== 200) throw new Error(`CRD ${plural} not served yet: ${r.status}`);
+        }
+      },
+      30_000,
+      200,
+    );
+    expect(
+      (
+        await api('POST', coilPath('addresspools'), {
+          apiVersion: 'coil.cybozu.com/v2',
+          kind: 'AddressPool',
+          metadata: { name: 'default' },
+          spec: { blockSizeBits: 4, subnets: [{ ipv4: '10.130.0.0/24' }] },
+        })
+      ).status,
+    ).toBe(201);
 
     const lan = await Netns.create('coillan');
     await lan.ip('link', 'add', 'br0', 'type', 'bridge');
     await lan.ip('link', 'set', 'br0', 'up');
     for (const i of [1, 2]) {
       const ns = await Netns.create(`coilnode${i}`);
-      const n: Node = { name: `node${i}`, ns, ip: `10.98.0.${i}`, socket: path.join(work, `coild${i}.sock`), metrics: await freePort(), health: await freePort() };
+      const n: Node = {
+        name: `node${i}`,
+        ns,
+        ip: `10.98.0.${i}`,
+        socket: path.join(work, `coild${i}.sock`),
+        metrics: await freePort(),
+        health: await freePort(),
+      };
       await ns.ip('link', 'add', 'eth0', 'type', 'veth', 'peer', 'name', `lan${i}`, 'netns', lan.name);
       await lan.ip('link', 'set', `lan${i}`, 'master', 'br0', 'up');
       await ns.ip('addr', 'add', `${n.ip}/24`, 'dev', 'eth0');
       await ns.ip('link', 'set', 'eth0', 'up');
       // Forwarding stays off (the namespace baseline, as on a freshly booted node): coild turns it on.
       expect((await api('POST', '/api/v1/nodes', { apiVersion: 'v1', kind: 'Node', metadata: { name: n.name } })).status).toBe(201);
-      const st = await api('PATCH', `/api/v1/nodes/${n.name}/status`, { status: { addresses: [{ type: 'InternalIP', address: n.ip }] } }, 'application/merge-patch+json');
+      const st = await api(
+        'PATCH',
+        `/api/v1/nodes/${n.name}/status`,
+        { status: { addresses: [{ type: 'InternalIP', address: n.ip }] } },
+        'application/merge-patch+json',
+      );
       expect(st.status).toBe(200);
       nodes.push(n);
     }
     ctlMetrics = await freePort();
     const ctlHealth = await freePort();
-    daemons.start('coil-ipam-controller', [
-      '--kubeconfig', kubeconfig, '--metrics-addr', `127.0.0.1:${ctlMetrics}`, '--health-addr', `127.0.0.1:${ctlHealth}`,
-      '--leader-election-namespace', 'kube-system',
-    ], 'controller.log');
+    daemons.start(
+      'coil-ipam-controller',
+      [
+        '--kubeconfig',
+        kubeconfig,
+        '--metrics-addr',
+        `127.0.0.1:${ctlMetrics}`,
+        '--health-addr',
+        `127.0.0.1:${ctlHealth}`,
+        '--leader-election-namespace',
+        'kube-system',
+      ],
+      'controller.log',
+    );
     for (const n of nodes) await startCoild(n);
   }, 180_000);
 
@@ -186,20 +282,36 @@ describeBuilt('coil executables (two nodes, real API server)', () => {
 
     const m = await http(`http://127.0.0.1:${n1.metrics}/metrics`);
     expect(m.text).toMatch(/grpc_server_handled_total\{[^}]*grpc_method="Add"[^}]*\} 1/);
-    await eventually(async () => {
-      const cm = await http(`http://127.0.0.1:${ctlMetrics}/metrics`);
-      if (!/coil_controller_max_blocks\{pool="default"\} 16/.test(cm.text) || !/coil_controller_allocated_blocks\{pool="default"\} 2/.test(cm.text)) throw new Error(cm.text.slice(0, 200));
-    }, 15_000, 200);
+    await eventually(
+      async () => {
+        const cm = await http(`http://127.0.0.1:${ctlMetrics}/metrics`);
+        if (
+          !/coil_controller_max_blocks\{pool="default"\} 16/.test(cm.text) ||
+          !/coil_controller_allocated_blocks\{pool="default"\} 2/.test(cm.text)
+        )
+          throw new Error(cm.text.slice(0, 200));
+      },
+      15_000,
+      200,
+    );
 
-    for (const [n, p, id] of [[n1, pa, 'ctr-a'], [n2, pb, 'ctr-b'], [n1, pc, 'ctr-c']] as const) {
+    for (const [n, p, id] of [
+      [n1, pa, 'ctr-a'],
+      [n2, pb, 'ctr-b'],
+      [n1, pc, 'ctr-c'],
+    ] as const) {
       expect((await coil(n, 'DEL', p, id)).code).toBe(0);
       expect((await coil(n, 'DEL', p, id)).code).toBe(0);
     }
-    await eventually(async () => {
-      const left = await api<{ items: unknown[] }>('GET', coilPath('addressblocks'));
-      if (left.body.items.length !== 0) throw new Error(`${left.body.items.length} blocks left`);
-    }, 15_000, 200);
-    expect((await n1.ns.ipJson('route', 'show', 'table', '119'))).toEqual([]);
+    await eventually(
+      async () => {
+        const left = await api<{ items: unknown[] }>('GET', coilPath('addressblocks'));
+        if (left.body.items.length !== 0) throw new Error(`${left.body.items.length} blocks left`);
+      },
+      15_000,
+      200,
+    );
+    expect(await n1.ns.ipJson('route', 'show', 'table', '119')).toEqual([]);
   });
 
   it('coil answers STATUS 50 when coild is not running', async () => {

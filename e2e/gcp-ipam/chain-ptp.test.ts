@@ -34,12 +34,19 @@ async function forwardInto(nsName: string, port: number, dir: string): Promise<{
   });
   await new Promise<void>((resolve) => server.listen(sock, resolve));
   const script = `const net=require('net');const [port,sock]=process.argv.slice(1);net.createServer((c)=>{const u=net.connect(sock);c.pipe(u).pipe(c);c.on('error',()=>u.destroy());u.on('error',()=>c.destroy());}).listen(Number(port),'127.0.0.1',()=>process.stdout.write('ready\\n'));`;
-  const child = spawn('ip', ['netns', 'exec', nsName, process.execPath, '-e', script, String(port), sock], { stdio: ['ignore', 'pipe', 'inherit'] });
+  const child = spawn('ip', ['netns', 'exec', nsName, process.execPath, '-e', script, String(port), sock], {
+    stdio: ['ignore', 'pipe', 'inherit'],
+  });
   await new Promise<void>((resolve, reject) => {
     child.stdout!.once('data', () => resolve());
     child.once('exit', (code) => reject(new Error(`forwarder for ${port} exited ${code}`)));
   });
-  return { close: () => { child.kill('SIGKILL'); server.close(); } };
+  return {
+    close: () => {
+      child.kill('SIGKILL');
+      server.close();
+    },
+  };
 }
 
 describeGcp('gcp-ipam under ptp via cnitool, real API server, fake GCE', () => {
@@ -58,18 +65,44 @@ describeGcp('gcp-ipam under ptp via cnitool, real API server, fake GCE', () => {
     await fake.start();
     fake.addInstance(ZONE, 'node-a');
     kubectl('apply', '-f', path.join(REPO_ROOT, 'packages/gcp-ipam/config/crds.yaml'));
-    kubectl('wait', '--for=condition=Established', 'crd/ippools.ipam.gcp-cni.cast.ai', 'crd/ipallocations.ipam.gcp-cni.cast.ai', '--timeout=30s');
+    kubectl(
+      'wait',
+      '--for=condition=Established',
+      'crd/ippools.ipam.gcp-cni.cast.ai',
+      'crd/ipallocations.ipam.gcp-cni.cast.ai',
+      '--timeout=30s',
+    );
     const poolYaml = path.join(info.stateDir, 'pool.yaml');
-    fs.writeFileSync(poolYaml, [
-      'apiVersion: ipam.gcp-cni.cast.ai/v1alpha1', 'kind: IPPool', 'metadata:', '  name: ippool-e2e', 'spec:',
-      '  cidr: 10.116.0.0/24', '  subnet: projects/test-project/regions/europe-west1/subnetworks/default', '  secondaryRangeName: live', '',
-    ].join('\n'));
-    for (let i = 0; ; i++) { // the new CRD's storage can answer 429 for a moment
-      try { kubectl('apply', '-f', poolYaml); break; } catch (err) { if (i > 20) throw err; await new Promise((r) => setTimeout(r, 250)); }
+    fs.writeFileSync(
+      poolYaml,
+      [
+        'apiVersion: ipam.gcp-cni.cast.ai/v1alpha1',
+        'kind: IPPool',
+        'metadata:',
+        '  name: ippool-e2e',
+        'spec:',
+        '  cidr: 10.116.0.0/24',
+        '  subnet: projects/test-project/regions/europe-west1/subnetworks/default',
+        '  secondaryRangeName: live',
+        '',
+      ].join('\n'),
+    );
+    for (let i = 0; ; i++) {
+      // the new CRD's storage can answer 429 for a moment
+      try {
+        kubectl('apply', '-f', poolYaml);
+        break;
+      } catch (err) {
+        if (i > 20) throw err;
+        await new Promise((r) => setTimeout(r, 250));
+      }
     }
     node = await Netns.create('node');
     pod = await Netns.create('pod');
-    servers.push(await forwardInto(node.name, Number(new URL(info.server).port), info.stateDir), await forwardInto(node.name, Number(new URL(fake.url).port), info.stateDir));
+    servers.push(
+      await forwardInto(node.name, Number(new URL(info.server).port), info.stateDir),
+      await forwardInto(node.name, Number(new URL(fake.url).port), info.stateDir),
+    );
     dirs = new CniDirs();
     stateDir = fs.mkdtempSync(path.join(os.tmpdir(), 'cnikit-e2e-gcp-state-'));
     dirs.writeConflist(conflist());
@@ -84,17 +117,30 @@ describeGcp('gcp-ipam under ptp via cnitool, real API server, fake GCE', () => {
   });
 
   const conflist = () => ({
-    cniVersion: '1.0.0', name: NET,
-    plugins: [{
-      type: 'ptp', ipMasq: false, mtu: 1460,
-      ipam: {
-        type: 'gcp-ipam', kubeconfig: info.kubeconfig, pool: 'ippool-e2e', project: 'test-project', zone: ZONE, instance: 'node-a',
-        nodeName: 'node-a', computeEndpoint: fake.computeEndpoint, stateDir,
+    cniVersion: '1.0.0',
+    name: NET,
+    plugins: [
+      {
+        type: 'ptp',
+        ipMasq: false,
+        mtu: 1460,
+        ipam: {
+          type: 'gcp-ipam',
+          kubeconfig: info.kubeconfig,
+          pool: 'ippool-e2e',
+          project: 'test-project',
+          zone: ZONE,
+          instance: 'node-a',
+          nodeName: 'node-a',
+          computeEndpoint: fake.computeEndpoint,
+          stateDir,
+        },
       },
-    }],
+    ],
   });
 
-  const tool = (cmd: Parameters<typeof cnitool>[0]) => cnitool(cmd, NET, pod.path, { node, confDir: dirs.confDir, args: 'IgnoreUnknown=1' });
+  const tool = (cmd: Parameters<typeof cnitool>[0]) =>
+    cnitool(cmd, NET, pod.path, { node, confDir: dirs.confDir, args: 'IgnoreUnknown=1' });
 
   test('ADD gives the pod a pool IP with gateway and default route, attaches the alias, records the allocation', async () => {
     const r = await cnitoolOk('add', NET, pod.path, { node, confDir: dirs.confDir });

@@ -181,7 +181,10 @@ const NAME = /^[A-Za-z0-9][A-Za-z0-9._:+-]*$/;
  */
 export function guestKubeconfig(kubeconfigPath: string, server: string): string {
   const port = new URL(server).port;
-  return readFileSync(kubeconfigPath, 'utf8').replace(/^(\s*)server: .*$/m, `$1server: https://10.0.2.2:${port}\n$1tls-server-name: localhost`);
+  return readFileSync(kubeconfigPath, 'utf8').replace(
+    /^(\s*)server: .*$/m,
+    `$1server: https://10.0.2.2:${port}\n$1tls-server-name: localhost`,
+  );
 }
 
 export const shq = (s: string): string => `'${s.replace(/'/g, `'\\''`)}'`;
@@ -220,7 +223,15 @@ function runScript(o: LabOptions, runDir: string): string {
     seen.add(s.name);
     const limit = s.timeoutMs ? `timeout -k 5 ${Math.ceil(s.timeoutMs / 1000)} ` : '';
     if (isJest(s)) {
-      const jest = [join(REPO_ROOT, 'node_modules/jest/bin/jest.js'), '-c', s.jest.config, '--cacheDirectory', '/tmp/jest', '--ci', '--runInBand'];
+      const jest = [
+        join(REPO_ROOT, 'node_modules/jest/bin/jest.js'),
+        '-c',
+        s.jest.config,
+        '--cacheDirectory',
+        '/tmp/jest',
+        '--ci',
+        '--runInBand',
+      ];
       const args = [...jest, ...(s.jest.args ?? []), ...(s.jest.tests ?? [])].map(shq).join(' ');
       lines.push(`lab_run ${s.name} ${limit}env FORCE_COLOR=0 "$LAB_NODE" ${args}`);
     } else if (isNode(s)) {
@@ -415,24 +426,45 @@ export class ConsoleParser {
 function boot(p: LabPaths, o: LabOptions, runDir: string): Promise<LabResult> {
   const timeoutMs = o.timeoutMs ?? 300_000;
   const args = [
-    '-accel', 'tcg',
-    '-cpu', 'max',
-    '-smp', String(o.cpus ?? 1),
-    '-m', String(o.memMiB ?? 1024),
-    '-nodefaults', '-no-user-config', '-display', 'none', '-serial', 'stdio', '-no-reboot',
-    '-kernel', p.kernel,
-    '-initrd', p.initrd,
+    '-accel',
+    'tcg',
+    '-cpu',
+    'max',
+    '-smp',
+    String(o.cpus ?? 1),
+    '-m',
+    String(o.memMiB ?? 1024),
+    '-nodefaults',
+    '-no-user-config',
+    '-display',
+    'none',
+    '-serial',
+    'stdio',
+    '-no-reboot',
+    '-kernel',
+    p.kernel,
+    '-initrd',
+    p.initrd,
     // The host root, read-only; remap: / spans several filesystems (inode numbers would collide).
-    '-fsdev', 'local,id=host,path=/,security_model=none,readonly=on,multidevs=remap',
-    '-device', 'virtio-9p-pci,fsdev=host,mount_tag=host',
-    '-fsdev', `local,id=run,path=${runDir},security_model=none`,
-    '-device', 'virtio-9p-pci,fsdev=run,mount_tag=run',
+    '-fsdev',
+    'local,id=host,path=/,security_model=none,readonly=on,multidevs=remap',
+    '-device',
+    'virtio-9p-pci,fsdev=host,mount_tag=host',
+    '-fsdev',
+    `local,id=run,path=${runDir},security_model=none`,
+    '-device',
+    'virtio-9p-pci,fsdev=run,mount_tag=run',
     // The repository again, mounted by /init after the guest's tmpfs /tmp and /run (CI may clone under /tmp).
-    '-fsdev', `local,id=repo,path=${REPO_ROOT},security_model=none,readonly=on,multidevs=remap`,
-    '-device', 'virtio-9p-pci,fsdev=repo,mount_tag=repo',
+    '-fsdev',
+    `local,id=repo,path=${REPO_ROOT},security_model=none,readonly=on,multidevs=remap`,
+    '-device',
+    'virtio-9p-pci,fsdev=repo,mount_tag=repo',
   ];
   if (o.hostNetwork) args.push('-netdev', 'user,id=net0', '-device', 'virtio-net-pci,netdev=net0');
-  args.push('-append', `console=ttyS0 quiet loglevel=1 panic=-1 mitigations=off lab.run=${runDir} lab.repo=${REPO_ROOT}${o.hostNetwork ? ' lab.net=user' : ''}`);
+  args.push(
+    '-append',
+    `console=ttyS0 quiet loglevel=1 panic=-1 mitigations=off lab.run=${runDir} lab.repo=${REPO_ROOT}${o.hostNetwork ? ' lab.net=user' : ''}`,
+  );
   const t0 = Date.now();
   const child = spawn(p.qemu, args, { stdio: ['ignore', 'pipe', 'pipe'] });
   track(child);
@@ -473,7 +505,9 @@ function boot(p: LabPaths, o: LabOptions, runDir: string): Promise<LabResult> {
       const { scenarios, problems, readyAt } = parser;
       if (readyAt === undefined) {
         const why = timedOut ? `timed out after ${timeoutMs} ms` : `qemu exited (${signal ?? code})`;
-        reject(new LabError(`kernel-lab: the VM never became ready: ${why}${problems.length ? `; ${problems.join('; ')}` : ''}`, consoleText));
+        reject(
+          new LabError(`kernel-lab: the VM never became ready: ${why}${problems.length ? `; ${problems.join('; ')}` : ''}`, consoleText),
+        );
         return;
       }
       resolveRun({
@@ -488,7 +522,11 @@ function boot(p: LabPaths, o: LabOptions, runDir: string): Promise<LabResult> {
         runDir,
         scenario(name: string): ScenarioResult {
           const s = scenarios.find((x) => x.name === name);
-          if (!s) throw new LabError(`kernel-lab: scenario ${name} did not run${timedOut ? ` (timed out after ${timeoutMs} ms)` : ''}`, consoleText);
+          if (!s)
+            throw new LabError(
+              `kernel-lab: scenario ${name} did not run${timedOut ? ` (timed out after ${timeoutMs} ms)` : ''}`,
+              consoleText,
+            );
           return s;
         },
       });

@@ -81,7 +81,12 @@ export async function cnitool(
   netnsPath: string,
   opts: CnitoolOptions,
 ): Promise<CnitoolResult> {
-  const args = typeof opts.args === 'object' ? Object.entries(opts.args).map(([k, v]) => `${k}=${v}`).join(';') : opts.args;
+  const args =
+    typeof opts.args === 'object'
+      ? Object.entries(opts.args)
+          .map(([k, v]) => `${k}=${v}`)
+          .join(';')
+      : opts.args;
   const env: Record<string, string> = {
     PATH: process.env.PATH ?? '/usr/sbin:/usr/bin:/sbin:/bin',
     NETCONFPATH: opts.confDir,
@@ -90,7 +95,19 @@ export async function cnitool(
   if (opts.capArgs) env.CAP_ARGS = JSON.stringify(opts.capArgs);
   if (args) env.CNI_ARGS = args;
   if (opts.ifname) env.CNI_IFNAME = opts.ifname;
-  const argv = ['ip', 'netns', 'exec', opts.node.name, 'env', '-i', ...Object.entries(env).map(([k, v]) => `${k}=${v}`), cnitoolPath(), cmd, netName, netnsPath];
+  const argv = [
+    'ip',
+    'netns',
+    'exec',
+    opts.node.name,
+    'env',
+    '-i',
+    ...Object.entries(env).map(([k, v]) => `${k}=${v}`),
+    cnitoolPath(),
+    cmd,
+    netName,
+    netnsPath,
+  ];
   const r: CnitoolResult = await run(argv, { timeoutMs: opts.timeoutMs ?? 60_000 });
   const out = r.stdout.trim();
   if (out.startsWith('{')) {

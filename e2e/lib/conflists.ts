@@ -45,7 +45,14 @@ export function macvlanChain(o: ChainOptions): Conflist {
 }
 
 /** bridge + host-local on `bridge` with `subnet` (gateway .1 on the bridge, in the node namespace). */
-export function bridgeChain(o: { name: string; bridge: string; subnet: string; dataDir: string; cniVersion?: string; defaultRoute?: boolean }): Conflist {
+export function bridgeChain(o: {
+  name: string;
+  bridge: string;
+  subnet: string;
+  dataDir: string;
+  cniVersion?: string;
+  defaultRoute?: boolean;
+}): Conflist {
   return {
     cniVersion: o.cniVersion ?? '1.0.0',
     name: o.name,
@@ -55,7 +62,12 @@ export function bridgeChain(o: { name: string; bridge: string; subnet: string; d
         bridge: o.bridge,
         isGateway: true,
         ipMasq: false,
-        ipam: { type: 'host-local', ranges: [[{ subnet: o.subnet }]], routes: o.defaultRoute === false ? [] : [{ dst: '0.0.0.0/0' }], dataDir: o.dataDir },
+        ipam: {
+          type: 'host-local',
+          ranges: [[{ subnet: o.subnet }]],
+          routes: o.defaultRoute === false ? [] : [{ dst: '0.0.0.0/0' }],
+          dataDir: o.dataDir,
+        },
       },
     ],
   };

@@ -72,7 +72,9 @@ export async function links(ns: Netns): Promise<string[]> {
 async function addrs(ns: Netns): Promise<string[]> {
   const a = await ns.ipJson<IpAddr>('addr', 'show');
   return a
-    .flatMap((x) => x.addr_info.filter((i) => !(i.family === 'inet6' && i.scope === 'link')).map((i) => `${x.ifname} ${i.local}/${i.prefixlen}`))
+    .flatMap((x) =>
+      x.addr_info.filter((i) => !(i.family === 'inet6' && i.scope === 'link')).map((i) => `${x.ifname} ${i.local}/${i.prefixlen}`),
+    )
     .sort();
 }
 
@@ -175,8 +177,17 @@ export async function linkCounters(ns: Netns, ifname: string): Promise<{ rxPacke
 }
 
 /** The route the kernel picks for `dst` (optionally from `src`): `{dev, gateway, prefsrc}`. */
-export async function routeGet(ns: Netns, dst: string, from?: string): Promise<{ dev?: string; gateway?: string; prefsrc?: string; table?: string }> {
-  const [r] = await ns.ipJson<{ dev?: string; gateway?: string; prefsrc?: string; table?: string }>('route', 'get', dst, ...(from ? ['from', from] : []));
+export async function routeGet(
+  ns: Netns,
+  dst: string,
+  from?: string,
+): Promise<{ dev?: string; gateway?: string; prefsrc?: string; table?: string }> {
+  const [r] = await ns.ipJson<{ dev?: string; gateway?: string; prefsrc?: string; table?: string }>(
+    'route',
+    'get',
+    dst,
+    ...(from ? ['from', from] : []),
+  );
   if (!r) throw new Error(`ip route get ${dst} returned nothing in ${ns.name}`);
   return r;
 }

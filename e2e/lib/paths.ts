@@ -67,7 +67,11 @@ export function describeIf(ok: boolean, what: string, why: string): jest.Describ
 /** `describe` for a suite that needs our built executables (see describeIf). */
 export function describeWithPlugin(...names: string[]): jest.Describe {
   const missing = names.filter((n) => !hasPlugin(n));
-  return describeIf(missing.length === 0, `"${names.join('", "')}"`, `${missing.map(pluginPath).join(', ')} missing: run \`npm run build\` first`);
+  return describeIf(
+    missing.length === 0,
+    `"${names.join('", "')}"`,
+    `${missing.map(pluginPath).join(', ')} missing: run \`npm run build\` first`,
+  );
 }
 
 /** For one test that needs a tool: true when it is there (see prerequisite: never a silent skip). */

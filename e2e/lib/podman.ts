@@ -96,7 +96,13 @@ export class PodmanEnv {
     if (!existsSync(this.dirs.storageConf)) {
       writeFileSync(
         this.dirs.storageConf,
-        ['[storage]', 'driver = "vfs"', `graphroot = ${JSON.stringify(this.dirs.root)}`, `runroot = ${JSON.stringify(this.dirs.runroot)}`, ''].join('\n'),
+        [
+          '[storage]',
+          'driver = "vfs"',
+          `graphroot = ${JSON.stringify(this.dirs.root)}`,
+          `runroot = ${JSON.stringify(this.dirs.runroot)}`,
+          '',
+        ].join('\n'),
       );
     }
   }
@@ -109,13 +115,20 @@ export class PodmanEnv {
   podman(args: readonly string[], opts: { node?: Netns; timeoutMs?: number; input?: string } = {}): Promise<ExecResult> {
     const base = [
       'podman',
-      '--root', this.dirs.root,
-      '--runroot', this.dirs.runroot,
-      '--tmpdir', this.dirs.tmp,
-      '--storage-driver', 'vfs',
-      '--runtime', 'runc',
-      '--cgroup-manager', 'cgroupfs',
-      '--events-backend', 'none',
+      '--root',
+      this.dirs.root,
+      '--runroot',
+      this.dirs.runroot,
+      '--tmpdir',
+      this.dirs.tmp,
+      '--storage-driver',
+      'vfs',
+      '--runtime',
+      'runc',
+      '--cgroup-manager',
+      'cgroupfs',
+      '--events-backend',
+      'none',
       ...args,
     ];
     const argv = opts.node ? ['nsenter', `--net=${opts.node.path}`, ...base] : base;
@@ -144,8 +157,27 @@ export class PodmanEnv {
       const tar = join(stage, 'rootfs.tar');
       await runOk(['tar', '-C', rootfs, '-cf', tar, '.']);
       // flock: another jest worker may import at the same time
-      await runOk(['flock', this.dirs.lock, 'sh', '-c', `podman "$@" image exists ${IMAGE} || podman "$@" import --change CMD=/bin/sh ${tar} ${IMAGE}`, 'sh',
-        '--root', this.dirs.root, '--runroot', this.dirs.runroot, '--tmpdir', this.dirs.tmp, '--storage-driver', 'vfs', '--events-backend', 'none'], { env: this.env() });
+      await runOk(
+        [
+          'flock',
+          this.dirs.lock,
+          'sh',
+          '-c',
+          `podman "$@" image exists ${IMAGE} || podman "$@" import --change CMD=/bin/sh ${tar} ${IMAGE}`,
+          'sh',
+          '--root',
+          this.dirs.root,
+          '--runroot',
+          this.dirs.runroot,
+          '--tmpdir',
+          this.dirs.tmp,
+          '--storage-driver',
+          'vfs',
+          '--events-backend',
+          'none',
+        ],
+        { env: this.env() },
+      );
     } finally {
       rmSync(stage, { recursive: true, force: true });
     }
@@ -155,7 +187,16 @@ export class PodmanEnv {
   async run(networks: readonly string[], cmd: readonly string[], opts: PodmanRunOptions): Promise<ExecResult> {
     await this.ensureImage();
     return this.podman(
-      ['run', '--rm', '--pull', 'never', ...(opts.name ? ['--name', opts.name] : []), ...networks.flatMap((n) => ['--network', n]), IMAGE, ...cmd],
+      [
+        'run',
+        '--rm',
+        '--pull',
+        'never',
+        ...(opts.name ? ['--name', opts.name] : []),
+        ...networks.flatMap((n) => ['--network', n]),
+        IMAGE,
+        ...cmd,
+      ],
       { node: opts.node, timeoutMs: opts.timeoutMs },
     );
   }
@@ -164,12 +205,26 @@ export class PodmanEnv {
   async start(networks: readonly string[], opts: PodmanRunOptions): Promise<Container> {
     await this.ensureImage();
     const r = await this.podman(
-      ['run', '-d', '--pull', 'never', ...(opts.name ? ['--name', opts.name] : []), ...networks.flatMap((n) => ['--network', n]), IMAGE, 'sleep', '3600'],
+      [
+        'run',
+        '-d',
+        '--pull',
+        'never',
+        ...(opts.name ? ['--name', opts.name] : []),
+        ...networks.flatMap((n) => ['--network', n]),
+        IMAGE,
+        'sleep',
+        '3600',
+      ],
       { node: opts.node, timeoutMs: opts.timeoutMs },
     );
     if (r.code !== 0) throw new PodmanError(`podman run -d --network ${networks.join(' --network ')} failed (exit ${r.code})`, r);
     const id = r.stdout.trim().split('\n').pop()!;
-    const [sandbox, pid] = (await this.podmanOk(['inspect', '-f', '{{.NetworkSettings.SandboxKey}} {{.State.Pid}}', id], { node: opts.node })).trim().split(' ');
+    const [sandbox, pid] = (
+      await this.podmanOk(['inspect', '-f', '{{.NetworkSettings.SandboxKey}} {{.State.Pid}}', id], { node: opts.node })
+    )
+      .trim()
+      .split(' ');
     return new Container(this, opts.node, id, sandbox!, Number(pid));
   }
 
@@ -180,7 +235,10 @@ export class PodmanEnv {
 }
 
 export class PodmanError extends Error {
-  constructor(msg: string, readonly result: ExecResult) {
+  constructor(
+    msg: string,
+    readonly result: ExecResult,
+  ) {
     super(`${msg}:\n${result.stdout}${result.stderr}`);
     this.name = 'PodmanError';
   }
@@ -230,7 +288,11 @@ export async function podmanEnv(key = 'default'): Promise<PodmanEnv> {
 }
 
 /** Runs `cmd` in a new container attached to `networks`, podman running inside `opts.node`. */
-export async function podmanRun(networks: readonly string[], cmd: readonly string[], opts: PodmanRunOptions & { env?: PodmanEnv }): Promise<ExecResult> {
+export async function podmanRun(
+  networks: readonly string[],
+  cmd: readonly string[],
+  opts: PodmanRunOptions & { env?: PodmanEnv },
+): Promise<ExecResult> {
   return (opts.env ?? (await podmanEnv())).run(networks, cmd, opts);
 }
 
@@ -245,9 +307,34 @@ export async function destroyRunDir(dir: string): Promise<void> {
     const scratch = await Netns.create('teardown');
     try {
       await run(
-        ['nsenter', `--net=${scratch.path}`, 'podman', '--root', join(podmanBase, 'root'), '--runroot', join(podmanBase, 'runroot'), '--tmpdir', join(podmanBase, 'tmp'),
-          '--storage-driver', 'vfs', '--runtime', 'runc', '--cgroup-manager', 'cgroupfs', '--events-backend', 'none', 'rm', '-a', '-f', '-t', '0'],
-        { env: { ...(conf ? { CONTAINERS_CONF: conf } : {}), CONTAINERS_STORAGE_CONF: join(podmanBase, 'storage.conf') }, timeoutMs: 120_000 },
+        [
+          'nsenter',
+          `--net=${scratch.path}`,
+          'podman',
+          '--root',
+          join(podmanBase, 'root'),
+          '--runroot',
+          join(podmanBase, 'runroot'),
+          '--tmpdir',
+          join(podmanBase, 'tmp'),
+          '--storage-driver',
+          'vfs',
+          '--runtime',
+          'runc',
+          '--cgroup-manager',
+          'cgroupfs',
+          '--events-backend',
+          'none',
+          'rm',
+          '-a',
+          '-f',
+          '-t',
+          '0',
+        ],
+        {
+          env: { ...(conf ? { CONTAINERS_CONF: conf } : {}), CONTAINERS_STORAGE_CONF: join(podmanBase, 'storage.conf') },
+          timeoutMs: 120_000,
+        },
       );
     } finally {
       await scratch.delete();

@@ -22,11 +22,18 @@ export function addressOfEndpoint(endpoint: string): string {
  * Connects from `client` to `serverIP` (an address of `server`) and returns the client address the
  * server saw. Throws with both sides' output when the exchange fails.
  */
-export async function sourceSeenBy(server: Netns, serverIP: string, client: Netns | NetworkEndpoint, opts: { timeoutMs?: number } = {}): Promise<string> {
+export async function sourceSeenBy(
+  server: Netns,
+  serverIP: string,
+  client: Netns | NetworkEndpoint,
+  opts: { timeoutMs?: number } = {},
+): Promise<string> {
   const port = nextPort++;
   const bb = busyboxPath();
   const answer = `${bb} netstat -tn | ${bb} awk '$4 ~ /:${port}$/ && $6 != "LISTEN" {print $5; exit}'`;
-  const serving = run(['ip', 'netns', 'exec', server.name, bb, 'nc', '-l', '-p', String(port), '-e', bb, 'sh', '-c', answer], { timeoutMs: opts.timeoutMs ?? 20_000 });
+  const serving = run(['ip', 'netns', 'exec', server.name, bb, 'nc', '-l', '-p', String(port), '-e', bb, 'sh', '-c', answer], {
+    timeoutMs: opts.timeoutMs ?? 20_000,
+  });
   const deadline = Date.now() + 5_000;
   for (;;) {
     const l = await run(['ip', 'netns', 'exec', server.name, bb, 'netstat', '-ltn']);
@@ -37,9 +44,15 @@ export async function sourceSeenBy(server: Netns, serverIP: string, client: Netn
   const who = client instanceof Netns ? nsEndpoint(client) : client;
   const r = await who.execIn(['nc', '-w', '5', serverIP, String(port)], { timeoutMs: opts.timeoutMs ?? 20_000 });
   const s = await serving;
-  const line = r.stdout.split('\n').map((x) => x.trim()).filter(Boolean).pop();
+  const line = r.stdout
+    .split('\n')
+    .map((x) => x.trim())
+    .filter(Boolean)
+    .pop();
   if (r.code !== 0 || line === undefined) {
-    throw new Error(`TCP exchange ${who.label} -> ${serverIP}:${port} failed (client exit ${r.code}):\n${r.stdout}${r.stderr}\nserver: exit ${s.code}\n${s.stdout}${s.stderr}`);
+    throw new Error(
+      `TCP exchange ${who.label} -> ${serverIP}:${port} failed (client exit ${r.code}):\n${r.stdout}${r.stderr}\nserver: exit ${s.code}\n${s.stdout}${s.stderr}`,
+    );
   }
   return addressOfEndpoint(line);
 }

@@ -17,7 +17,8 @@ export interface NetworkEndpoint {
 export function nsEndpoint(ns: Netns): NetworkEndpoint {
   return {
     label: ns.name,
-    execIn: (argv, opts) => ns.exec(argv[0] === 'ping' || argv[0] === 'nc' ? [busyboxPath(), ...argv] : argv, { timeoutMs: opts?.timeoutMs ?? 30_000 }),
+    execIn: (argv, opts) =>
+      ns.exec(argv[0] === 'ping' || argv[0] === 'nc' ? [busyboxPath(), ...argv] : argv, { timeoutMs: opts?.timeoutMs ?? 30_000 }),
   };
 }
 
@@ -34,7 +35,11 @@ export interface PingOptions {
 }
 
 /** Pings once (with `count` packets); true when at least one reply came back. */
-export async function tryPing(who: Netns | NetworkEndpoint, ip: string, opts: PingOptions = {}): Promise<{ ok: boolean; result: ExecResult }> {
+export async function tryPing(
+  who: Netns | NetworkEndpoint,
+  ip: string,
+  opts: PingOptions = {},
+): Promise<{ ok: boolean; result: ExecResult }> {
   const count = opts.count ?? 1;
   const waitS = opts.waitS ?? 1;
   const argv = ['ping', ...(ip.includes(':') ? ['-6'] : ['-4']), '-c', String(count), '-W', String(waitS), '-w', String(count * waitS + 1)];
@@ -55,7 +60,9 @@ export async function ping(who: Netns | NetworkEndpoint, ip: string, opts: PingO
     last = result;
     await sleep(500);
   }
-  throw new Error(`ping ${ip} from ${endpoint(who).label}${opts.from ? ` (source ${opts.from})` : ''} failed after ${attempts} attempts:\n${last?.stdout}${last?.stderr}`);
+  throw new Error(
+    `ping ${ip} from ${endpoint(who).label}${opts.from ? ` (source ${opts.from})` : ''} failed after ${attempts} attempts:\n${last?.stdout}${last?.stderr}`,
+  );
 }
 
 /** Traffic must NOT get through (a negative control): one short attempt; throws if a reply arrives. */

@@ -106,7 +106,9 @@ describe('reference bridge + host-local via podman', () => {
   });
 
   it('podman run --rm: the container gets an address and reaches the node', async () => {
-    const r = await env.run(['ref-pm-br'], ['sh', '-c', 'ip -4 -o addr show eth0 && ip route && ping -c 2 -W 1 10.89.0.1'], { node: topo.node });
+    const r = await env.run(['ref-pm-br'], ['sh', '-c', 'ip -4 -o addr show eth0 && ip route && ping -c 2 -W 1 10.89.0.1'], {
+      node: topo.node,
+    });
     expect(r.stderr + r.stdout).toMatch(/inet 10\.89\.0\.\d+\/24/);
     expect(r.code).toBe(0);
     expect(r.stdout).toMatch(/default via 10\.89\.0\.1 dev eth0/);
@@ -119,7 +121,9 @@ describe('reference bridge + host-local via podman', () => {
     await ping(c, '10.89.0.1');
     await ping(topo.node, ip);
     // the host side of the attachment lives in the node namespace, not in the machine's
-    const hostVeths = (await topo.node.ipJson<{ ifname: string; linkinfo?: { info_kind?: string } }>('-d', 'link', 'show', 'type', 'veth')).map((l) => l.ifname);
+    const hostVeths = (
+      await topo.node.ipJson<{ ifname: string; linkinfo?: { info_kind?: string } }>('-d', 'link', 'show', 'type', 'veth')
+    ).map((l) => l.ifname);
     expect(hostVeths.filter((n) => n !== 'uplink0')).toHaveLength(1);
     const rm = await c.remove();
     expect(rm.code).toBe(0);

@@ -37,7 +37,10 @@ describe('reference macvlan + host-local via podman, as a second network (net1)'
   beforeAll(async () => {
     env = await podmanEnv();
     topo = await macvlanNode({ ipv6: false });
-    writeConflist(env.confDir, bridgeChain({ name: 'ref-ovl', bridge: 'cni-ovl0', subnet: '10.90.0.0/24', dataDir: env.ipamDir, defaultRoute: false }));
+    writeConflist(
+      env.confDir,
+      bridgeChain({ name: 'ref-ovl', bridge: 'cni-ovl0', subnet: '10.90.0.0/24', dataDir: env.ipamDir, defaultRoute: false }),
+    );
     writeConflist(env.confDir, macvlanChain({ name: 'ref-mv', segment: topo.segments[0]!, dataDir: env.ipamDir }));
     await addBridge(topo.node, 'cni-ovl0', '10.90.0.1/24');
     before = await snapshot(topo.node);

@@ -4,7 +4,20 @@
  * changes nothing in the node or the pod; GC (CNI 1.1) removes the host objects of attachments the
  * runtime no longer lists; STATUS and VERSION answer.
  */
-import { CNI_PATH, deleteAllNamespaces, describeWithPlugin, diffSnapshots, execPlugin, MacvlanNode, Netns, NetSnapshot, ping, PluginEnv, pluginPath, snapshot } from '../lib';
+import {
+  CNI_PATH,
+  deleteAllNamespaces,
+  describeWithPlugin,
+  diffSnapshots,
+  execPlugin,
+  MacvlanNode,
+  Netns,
+  NetSnapshot,
+  ping,
+  PluginEnv,
+  pluginPath,
+  snapshot,
+} from '../lib';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -53,7 +66,19 @@ describeRouter('router binary: bad input, GC, STATUS, VERSION', () => {
     await pod.ip('addr', 'add', '10.244.0.50/24', 'dev', 'eth0');
     await pod.ip('link', 'set', 'eth0', 'up');
     await pod.ip('route', 'add', 'default', 'via', '10.244.0.1', 'dev', 'eth0');
-    await topo.node.ip('link', 'add', 'mvpod', 'link', topo.segments[0]!.uplink, 'address', '02:42:ac:10:32:96', 'type', 'macvlan', 'mode', 'bridge');
+    await topo.node.ip(
+      'link',
+      'add',
+      'mvpod',
+      'link',
+      topo.segments[0]!.uplink,
+      'address',
+      '02:42:ac:10:32:96',
+      'type',
+      'macvlan',
+      'mode',
+      'bridge',
+    );
     await topo.node.ip('link', 'set', 'mvpod', 'netns', pod.name);
     await pod.ip('link', 'set', 'mvpod', 'name', 'net1');
     await pod.ip('addr', 'add', `${NET1}/24`, 'dev', 'net1');
@@ -76,17 +101,39 @@ describeRouter('router binary: bad input, GC, STATUS, VERSION', () => {
   const cases: { name: string; code: number; env?: () => PluginEnv; stdin: () => string | object; mentions?: RegExp }[] = [
     { name: 'malformed JSON', code: 6, stdin: () => '{"cniVersion": "1.1.0", "name": ' },
     { name: 'unknown cniVersion', code: 1, stdin: () => conf({ cniVersion: '9.9.9' }), mentions: /9\.9\.9|version/i },
-    { name: 'missing CNI_NETNS and CNI_IFNAME', code: 4, env: () => ({ CNI_COMMAND: 'ADD', CNI_CONTAINERID: 'x1', CNI_PATH }), stdin: () => conf(), mentions: /CNI_NETNS|CNI_IFNAME/ },
+    {
+      name: 'missing CNI_NETNS and CNI_IFNAME',
+      code: 4,
+      env: () => ({ CNI_COMMAND: 'ADD', CNI_CONTAINERID: 'x1', CNI_PATH }),
+      stdin: () => conf(),
+      mentions: /CNI_NETNS|CNI_IFNAME/,
+    },
     { name: 'unknown CNI_COMMAND', code: 4, env: () => env({ CNI_COMMAND: 'FROB' }), stdin: () => conf(), mentions: /FROB/ },
-    { name: 'bad CIDR in service_hijack_subnet', code: 7, stdin: () => conf({ service_hijack_subnet: ['10.96.0.0/40'] }), mentions: /service_hijack_subnet/ },
-    { name: 'bad CIDR in overlay_hijack_subnet', code: 7, stdin: () => conf({ overlay_hijack_subnet: ['10.244.0.0/8'] }), mentions: /overlay_hijack_subnet/ },
+    {
+      name: 'bad CIDR in service_hijack_subnet',
+      code: 7,
+      stdin: () => conf({ service_hijack_subnet: ['10.96.0.0/40'] }),
+      mentions: /service_hijack_subnet/,
+    },
+    {
+      name: 'bad CIDR in overlay_hijack_subnet',
+      code: 7,
+      stdin: () => conf({ overlay_hijack_subnet: ['10.244.0.0/8'] }),
+      mentions: /overlay_hijack_subnet/,
+    },
     { name: 'reserved host_rule_table', code: 7, stdin: () => conf({ host_rule_table: 254 }), mentions: /host_rule_table/ },
     { name: 'bad overlay_interface', code: 7, stdin: () => conf({ overlay_interface: 'no/such' }), mentions: /overlay_interface/ },
     { name: 'misspelt field', code: 2, stdin: () => conf({ host_rule_tabel: 600 }), mentions: /host_rule_tabel/ },
     { name: 'absent netns', code: 3, env: () => env({ CNI_NETNS: '/run/netns/cke-no-such-netns' }), stdin: () => conf() },
     { name: 'missing prevResult', code: 7, stdin: () => conf({ prevResult: undefined }), mentions: /prevResult/ },
     { name: 'overlay interface missing in the pod', code: 7, stdin: () => conf({ overlay_interface: 'eth7' }), mentions: /eth7/ },
-    { name: 'chained interface missing in the pod', code: 7, env: () => env({ CNI_IFNAME: 'net4' }), stdin: () => conf(), mentions: /net4/ },
+    {
+      name: 'chained interface missing in the pod',
+      code: 7,
+      env: () => env({ CNI_IFNAME: 'net4' }),
+      stdin: () => conf(),
+      mentions: /net4/,
+    },
   ];
 
   it.each(cases.map((c) => [c.name, c] as const))('%s', async (_name, c) => {
@@ -109,10 +156,20 @@ describeRouter('router binary: bad input, GC, STATUS, VERSION', () => {
       ]),
     );
     const gcEnv = { CNI_COMMAND: 'GC', CNI_PATH };
-    const keep = await execPlugin(pluginPath('router'), gcEnv, { ...conf({ prevResult: undefined }), 'cni.dev/valid-attachments': [{ containerID: 'e2e-router-binary-0001', ifname: 'net1' }] }, topo.node);
+    const keep = await execPlugin(
+      pluginPath('router'),
+      gcEnv,
+      { ...conf({ prevResult: undefined }), 'cni.dev/valid-attachments': [{ containerID: 'e2e-router-binary-0001', ifname: 'net1' }] },
+      topo.node,
+    );
     expect({ code: keep.code, out: keep.stdout }).toEqual({ code: 0, out: '' });
     expect(diffSnapshots(nodeBefore, await snapshot(topo.node, [NET1]))).toEqual(added);
-    const gc = await execPlugin(pluginPath('router'), gcEnv, { ...conf({ prevResult: undefined }), 'cni.dev/valid-attachments': [] }, topo.node);
+    const gc = await execPlugin(
+      pluginPath('router'),
+      gcEnv,
+      { ...conf({ prevResult: undefined }), 'cni.dev/valid-attachments': [] },
+      topo.node,
+    );
     expect({ code: gc.code, out: gc.stdout }).toEqual({ code: 0, out: '' });
     expect(diffSnapshots(nodeBefore, await snapshot(topo.node, [NET1]))).toEqual([]);
     // The pod side is DEL's: it still routes through router's tables until DEL, which then cleans it.
@@ -129,7 +186,19 @@ describeRouter('router binary: bad input, GC, STATUS, VERSION', () => {
     await pod2.ip('addr', 'add', '10.244.0.51/24', 'dev', 'eth0');
     await pod2.ip('link', 'set', 'eth0', 'up');
     await pod2.ip('route', 'add', 'default', 'via', '10.244.0.1', 'dev', 'eth0');
-    await topo.node.ip('link', 'add', 'mvpod2', 'link', topo.segments[0]!.uplink, 'address', '02:42:ac:10:32:97', 'type', 'macvlan', 'mode', 'bridge');
+    await topo.node.ip(
+      'link',
+      'add',
+      'mvpod2',
+      'link',
+      topo.segments[0]!.uplink,
+      'address',
+      '02:42:ac:10:32:97',
+      'type',
+      'macvlan',
+      'mode',
+      'bridge',
+    );
     await topo.node.ip('link', 'set', 'mvpod2', 'netns', pod2.name);
     await pod2.ip('link', 'set', 'mvpod2', 'name', 'net1');
     await pod2.ip('addr', 'add', '172.16.50.151/24', 'dev', 'net1');
@@ -146,8 +215,10 @@ describeRouter('router binary: bad input, GC, STATUS, VERSION', () => {
     };
     const env2 = (cmd: string): PluginEnv => env({ CNI_COMMAND: cmd, CNI_CONTAINERID: 'e2e-router-binary-0002', CNI_NETNS: pod2.path });
     const router = (e: PluginEnv, c: Record<string, unknown>) => execPlugin(pluginPath('router'), e, c, topo.node);
-    const hostRules = async (): Promise<number> => (await topo.node.ipJson<{ priority: number }>('rule', 'show')).filter((r) => r.priority === 1000).length;
-    const ok = (rs: { code: number; stdout: string }[]): void => expect(rs.map((r) => (r.code === 0 ? 'ok' : r.stdout))).toEqual(rs.map(() => 'ok'));
+    const hostRules = async (): Promise<number> =>
+      (await topo.node.ipJson<{ priority: number }>('rule', 'show')).filter((r) => r.priority === 1000).length;
+    const ok = (rs: { code: number; stdout: string }[]): void =>
+      expect(rs.map((r) => (r.code === 0 ? 'ok' : r.stdout))).toEqual(rs.map(() => 'ok'));
     for (let i = 0; i < 5; i++) {
       const adds = await Promise.all([router(env(), conf()), router(env2('ADD'), conf2)]);
       ok(adds);

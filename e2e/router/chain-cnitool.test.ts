@@ -39,7 +39,8 @@ describeRouter('router after macvlan + host-local, on an overlay pod, via cnitoo
   let addResult: { ips: { address: string }[] };
   const ip: Record<string, string> = {};
 
-  const tool = (cmd: Parameters<typeof cnitool>[0], net: string, p: Netns, ifname: string) => cnitool(cmd, net, p.path, { node: topo.node, confDir: dirs.confDir, ifname });
+  const tool = (cmd: Parameters<typeof cnitool>[0], net: string, p: Netns, ifname: string) =>
+    cnitool(cmd, net, p.path, { node: topo.node, confDir: dirs.confDir, ifname });
 
   beforeAll(async () => {
     topo = await routerNode({ ipv6: true });

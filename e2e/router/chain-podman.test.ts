@@ -98,7 +98,8 @@ describeRouter('router via podman: a container with an overlay network and a mac
     containers.pop();
     expect(rm.code).toBe(0);
     expect(diffSnapshots(before, await snapshot(topo.node, [net1]))).toEqual([]);
-    if (refused.length > 0) console.log(`[router e2e] podman set up the secondary network first ${refused.length} time(s); router refused cleanly each time`);
+    if (refused.length > 0)
+      console.log(`[router e2e] podman set up the secondary network first ${refused.length} time(s); router refused cleanly each time`);
   });
 
   it('podman run --rm: the same routing seen from inside, then nothing left', async () => {
@@ -115,7 +116,8 @@ describeRouter('router via podman: a container with an overlay network and a mac
     for (let attempt = 1; ; attempt++) {
       const r = await env.run(['rt0-overlay', 'rt1-mv-router:interface_name=net1'], ['sh', '-c', script], { node: topo.node });
       if (r.code === 0) break;
-      if (!/overlay interface eth0 not found/.test(r.stdout + r.stderr) || attempt >= 10) throw new Error(`container script failed (exit ${r.code}):\n${r.stdout}${r.stderr}`);
+      if (!/overlay interface eth0 not found/.test(r.stdout + r.stderr) || attempt >= 10)
+        throw new Error(`container script failed (exit ${r.code}):\n${r.stdout}${r.stderr}`);
     }
     expect(diffSnapshots(before, await snapshot(topo.node))).toEqual([]);
   });

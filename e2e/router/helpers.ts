@@ -38,7 +38,11 @@ export function overlayConflist(name: string, dataDir: string, o: { ipv6?: boole
 }
 
 /** router's own fields for this topology. */
-export function routerFields(topo: MacvlanNode, logFile: string, o: { ipv6?: boolean; extra?: Record<string, unknown> } = {}): Record<string, unknown> {
+export function routerFields(
+  topo: MacvlanNode,
+  logFile: string,
+  o: { ipv6?: boolean; extra?: Record<string, unknown> } = {},
+): Record<string, unknown> {
   return {
     overlay_hijack_subnet: ['10.244.0.0/16', ...(o.ipv6 ? ['fd00:244::/56'] : [])],
     service_hijack_subnet: [topo.serviceCidr4, ...(o.ipv6 ? [topo.serviceCidr6] : [])],
@@ -48,15 +52,28 @@ export function routerFields(topo: MacvlanNode, logFile: string, o: { ipv6?: boo
 }
 
 /** The secondary network: macvlan + host-local (default route via ext) + router. */
-export function routerChain(name: string, topo: MacvlanNode, segment: Segment, dataDir: string, logFile: string, o: { ipv6?: boolean; cniVersion?: string; extra?: Record<string, unknown> } = {}): Conflist {
+export function routerChain(
+  name: string,
+  topo: MacvlanNode,
+  segment: Segment,
+  dataDir: string,
+  logFile: string,
+  o: { ipv6?: boolean; cniVersion?: string; extra?: Record<string, unknown> } = {},
+): Conflist {
   return {
     cniVersion: o.cniVersion ?? '1.0.0',
     name,
-    plugins: [macvlanPlugin(segment, hostLocalOn(segment, { dataDir, ipv6: o.ipv6 })), { type: 'router', ...routerFields(topo, logFile, o) }],
+    plugins: [
+      macvlanPlugin(segment, hostLocalOn(segment, { dataDir, ipv6: o.ipv6 })),
+      { type: 'router', ...routerFields(topo, logFile, o) },
+    ],
   };
 }
 
 /** Global addresses of `dev` from `ip -j addr` output, without prefix. */
-export function globalAddrs(json: { addr_info?: { local: string; scope: string; family: string }[] }[], family?: 'inet' | 'inet6'): string[] {
+export function globalAddrs(
+  json: { addr_info?: { local: string; scope: string; family: string }[] }[],
+  family?: 'inet' | 'inet6',
+): string[] {
   return (json[0]?.addr_info ?? []).filter((a) => a.scope === 'global' && (!family || a.family === family)).map((a) => a.local);
 }

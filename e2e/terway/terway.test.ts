@@ -57,10 +57,38 @@ describeBoth('terway + terwayd executables', () => {
     } finally {
       nodeNs.close();
     }
-    fs.writeFileSync(path.join(dir, 'eni.json'), JSON.stringify({ max_pool_size: 5, min_pool_size: 1, security_group: 'sg-1', access_key: 'LTAI-test', access_secret: 'test-secret' }));
-    daemon = spawn('ip', ['netns', 'exec', node.name, pluginPath('terwayd'), '--config', path.join(dir, 'eni.json'), '--socket', path.join(dir, 'eni.socket'), '--state', path.join(dir, 'pod.json'),
-      '--metadata', `http://${endpoint}`, '--ecs-endpoint', endpoint, '--vpc-endpoint', endpoint, '--protocol', 'http', '--log-file', path.join(dir, 'terwayd.log'),
-      '--metrics-address', `127.0.0.1:${METRICS_PORT}`], { stdio: ['ignore', 'ignore', 'pipe'] });
+    fs.writeFileSync(
+      path.join(dir, 'eni.json'),
+      JSON.stringify({ max_pool_size: 5, min_pool_size: 1, security_group: 'sg-1', access_key: 'LTAI-test', access_secret: 'test-secret' }),
+    );
+    daemon = spawn(
+      'ip',
+      [
+        'netns',
+        'exec',
+        node.name,
+        pluginPath('terwayd'),
+        '--config',
+        path.join(dir, 'eni.json'),
+        '--socket',
+        path.join(dir, 'eni.socket'),
+        '--state',
+        path.join(dir, 'pod.json'),
+        '--metadata',
+        `http://${endpoint}`,
+        '--ecs-endpoint',
+        endpoint,
+        '--vpc-endpoint',
+        endpoint,
+        '--protocol',
+        'http',
+        '--log-file',
+        path.join(dir, 'terwayd.log'),
+        '--metrics-address',
+        `127.0.0.1:${METRICS_PORT}`,
+      ],
+      { stdio: ['ignore', 'ignore', 'pipe'] },
+    );
     daemon.stderr!.on('data', (c: Buffer) => (stderr += c.toString()));
     for (let i = 0; i < 300 && !stderr.includes('listening'); i++) {
       if (daemon.exitCode !== null) break;
@@ -79,7 +107,11 @@ describeBoth('terway + terwayd executables', () => {
 
   const conf = (socket: string): object => ({ cniVersion: '1.0.0', name: 'terway', type: 'terway', socket });
   const env = (cmd: string): Record<string, string> => ({
-    CNI_COMMAND: cmd, CNI_CONTAINERID: 'e2e-terway-0001', CNI_NETNS: pod.path, CNI_IFNAME: 'eth0', CNI_PATH,
+    CNI_COMMAND: cmd,
+    CNI_CONTAINERID: 'e2e-terway-0001',
+    CNI_NETNS: pod.path,
+    CNI_IFNAME: 'eth0',
+    CNI_PATH,
     CNI_ARGS: 'IgnoreUnknown=1;K8S_POD_NAMESPACE=default;K8S_POD_NAME=web-0;K8S_POD_INFRA_CONTAINER_ID=e2e-terway-0001',
   });
 
@@ -127,8 +159,28 @@ describeBoth('terway + terwayd executables', () => {
   test('--daemon-mode VPC: the pod gets an address of the pod CIDR, the node reaches it; DEL twice', async () => {
     const socket = path.join(dir, 'vpc.socket');
     let err = '';
-    const vpcd = spawn('ip', ['netns', 'exec', node.name, pluginPath('terwayd'), '--daemon-mode', 'VPC', '--pod-cidr', '10.244.1.0/24', '--config', path.join(dir, 'none.json'),
-      '--socket', socket, '--state', path.join(dir, 'vpc.json'), '--log-file', path.join(dir, 'terwayd-vpc.log')], { stdio: ['ignore', 'ignore', 'pipe'] });
+    const vpcd = spawn(
+      'ip',
+      [
+        'netns',
+        'exec',
+        node.name,
+        pluginPath('terwayd'),
+        '--daemon-mode',
+        'VPC',
+        '--pod-cidr',
+        '10.244.1.0/24',
+        '--config',
+        path.join(dir, 'none.json'),
+        '--socket',
+        socket,
+        '--state',
+        path.join(dir, 'vpc.json'),
+        '--log-file',
+        path.join(dir, 'terwayd-vpc.log'),
+      ],
+      { stdio: ['ignore', 'ignore', 'pipe'] },
+    );
     vpcd.stderr!.on('data', (c: Buffer) => (err += c.toString()));
     try {
       for (let i = 0; i < 300 && !err.includes('listening'); i++) {
@@ -137,7 +189,12 @@ describeBoth('terway + terwayd executables', () => {
       }
       expect(err).toMatch(/VPC route mode \(10\.244\.1\.0\/24\), listening/);
       const pod2 = await Netns.create('twvpod');
-      const env2 = (cmd: string): Record<string, string> => ({ ...env(cmd), CNI_CONTAINERID: 'e2e-terway-vpc1', CNI_NETNS: pod2.path, CNI_ARGS: 'IgnoreUnknown=1;K8S_POD_NAMESPACE=default;K8S_POD_NAME=vpc-0' });
+      const env2 = (cmd: string): Record<string, string> => ({
+        ...env(cmd),
+        CNI_CONTAINERID: 'e2e-terway-vpc1',
+        CNI_NETNS: pod2.path,
+        CNI_ARGS: 'IgnoreUnknown=1;K8S_POD_NAMESPACE=default;K8S_POD_NAME=vpc-0',
+      });
       const add = await execPlugin(pluginPath('terway'), env2('ADD'), conf(socket), node);
       expect(add.code).toBe(0);
       const ip = (add.json as { ips: { address: string }[] }).ips[0]!.address.split('/')[0]!;

@@ -4,7 +4,20 @@
  * {cniVersion, code, msg[, details]} on stdout, exit non-zero, and change nothing in the node or
  * the pod namespace.
  */
-import { deleteAllNamespaces, describeWithPlugin, diffSnapshots, execPlugin, macvlanNode, MacvlanNode, Netns, NetSnapshot, PluginEnv, pluginPath, snapshot, CNI_PATH } from '../lib';
+import {
+  deleteAllNamespaces,
+  describeWithPlugin,
+  diffSnapshots,
+  execPlugin,
+  macvlanNode,
+  MacvlanNode,
+  Netns,
+  NetSnapshot,
+  PluginEnv,
+  pluginPath,
+  snapshot,
+  CNI_PATH,
+} from '../lib';
 import { vethConf } from './helpers';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -73,7 +86,12 @@ describeVeth('veth: bad input gives a CNI error and changes nothing', () => {
     { name: 'malformed JSON', code: 6, stdin: () => '{"cniVersion": "1.0.0", "name": ' },
     { name: 'JSON that is not an object', code: 6, stdin: () => '[1, 2, 3]' },
     { name: 'unknown cniVersion', code: 1, stdin: () => conf({ cniVersion: '9.9.9' }), mentions: /9\.9\.9|version/i },
-    { name: 'CHECK with a config version below 0.4.0', code: 1, env: () => env({ CNI_COMMAND: 'CHECK' }), stdin: () => conf({ cniVersion: '0.3.1', prevResult: undefined }) },
+    {
+      name: 'CHECK with a config version below 0.4.0',
+      code: 1,
+      env: () => env({ CNI_COMMAND: 'CHECK' }),
+      stdin: () => conf({ cniVersion: '0.3.1', prevResult: undefined }),
+    },
     { name: 'unknown CNI_COMMAND', code: 4, env: () => env({ CNI_COMMAND: 'FROB' }), stdin: () => conf(), mentions: /FROB/ },
     {
       name: 'missing CNI_CONTAINERID, CNI_NETNS and CNI_IFNAME',
@@ -83,12 +101,32 @@ describeVeth('veth: bad input gives a CNI error and changes nothing', () => {
       mentions: /CNI_CONTAINERID[\s\S]*CNI_NETNS[\s\S]*CNI_IFNAME|CNI_NETNS/,
     },
     { name: 'invalid CNI_IFNAME', code: 4, env: () => env({ CNI_IFNAME: 'has/slash' }), stdin: () => conf() },
-    { name: 'bad CIDR in overlay_hijack_subnet', code: 7, stdin: () => conf({ overlay_hijack_subnet: ['10.244.0.0/33'] }), mentions: /overlay_hijack_subnet/ },
-    { name: 'bad CIDR in service_hijack_subnet', code: 7, stdin: () => conf({ service_hijack_subnet: ['not-a-cidr'] }), mentions: /service_hijack_subnet/ },
-    { name: 'bad CIDR in additional_hijack_subnet', code: 7, stdin: () => conf({ additional_hijack_subnet: ['10.1.2.300/24'] }), mentions: /additional_hijack_subnet/ },
+    {
+      name: 'bad CIDR in overlay_hijack_subnet',
+      code: 7,
+      stdin: () => conf({ overlay_hijack_subnet: ['10.244.0.0/33'] }),
+      mentions: /overlay_hijack_subnet/,
+    },
+    {
+      name: 'bad CIDR in service_hijack_subnet',
+      code: 7,
+      stdin: () => conf({ service_hijack_subnet: ['not-a-cidr'] }),
+      mentions: /service_hijack_subnet/,
+    },
+    {
+      name: 'bad CIDR in additional_hijack_subnet',
+      code: 7,
+      stdin: () => conf({ additional_hijack_subnet: ['10.1.2.300/24'] }),
+      mentions: /additional_hijack_subnet/,
+    },
     { name: 'empty service_hijack_subnet', code: 7, stdin: () => conf({ service_hijack_subnet: [] }), mentions: /service_hijack_subnet/ },
     { name: 'migrate_route out of range', code: 7, stdin: () => conf({ migrate_route: 5 }), mentions: /migrate_route/ },
-    { name: 'rp_filter value out of range', code: 7, stdin: () => conf({ rp_filter: { set_host: true, value: 7 } }), mentions: /rp_filter/ },
+    {
+      name: 'rp_filter value out of range',
+      code: 7,
+      stdin: () => conf({ rp_filter: { set_host: true, value: 7 } }),
+      mentions: /rp_filter/,
+    },
     { name: 'absent netns on ADD', code: 3, env: () => env({ CNI_NETNS: '/run/netns/cke-no-such-netns' }), stdin: () => conf() },
     { name: 'missing prevResult', code: 7, stdin: () => conf({ prevResult: undefined }), mentions: /prevResult/ },
   ];
@@ -113,7 +151,12 @@ describeVeth('veth: bad input gives a CNI error and changes nothing', () => {
   });
 
   it('DEL with an absent netns succeeds and prints nothing', async () => {
-    const r = await execPlugin(pluginPath('veth'), env({ CNI_COMMAND: 'DEL', CNI_NETNS: '/run/netns/cke-no-such-netns' }), conf(), topo.node);
+    const r = await execPlugin(
+      pluginPath('veth'),
+      env({ CNI_COMMAND: 'DEL', CNI_NETNS: '/run/netns/cke-no-such-netns' }),
+      conf(),
+      topo.node,
+    );
     expect({ code: r.code, stdout: r.stdout }).toEqual({ code: 0, stdout: '' });
   });
 

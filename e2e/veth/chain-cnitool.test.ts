@@ -47,7 +47,12 @@ describeVeth('veth after macvlan + host-local via cnitool (IPv4, CNI 1.0.0)', ()
     topo = await macvlanNode({ ipv6: false });
     dirs = new CniDirs();
     dirs.writeConflist(
-      macvlanChain({ name: NET, segment: topo.segments[0]!, dataDir: dirs.ipamDir, veth: vethConf(topo, { logFile: `${dirs.logDir}/veth.log` }) }),
+      macvlanChain({
+        name: NET,
+        segment: topo.segments[0]!,
+        dataDir: dirs.ipamDir,
+        veth: vethConf(topo, { logFile: `${dirs.logDir}/veth.log` }),
+      }),
     );
     p1 = await Netns.create('pod');
     p2 = await Netns.create('pod');
@@ -100,7 +105,9 @@ describeVeth('veth after macvlan + host-local via cnitool (IPv4, CNI 1.0.0)', ()
     expect(await neighOn(topo.node, hostVeth)).toContainEqual(
       expect.objectContaining({ dst: podIP[p1.name], lladdr: podVethMac, state: expect.arrayContaining(['PERMANENT']) }),
     );
-    expect(await neighOn(p1, 'veth0')).toContainEqual(expect.objectContaining({ dst: s.nodeIP4, lladdr: hostVethMac, state: expect.arrayContaining(['PERMANENT']) }));
+    expect(await neighOn(p1, 'veth0')).toContainEqual(
+      expect.objectContaining({ dst: s.nodeIP4, lladdr: hostVethMac, state: expect.arrayContaining(['PERMANENT']) }),
+    );
     hostVeth1 = hostVeth;
   });
 
@@ -191,7 +198,8 @@ describeVeth('veth after macvlan + host-local via cnitool (dual-stack)', () => {
     expect(ips.filter((i) => i.includes(':'))).toHaveLength(1);
     expect(ips.filter((i) => !i.includes(':'))).toHaveLength(1);
 
-    for (const dst of [s.nodeIP4, s.nodeIP6, topo.serviceIP4, topo.serviceIP6]) expect(await routeGet(pod, dst)).toMatchObject({ dev: 'veth0' });
+    for (const dst of [s.nodeIP4, s.nodeIP6, topo.serviceIP4, topo.serviceIP6])
+      expect(await routeGet(pod, dst)).toMatchObject({ dev: 'veth0' });
     for (const dst of ['192.168.200.1', 'fd00:99::1']) expect(await routeGet(pod, dst)).toMatchObject({ dev: 'eth0' });
 
     const v0 = await linkCounters(pod, 'veth0');
@@ -225,7 +233,13 @@ describeVeth('veth result versions and skip_call via cnitool', () => {
   it.each(['0.3.1', '0.4.0', '1.0.0'])('[%s] ADD answers in the config version; CHECK (>= 0.4.0); DEL leaves nothing', async (version) => {
     const net = `mv-veth-${version.replace(/\./g, '')}`;
     dirs.writeConflist(
-      macvlanChain({ name: net, cniVersion: version, segment: topo.segments[0]!, dataDir: dirs.ipamDir, veth: vethConf(topo, { logFile: `${dirs.logDir}/veth.log` }) }),
+      macvlanChain({
+        name: net,
+        cniVersion: version,
+        segment: topo.segments[0]!,
+        dataDir: dirs.ipamDir,
+        veth: vethConf(topo, { logFile: `${dirs.logDir}/veth.log` }),
+      }),
     );
     const pod = await Netns.create('pod');
     const before = await snapshot(topo.node);
@@ -242,7 +256,7 @@ describeVeth('veth result versions and skip_call via cnitool', () => {
     await pod.delete();
   });
 
-  it('skip_call: the result is macvlan\'s, nothing is added to the pod or the node', async () => {
+  it("skip_call: the result is macvlan's, nothing is added to the pod or the node", async () => {
     const net = 'mv-veth-skip';
     dirs.writeConflist(
       macvlanChain({

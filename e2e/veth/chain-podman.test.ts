@@ -38,7 +38,12 @@ describeVeth('veth after macvlan + host-local via podman (one NIC)', () => {
     topo = await macvlanNode({ ipv6: false });
     writeConflist(
       env.confDir,
-      macvlanChain({ name: NET, segment: topo.segments[0]!, dataDir: env.ipamDir, veth: vethConf(topo, { logFile: `${env.ipamDir}/../veth.log` }) }),
+      macvlanChain({
+        name: NET,
+        segment: topo.segments[0]!,
+        dataDir: env.ipamDir,
+        veth: vethConf(topo, { logFile: `${env.ipamDir}/../veth.log` }),
+      }),
     );
     before = await snapshot(topo.node);
   });
@@ -98,7 +103,12 @@ describeVeth('veth after macvlan + host-local via podman (two NICs: eth0 and net
     for (const i of [0, 1]) {
       writeConflist(
         env.confDir,
-        macvlanChain({ name: `pm-mv-veth-${i}`, segment: topo.segments[i]!, dataDir: env.ipamDir, veth: vethConf(topo, { logFile: `${env.ipamDir}/../veth.log` }) }),
+        macvlanChain({
+          name: `pm-mv-veth-${i}`,
+          segment: topo.segments[i]!,
+          dataDir: env.ipamDir,
+          veth: vethConf(topo, { logFile: `${env.ipamDir}/../veth.log` }),
+        }),
       );
     }
     before = await snapshot(topo.node);
@@ -119,7 +129,9 @@ describeVeth('veth after macvlan + host-local via podman (two NICs: eth0 and net
 
     const mainDefault = await c.netns.ipJson<{ dev: string; gateway?: string }>('route', 'show', 'default');
     expect(mainDefault).toEqual([expect.objectContaining({ dev: 'eth0', gateway: s0.extIP4 })]);
-    expect(await rules(c.netns)).toContainEqual(expect.stringMatching(new RegExp(`^-4 \\d+: from ${ip1.replace(/\./g, '\\.')}(/32)? lookup 100$`)));
+    expect(await rules(c.netns)).toContainEqual(
+      expect.stringMatching(new RegExp(`^-4 \\d+: from ${ip1.replace(/\./g, '\\.')}(/32)? lookup 100$`)),
+    );
     const t100 = await c.netns.ipJson<{ dst: string; dev: string; gateway?: string }>('route', 'show', 'table', '100');
     expect(t100).toContainEqual(expect.objectContaining({ dst: 'default', dev: 'net1', gateway: s1.extIP4 }));
     expect(await routeGet(c.netns, '192.168.200.1', ip1)).toMatchObject({ dev: 'net1' });

@@ -13,7 +13,12 @@ jest.setTimeout(240_000);
 const VETH = path.join(DIST_BIN, 'veth');
 const MACVLAN = '/usr/lib/cni/macvlan';
 
-function killAfter(node: Netns, env: Record<string, string>, stdin: string, delayMs: number): Promise<{ code: number | null; signal: string | null }> {
+function killAfter(
+  node: Netns,
+  env: Record<string, string>,
+  stdin: string,
+  delayMs: number,
+): Promise<{ code: number | null; signal: string | null }> {
   return new Promise((resolve) => {
     const argv = ['netns', 'exec', node.name, 'env', '-i', ...Object.entries(env).map(([k, v]) => `${k}=${v}`), VETH];
     const child = spawn('ip', argv, { stdio: ['pipe', 'ignore', 'ignore'] });
@@ -32,7 +37,15 @@ async function timedAdd(topo: MacvlanNode, base: Record<string, string>, macvlan
   try {
     const env = { ...base, CNI_CONTAINERID: 'interrupt-timing', CNI_NETNS: pod.path };
     const mv = await execPlugin(MACVLAN, { ...env, CNI_COMMAND: 'ADD' }, macvlanConf, topo.node);
-    const conf = { cniVersion: '1.0.0', name: 'mv', type: 'veth', overlay_hijack_subnet: [topo.overlayCidr4], service_hijack_subnet: [topo.serviceCidr4], log_options: { log_file: '/tmp/cnikit-e2e-interrupted.log' }, prevResult: mv.json };
+    const conf = {
+      cniVersion: '1.0.0',
+      name: 'mv',
+      type: 'veth',
+      overlay_hijack_subnet: [topo.overlayCidr4],
+      service_hijack_subnet: [topo.serviceCidr4],
+      log_options: { log_file: '/tmp/cnikit-e2e-interrupted.log' },
+      prevResult: mv.json,
+    };
     const t0 = Date.now();
     const add = await execPlugin(VETH, { ...env, CNI_COMMAND: 'ADD' }, conf, topo.node);
     const ms = Date.now() - t0;
@@ -58,7 +71,14 @@ describeWithPlugin('veth')('veth ADD interrupted by SIGKILL, then DEL', () => {
   it('leaves the node as it was at every kill point', async () => {
     const s = topo.segments[0]!;
     const base = { PATH: '/usr/sbin:/usr/bin:/sbin:/bin', CNI_PATH: '/usr/lib/cni', CNI_IFNAME: 'eth0' };
-    const macvlanConf = { cniVersion: '1.0.0', name: 'mv', type: 'macvlan', master: s.uplink, mode: 'bridge', ipam: { type: 'static', addresses: [{ address: `${s.rangeStart4}/24`, gateway: s.extIP4 }] } };
+    const macvlanConf = {
+      cniVersion: '1.0.0',
+      name: 'mv',
+      type: 'macvlan',
+      master: s.uplink,
+      mode: 'bridge',
+      ipam: { type: 'static', addresses: [{ address: `${s.rangeStart4}/24`, gateway: s.extIP4 }] },
+    };
     const before = await snapshot(topo.node, [s.rangeStart4]);
     const killed: string[] = [];
     // Kill points spread over the length of a whole ADD on this machine right now (it varies with load).

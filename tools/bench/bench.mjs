@@ -25,8 +25,15 @@ const { values: opt } = parseArgs({
 /** Regular executable files of a directory, sorted; [] if it does not exist. */
 function executables(dir) {
   if (!fs.existsSync(dir)) return [];
-  return fs.readdirSync(dir).sort().filter((n) => !n.startsWith('.')).map((n) => path.join(dir, n))
-    .filter((f) => { const st = fs.statSync(f); return st.isFile() && (st.mode & 0o111) !== 0; });
+  return fs
+    .readdirSync(dir)
+    .sort()
+    .filter((n) => !n.startsWith('.'))
+    .map((n) => path.join(dir, n))
+    .filter((f) => {
+      const st = fs.statSync(f);
+      return st.isFile() && (st.mode & 0o111) !== 0;
+    });
 }
 
 const ctx = {
@@ -50,11 +57,22 @@ const ctx = {
 function printTargets() {
   if (ctx.targets.length === 0) return;
   console.log(`\n== targets (issue 10): ratios to \`node -e 0\` of the pinned Node, medians of alternating runs`);
-  table(['target', 'call', 'node -e 0', 'wall ratio', 'CPU ratio', 'limit', 'runs', ''], ctx.targets.map((t) => {
-    const wall = median(t.wall.ratios);
-    return [t.what, ms(median(t.wall.a)), ms(median(t.wall.b)), ratio(wall), t.cpu ? ratio(median(t.cpu.ratios)) : '-',
-      `<= ${t.limit.toFixed(2)}x`, t.wall.ratios.length, wall <= t.limit ? 'met' : `missed by ${ratio(wall / t.limit)}`];
-  }));
+  table(
+    ['target', 'call', 'node -e 0', 'wall ratio', 'CPU ratio', 'limit', 'runs', ''],
+    ctx.targets.map((t) => {
+      const wall = median(t.wall.ratios);
+      return [
+        t.what,
+        ms(median(t.wall.a)),
+        ms(median(t.wall.b)),
+        ratio(wall),
+        t.cpu ? ratio(median(t.cpu.ratios)) : '-',
+        `<= ${t.limit.toFixed(2)}x`,
+        t.wall.ratios.length,
+        wall <= t.limit ? 'met' : `missed by ${ratio(wall / t.limit)}`,
+      ];
+    }),
+  );
   console.log('  (wall: the call as a runtime sees it; CPU: task-clock from perf stat, steadier on a shared machine)');
 }
 

@@ -22,15 +22,30 @@ function bundle() {
   const esbuild = path.join(root, 'node_modules', '.bin', 'esbuild');
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'cnikit-bench-eni-'));
   const entry = path.join(dir, 'entry.ts');
-  fs.writeFileSync(entry, `import { runAllocationSim } from ${JSON.stringify(path.join(root, 'testing/cilium-eni-ipam/src/index.ts'))};
+  fs.writeFileSync(
+    entry,
+    `import { runAllocationSim } from ${JSON.stringify(path.join(root, 'testing/cilium-eni-ipam/src/index.ts'))};
 const o = JSON.parse(process.argv[2]);
 runAllocationSim({ ...o, log: (m: string) => process.stderr.write('  ' + m + '\\n') }).then((r) => process.stdout.write(JSON.stringify(r)), (e) => { console.error(e); process.exit(1); });
-`);
+`,
+  );
   const out = path.join(dir, 'sim.cjs');
-  const r = spawnSync(esbuild, [entry, '--bundle', '--platform=node', '--target=node22', '--format=cjs', `--outfile=${out}`,
-    `--tsconfig=${path.join(root, 'tsconfig.base.json')}`, '--log-level=warning',
-    // moto.ts finds tools/moto/setup.sh relative to its own file: keep __dirname meaningful.
-    `--define:__dirname=${JSON.stringify(path.join(root, 'testing/cilium-eni-ipam/src'))}`], { encoding: 'utf8' });
+  const r = spawnSync(
+    esbuild,
+    [
+      entry,
+      '--bundle',
+      '--platform=node',
+      '--target=node22',
+      '--format=cjs',
+      `--outfile=${out}`,
+      `--tsconfig=${path.join(root, 'tsconfig.base.json')}`,
+      '--log-level=warning',
+      // moto.ts finds tools/moto/setup.sh relative to its own file: keep __dirname meaningful.
+      `--define:__dirname=${JSON.stringify(path.join(root, 'testing/cilium-eni-ipam/src'))}`,
+    ],
+    { encoding: 'utf8' },
+  );
   if (r.status !== 0) throw new Error(`esbuild: ${r.stderr}`);
   return { out, dir };
 }
@@ -52,22 +67,39 @@ export function run(ctx, argv = []) {
   const { values } = parseArgs({
     args: argv,
     options: {
-      nodes: { type: 'string', default: '100' }, pods: { type: 'string', default: '30' }, qps: { type: 'string', default: '4' },
-      burst: { type: 'string', default: '20' }, 'latency-ms': { type: 'string', default: '20' }, workers: { type: 'string', default: '50' },
+      nodes: { type: 'string', default: '100' },
+      pods: { type: 'string', default: '30' },
+      qps: { type: 'string', default: '4' },
+      burst: { type: 'string', default: '20' },
+      'latency-ms': { type: 'string', default: '20' },
+      workers: { type: 'string', default: '50' },
       'instance-type': { type: 'string', default: 'm5.2xlarge' },
     },
   });
   const o = {
-    nodes: Number(values.nodes), pendingPods: Number(values.pods), qps: Number(values.qps), burst: Number(values.burst),
-    latencyMs: Number(values['latency-ms']), workers: Number(values.workers), instanceType: values['instance-type'],
+    nodes: Number(values.nodes),
+    pendingPods: Number(values.pods),
+    qps: Number(values.qps),
+    burst: Number(values.burst),
+    latencyMs: Number(values['latency-ms']),
+    workers: Number(values.workers),
+    instanceType: values['instance-type'],
   };
-  console.log(`  ${o.nodes} nodes (${o.instanceType}) x ${o.pendingPods} pending pods, pre-allocate 8, ${o.latencyMs} ms per EC2 call, ${o.qps} QPS burst ${o.burst}, ${o.workers} workers`);
+  console.log(
+    `  ${o.nodes} nodes (${o.instanceType}) x ${o.pendingPods} pending pods, pre-allocate 8, ${o.latencyMs} ms per EC2 call, ${o.qps} QPS burst ${o.burst}, ${o.workers} workers`,
+  );
   const r = simulate(ctx?.node ?? process.execPath, o);
   console.log(`  all nodes can start their pods: ${s(r.podsReadyMs)} (node p50 ${s(r.p50NodeReadyMs)}, p90 ${s(r.p90NodeReadyMs)})`);
   console.log(`  watermark (pods + 8) on every node: ${s(r.watermarkMs)}`);
-  console.log(`  EC2 calls: ${r.ec2Calls} (strict minimum ${r.minCalls}, ratio ${(r.ec2Calls / r.minCalls).toFixed(2)}x); by action: ${JSON.stringify(r.callsByAction)}`);
-  console.log(`  rate-limit lower bound for the minimum calls: ${s(r.lowerBoundMs)}; measured / bound: ${(r.watermarkMs / r.lowerBoundMs).toFixed(2)}x`);
-  console.log(`  node syncs: ${r.syncs}; time spent waiting for tokens (sum over calls): ${s(r.throttleWaitMs)}; setup (moto, instances): ${s(r.setupMs)}`);
+  console.log(
+    `  EC2 calls: ${r.ec2Calls} (strict minimum ${r.minCalls}, ratio ${(r.ec2Calls / r.minCalls).toFixed(2)}x); by action: ${JSON.stringify(r.callsByAction)}`,
+  );
+  console.log(
+    `  rate-limit lower bound for the minimum calls: ${s(r.lowerBoundMs)}; measured / bound: ${(r.watermarkMs / r.lowerBoundMs).toFixed(2)}x`,
+  );
+  console.log(
+    `  node syncs: ${r.syncs}; time spent waiting for tokens (sum over calls): ${s(r.throttleWaitMs)}; setup (moto, instances): ${s(r.setupMs)}`,
+  );
 }
 
 if (import.meta.url === `file://${process.argv[1]}`) {

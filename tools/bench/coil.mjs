@@ -19,7 +19,14 @@ const N = 100;
 function coilCmd(ctx, socket, command, netns, id) {
   return {
     file: path.join(ctx.binDir, 'coil'),
-    env: { CNI_COMMAND: command, CNI_CONTAINERID: id, CNI_NETNS: netns, CNI_IFNAME: 'eth0', CNI_PATH: ctx.binDir, CNI_ARGS: 'IgnoreUnknown=1;K8S_POD_NAME=p' },
+    env: {
+      CNI_COMMAND: command,
+      CNI_CONTAINERID: id,
+      CNI_NETNS: netns,
+      CNI_IFNAME: 'eth0',
+      CNI_PATH: ctx.binDir,
+      CNI_ARGS: 'IgnoreUnknown=1;K8S_POD_NAME=p',
+    },
     input: JSON.stringify({ cniVersion: '1.0.0', name: 'k8s-pod-network', type: 'coil', socket }),
   };
 }
@@ -29,7 +36,9 @@ function runAsync(cmd) {
     const t0 = process.hrtime.bigint();
     const child = spawn(cmd.file, [], { env: cmd.env, stdio: ['pipe', 'pipe', 'pipe'] });
     let out = '';
-    child.stdout.on('data', (c) => { out += c; });
+    child.stdout.on('data', (c) => {
+      out += c;
+    });
     child.on('error', reject);
     child.on('exit', (code) => {
       const t = Number(process.hrtime.bigint() - t0) / 1e6;
@@ -57,11 +66,22 @@ export async function run(ctx) {
   const nodeNs = `${id}-node`;
   const work = fs.mkdtempSync(path.join(os.tmpdir(), 'cnikit-bench-coil-'));
   const namespaces = [nodeNs];
-  const newNs = (n) => { ip('netns', 'add', n); namespaces.push(n); ip('-n', n, 'link', 'set', 'lo', 'up'); return `/var/run/netns/${n}`; };
+  const newNs = (n) => {
+    ip('netns', 'add', n);
+    namespaces.push(n);
+    ip('-n', n, 'link', 'set', 'lo', 'up');
+    return `/var/run/netns/${n}`;
+  };
   let coil;
   try {
     newNs(nodeNs);
-    coil = await startCoil({ root: ctx.root, binDir: ctx.binDir, work, nodeNs, pool: { blockSizeBits: 5, subnets: [{ ipv4: '10.140.0.0/16' }] } });
+    coil = await startCoil({
+      root: ctx.root,
+      binDir: ctx.binDir,
+      work,
+      nodeNs,
+      pool: { blockSizeBits: 5, subnets: [{ ipv4: '10.140.0.0/16' }] },
+    });
     const { socket } = coil;
     const idleRss = Number(/VmRSS:\s+(\d+)/.exec(fs.readFileSync(`/proc/${coil.coild.pid}/status`, 'utf8'))?.[1] ?? 0);
     // A pinned pod keeps the first block, so single ADD/DEL cycles below never request or free a block.
@@ -93,7 +113,9 @@ export async function run(ctx) {
       const ta = timeOnce(addCmd);
       timeOnce(delCmd);
       const tb = tb0 ?? timeOnce(bare);
-      pairs.a.push(ta); pairs.b.push(tb); pairs.ratios.push(ta / tb);
+      pairs.a.push(ta);
+      pairs.b.push(tb);
+      pairs.ratios.push(ta / tb);
     }
     const singleAdd = median(pairs.a);
     const after = await addHandling(coil.metricsUrl);
@@ -106,26 +128,38 @@ export async function run(ctx) {
         const ta = cpuOnce(addCmd);
         timeOnce(delCmd);
         const tb = tb0 ?? cpuOnce(bare);
-        cpu.a.push(ta); cpu.b.push(tb); cpu.ratios.push(ta / tb);
+        cpu.a.push(ta);
+        cpu.b.push(tb);
+        cpu.ratios.push(ta / tb);
       }
     }
     ctx.targets.push({ what: 'coil ADD round trip to coild', limit: 1.5, wall: pairs, cpu });
-    const coildAdd = (after.sum - before.sum) / Math.max(1, after.count - before.count) * 1000;
+    const coildAdd = ((after.sum - before.sum) / Math.max(1, after.count - before.count)) * 1000;
 
     console.log(`  ${N} ADDs at once (one coild, pool blockSizeBits 5: ${Math.ceil(N / 32)}+ blocks requested on the way):`);
-    table(['', 'wall', 'p50', 'p99', 'max'], [
-      [`${N} ADD`, ms(addWall), ms(pct(addTimes, 50)), ms(pct(addTimes, 99)), ms(Math.max(...addTimes))],
-      [`${N} DEL`, ms(delWall), ms(pct(delTimes, 50)), ms(pct(delTimes, 99)), ms(Math.max(...delTimes))],
-    ]);
+    table(
+      ['', 'wall', 'p50', 'p99', 'max'],
+      [
+        [`${N} ADD`, ms(addWall), ms(pct(addTimes, 50)), ms(pct(addTimes, 99)), ms(Math.max(...addTimes))],
+        [`${N} DEL`, ms(delWall), ms(pct(delTimes, 50)), ms(pct(delTimes, 99)), ms(Math.max(...delTimes))],
+      ],
+    );
     console.log(`  coild's own Del handling during the ${N} DELs (mean, queueing on the kernel's RTNL lock included): ${ms(coildDel)}`);
     console.log(`  coild RSS: ${mib(idleRss)} after start-up, peak (VmHWM) ${mib(hwm)} (target <= 120 MiB)`);
-    console.log(`  ${N}-at-once wall / (${N} x single ADD ${ms(singleAdd)}): ${ratio(addWall / (N * singleAdd))} (target: ${N} ADDs <= 15 s: ${addWall <= 15000 ? 'met' : 'missed'})`);
+    console.log(
+      `  ${N}-at-once wall / (${N} x single ADD ${ms(singleAdd)}): ${ratio(addWall / (N * singleAdd))} (target: ${N} ADDs <= 15 s: ${addWall <= 15000 ? 'met' : 'missed'})`,
+    );
     console.log(`  coil ADD round trip vs bare start, median of ${ctx.runs} alternated pairs:`);
-    table(['', 'median', 'ratio to bare'], [
-      ['node -e 0', ms(median(pairs.b)), '1.00x'],
-      ['coil ADD (+coild work)', ms(singleAdd), `${ratio(median(pairs.ratios))} (target <= 1.5x)`],
-    ]);
-    console.log(`  of which coild's own Add handling (grpc_server_handling_seconds, mean): ${ms(coildAdd)}; the client's share: ${ms(singleAdd - coildAdd)} = ${ratio((singleAdd - coildAdd) / median(pairs.b))} of bare`);
+    table(
+      ['', 'median', 'ratio to bare'],
+      [
+        ['node -e 0', ms(median(pairs.b)), '1.00x'],
+        ['coil ADD (+coild work)', ms(singleAdd), `${ratio(median(pairs.ratios))} (target <= 1.5x)`],
+      ],
+    );
+    console.log(
+      `  of which coild's own Add handling (grpc_server_handling_seconds, mean): ${ms(coildAdd)}; the client's share: ${ms(singleAdd - coildAdd)} = ${ratio((singleAdd - coildAdd) / median(pairs.b))} of bare`,
+    );
 
     // Client stacks, one STATUS call each, process start included: the `coil` binary (hand-framed HTTP/2),
     // a script on node:http2, a script on @grpc/grpc-js, round-robin.
@@ -142,7 +176,10 @@ export async function run(ctx) {
     for (let i = 0; i < ctx.runs; i++) stacks.forEach(([, c], j) => times[j].push(timeOnce(c)));
     const bareMed = median(times[3]);
     console.log('  gRPC client start-up + one call (STATUS), round-robin medians:');
-    table(['', 'median', 'ratio to bare'], stacks.map(([name], j) => [name, ms(median(times[j])), ratio(median(times[j]) / bareMed)]));
+    table(
+      ['', 'median', 'ratio to bare'],
+      stacks.map(([name], j) => [name, ms(median(times[j])), ratio(median(times[j]) / bareMed)]),
+    );
   } finally {
     if (coil) await coil.stop().catch((e) => console.log(`  cleanup: ${e.message}`));
     for (const n of namespaces.reverse()) spawnSync('ip', ['netns', 'del', n]);

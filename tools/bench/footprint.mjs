@@ -13,7 +13,9 @@ export const title = 'install size: separate executables vs multi-call (target: 
 export const order = 20;
 
 function install(ctx, from, prefix, mode) {
-  const r = spawnSync(ctx.node, [path.join(ctx.root, 'tools', 'install-plugins.mjs'), '--from', from, '--prefix', prefix, '--mode', mode], { encoding: 'utf8' });
+  const r = spawnSync(ctx.node, [path.join(ctx.root, 'tools', 'install-plugins.mjs'), '--from', from, '--prefix', prefix, '--mode', mode], {
+    encoding: 'utf8',
+  });
   if (r.status !== 0) throw new Error(`install-plugins --mode ${mode}: ${r.stderr}`);
   return Number(/([\d.]+) MB on disk/.exec(r.stdout)?.[1]) * 1e6;
 }

@@ -16,10 +16,19 @@ export const order = 80;
 
 function runPlugin(bin, command, containerId, conf) {
   return new Promise((resolve, reject) => {
-    const env = { CNI_COMMAND: command, CNI_CONTAINERID: containerId, CNI_NETNS: '/var/run/netns/bench', CNI_IFNAME: 'eth0', CNI_PATH: '/opt/cni/bin', CNI_ARGS: '' };
+    const env = {
+      CNI_COMMAND: command,
+      CNI_CONTAINERID: containerId,
+      CNI_NETNS: '/var/run/netns/bench',
+      CNI_IFNAME: 'eth0',
+      CNI_PATH: '/opt/cni/bin',
+      CNI_ARGS: '',
+    };
     const c = spawn(bin, [], { env, stdio: ['pipe', 'pipe', 'pipe'] });
     let out = '';
-    c.stdout.on('data', (d) => { out += d; });
+    c.stdout.on('data', (d) => {
+      out += d;
+    });
     c.on('error', reject);
     c.on('close', (code) => (code === 0 ? resolve(out) : reject(new Error(`${command} ${containerId}: exit ${code}: ${out}`))));
     c.stdin.end(conf);
@@ -39,14 +48,42 @@ export async function run(ctx) {
   try {
     const kubectl = (...a) => execFileSync('kubectl', ['--kubeconfig', info.kubeconfig, ...a], { encoding: 'utf8' });
     kubectl('apply', '-f', path.join(ctx.root, 'packages/gcp-ipam/config/crds.yaml'));
-    kubectl('wait', '--for=condition=Established', 'crd/ippools.ipam.gcp-cni.cast.ai', 'crd/ipallocations.ipam.gcp-cni.cast.ai', '--timeout=30s');
+    kubectl(
+      'wait',
+      '--for=condition=Established',
+      'crd/ippools.ipam.gcp-cni.cast.ai',
+      'crd/ipallocations.ipam.gcp-cni.cast.ai',
+      '--timeout=30s',
+    );
     const pool = path.join(work, 'pool.yaml');
-    fs.writeFileSync(pool, 'apiVersion: ipam.gcp-cni.cast.ai/v1alpha1\nkind: IPPool\nmetadata:\n  name: bench\nspec:\n  cidr: 10.117.0.0/16\n  subnet: projects/test-project/regions/europe-west1/subnetworks/default\n  secondaryRangeName: live\n');
-    for (let i = 0; ; i++) { try { kubectl('apply', '-f', pool); break; } catch (e) { if (i > 20) throw e; await new Promise((r) => setTimeout(r, 250)); } }
+    fs.writeFileSync(
+      pool,
+      'apiVersion: ipam.gcp-cni.cast.ai/v1alpha1\nkind: IPPool\nmetadata:\n  name: bench\nspec:\n  cidr: 10.117.0.0/16\n  subnet: projects/test-project/regions/europe-west1/subnetworks/default\n  secondaryRangeName: live\n',
+    );
+    for (let i = 0; ; i++) {
+      try {
+        kubectl('apply', '-f', pool);
+        break;
+      } catch (e) {
+        if (i > 20) throw e;
+        await new Promise((r) => setTimeout(r, 250));
+      }
+    }
     const conf = JSON.stringify({
-      cniVersion: '1.0.0', name: 'bench', type: 'ptp',
-      ipam: { type: 'gcp-ipam', kubeconfig: info.kubeconfig, pool: 'bench', project: 'test-project', zone: 'europe-west1-b', instance: 'bench-node',
-        nodeName: 'bench-node', computeEndpoint: fake.computeEndpoint, stateDir: path.join(work, 'state') },
+      cniVersion: '1.0.0',
+      name: 'bench',
+      type: 'ptp',
+      ipam: {
+        type: 'gcp-ipam',
+        kubeconfig: info.kubeconfig,
+        pool: 'bench',
+        project: 'test-project',
+        zone: 'europe-west1-b',
+        instance: 'bench-node',
+        nodeName: 'bench-node',
+        computeEndpoint: fake.computeEndpoint,
+        stateDir: path.join(work, 'state'),
+      },
     });
     const runs = Math.min(ctx.runs, 3);
     // one ADD alone (what the anchor's per-node lock serializes 30 times)
@@ -80,9 +117,13 @@ export async function run(ctx) {
     const m = median(all);
     const anchor = 30 * median(single);
     console.log(`  one ADD alone (3 s operation):        median ${ms(median(single))}`);
-    console.log(`  30 ADDs at once, all ready:           median ${ms(m)} over ${runs} runs (${all.map(ms).join(', ')}); target <= 10 s: ${m <= 10_000 ? 'met' : 'NOT met'}`);
+    console.log(
+      `  30 ADDs at once, all ready:           median ${ms(m)} over ${runs} runs (${all.map(ms).join(', ')}); target <= 10 s: ${m <= 10_000 ? 'met' : 'NOT met'}`,
+    );
     console.log(`  updateNetworkInterface calls / 30:    ${calls.join(', ')}`);
-    console.log(`  30 ADDs at once, 0 s operations:      median ${ms(median(overhead))} (start-up + API server + CPU; load average ${os.loadavg()[0].toFixed(1)} on ${os.cpus().length} CPUs)`);
+    console.log(
+      `  30 ADDs at once, 0 s operations:      median ${ms(median(overhead))} (start-up + API server + CPU; load average ${os.loadavg()[0].toFixed(1)} on ${os.cpus().length} CPUs)`,
+    );
     console.log(`  anchor design (30 x one ADD, serial): ${ms(anchor)}  -> ${(anchor / m).toFixed(1)}x faster`);
   } finally {
     await fake.stop();

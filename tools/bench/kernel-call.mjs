@@ -24,7 +24,14 @@ export function run(ctx) {
       'fx-netlink LINKS': { file: exe('fx-netlink'), env: { ...base, CNI_COMMAND: 'LINKS' } },
       'fx-netlib ADD (netns + link dump)': {
         file: exe('fx-netlib'),
-        env: { ...base, CNI_COMMAND: 'ADD', CNI_CONTAINERID: 'bench', CNI_NETNS: `/var/run/netns/${ns}`, CNI_IFNAME: 'eth0', CNI_PATH: '/nonexistent' },
+        env: {
+          ...base,
+          CNI_COMMAND: 'ADD',
+          CNI_CONTAINERID: 'bench',
+          CNI_NETNS: `/var/run/netns/${ns}`,
+          CNI_IFNAME: 'eth0',
+          CNI_PATH: '/nonexistent',
+        },
         input: JSON.stringify({ cniVersion: '1.1.0', name: 'bench', type: 'fx-netlib' }),
       },
     };

@@ -10,7 +10,7 @@ import * as os from 'node:os';
 import * as path from 'node:path';
 import { runChain } from './lib/chain-report.mjs';
 
-export const title = 'ADD+DEL macvlan+host-local+router vs macvlan+host-local, on an overlay pod; router\'s share vs the bare runtime start';
+export const title = "ADD+DEL macvlan+host-local+router vs macvlan+host-local, on an overlay pod; router's share vs the bare runtime start";
 export const order = 31;
 
 const GO = '/usr/lib/cni';
@@ -24,7 +24,8 @@ export function run(ctx) {
   const router = path.join(ctx.binDir, 'router');
   if (!fs.existsSync(router)) return ctx.skip(`${router} not built (npm run build)`);
   if (process.getuid?.() !== 0) return ctx.skip('needs root (network namespaces)');
-  for (const p of ['macvlan', 'host-local']) if (!fs.existsSync(path.join(GO, p))) return ctx.skip(`${GO}/${p} missing (apt-get install containernetworking-plugins)`);
+  for (const p of ['macvlan', 'host-local'])
+    if (!fs.existsSync(path.join(GO, p))) return ctx.skip(`${GO}/${p} missing (apt-get install containernetworking-plugins)`);
 
   const id = `rb${process.pid.toString(36)}`;
   const host = `${id}-host`;
@@ -66,11 +67,20 @@ export function run(ctx) {
       cniPath: `${GO}:${ctx.binDir}`,
       plugins: { macvlan: path.join(GO, 'macvlan'), router },
       macvlan: {
-        type: 'macvlan', master: 'mvmaster', mode: 'bridge',
-        ipam: { type: 'host-local', dataDir: path.join(work, 'ipam'), ranges: [[{ subnet: '172.30.0.0/24', gateway: '172.30.0.254' }]], routes: [{ dst: '0.0.0.0/0' }] },
+        type: 'macvlan',
+        master: 'mvmaster',
+        mode: 'bridge',
+        ipam: {
+          type: 'host-local',
+          dataDir: path.join(work, 'ipam'),
+          ranges: [[{ subnet: '172.30.0.0/24', gateway: '172.30.0.254' }]],
+          routes: [{ dst: '0.0.0.0/0' }],
+        },
       },
       router: {
-        type: 'router', overlay_hijack_subnet: ['10.244.0.0/16'], service_hijack_subnet: ['10.96.0.0/12'],
+        type: 'router',
+        overlay_hijack_subnet: ['10.244.0.0/16'],
+        service_hijack_subnet: ['10.96.0.0/12'],
         log_options: { log_level: 'info', log_file: path.join(work, 'router.log') },
       },
       netns: pairs,

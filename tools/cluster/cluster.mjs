@@ -64,7 +64,10 @@ try {
       }
       if (st.running) await stopCluster(stateDir);
       const info = await startCluster({
-        stateDir, version: opts.version, garbageCollector: opts.gc, log,
+        stateDir,
+        version: opts.version,
+        garbageCollector: opts.gc,
+        log,
         buildScript: join(here, 'build.sh'),
       });
       log(`cluster: up in ${info.startupMs} ms: ${info.server} (Kubernetes ${info.version}), state in ${info.stateDir}`);
@@ -84,7 +87,9 @@ try {
         process.exitCode = 1;
         break;
       }
-      const procs = Object.entries(st.processes).map(([n, p]) => `${n}=${p.pid}${p.alive ? '' : '(dead)'}`).join(' ');
+      const procs = Object.entries(st.processes)
+        .map(([n, p]) => `${n}=${p.pid}${p.alive ? '' : '(dead)'}`)
+        .join(' ');
       console.log(`${st.ready ? 'ready' : st.running ? 'running, not ready' : 'stopped'} ${st.info.server} ${procs}`);
       console.log(`KUBECONFIG=${st.info.kubeconfig}`);
       if (!st.running) process.exitCode = 1;

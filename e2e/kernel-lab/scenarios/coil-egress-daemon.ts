@@ -47,17 +47,50 @@ scenario(async () => {
   const rtun6 = fouLinkName(CLIENT.v6);
 
   await reconcileNatClient(t.client.ns.path, {
-    fouPort: FOU_PORT, podIPv4: CLIENT.v4, podIPv6: CLIENT.v6,
-    egresses: [{ namespace: 'internet', name: 'egress', peerIPv4: SERVICE.v4, peerIPv6: SERVICE.v6, destinations: ['203.0.113.0/24', '2001:db8:1::/64'], fouSourcePortAuto: true }],
+    fouPort: FOU_PORT,
+    podIPv4: CLIENT.v4,
+    podIPv6: CLIENT.v6,
+    egresses: [
+      {
+        namespace: 'internet',
+        name: 'egress',
+        peerIPv4: SERVICE.v4,
+        peerIPv6: SERVICE.v6,
+        destinations: ['203.0.113.0/24', '2001:db8:1::/64'],
+        fouSourcePortAuto: true,
+      },
+    ],
   });
   await pods.create({ metadata: { name: 'client', namespace: 'app' }, spec: { containers: [{ name: 'c', image: 'busybox' }] } });
   await pods.patchStatus('client', { status: { phase: 'Running', podIP: CLIENT.v4, podIPs: [{ ip: CLIENT.v4 }, { ip: CLIENT.v6 }] } });
 
   const t0 = Date.now();
-  const daemon = spawn(process.execPath, [BIN, '--kubeconfig', KUBECONFIG, '--netns', t.router.ns.path, '--backend', 'nftables', '--metrics-addr', METRICS, '--health-addr', HEALTH], {
-    env: { ...process.env, COIL_POD_NAMESPACE: 'internet', COIL_POD_NAME: 'egress-0', COIL_EGRESS_NAME: 'egress', COIL_POD_ADDRESSES: `${ROUTER.v4},${ROUTER.v6}` },
-    stdio: ['ignore', 'pipe', 'pipe'],
-  });
+  const daemon = spawn(
+    process.execPath,
+    [
+      BIN,
+      '--kubeconfig',
+      KUBECONFIG,
+      '--netns',
+      t.router.ns.path,
+      '--backend',
+      'nftables',
+      '--metrics-addr',
+      METRICS,
+      '--health-addr',
+      HEALTH,
+    ],
+    {
+      env: {
+        ...process.env,
+        COIL_POD_NAMESPACE: 'internet',
+        COIL_POD_NAME: 'egress-0',
+        COIL_EGRESS_NAME: 'egress',
+        COIL_POD_ADDRESSES: `${ROUTER.v4},${ROUTER.v6}`,
+      },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    },
+  );
   let log = '';
   daemon.stdout.on('data', (d: Buffer) => (log += d.toString()));
   daemon.stderr.on('data', (d: Buffer) => (log += d.toString()));
@@ -73,11 +106,21 @@ scenario(async () => {
     // The pod asks for NAT through this Egress: the daemon creates the tunnels back to it.
     const tAnnotate = Date.now();
     await pods.patch('client', { metadata: { annotations: { 'egress.coil.cybozu.com/internet': 'egress' } } });
-    await waitFor('router tunnels to the client', async () => (await link.find(t.router.ns, rtun4)) && (await link.find(t.router.ns, rtun6)), 30_000);
+    await waitFor(
+      'router tunnels to the client',
+      async () => (await link.find(t.router.ns, rtun4)) && (await link.find(t.router.ns, rtun6)),
+      30_000,
+    );
     const tunnelMs = Date.now() - tAnnotate;
     const d4 = await tunnel.details(t.router.ns, rtun4);
     const d6 = await tunnel.details(t.router.ns, rtun6);
-    check(d4.tunnel?.remote === CLIENT.v4 && d4.tunnel.local === ROUTER.v4 && d4.tunnel.encap?.sport === 0 && d4.tunnel.encap.dport === FOU_PORT, `router ${rtun4}: ${JSON.stringify(d4.tunnel)}`);
+    check(
+      d4.tunnel?.remote === CLIENT.v4 &&
+        d4.tunnel.local === ROUTER.v4 &&
+        d4.tunnel.encap?.sport === 0 &&
+        d4.tunnel.encap.dport === FOU_PORT,
+      `router ${rtun4}: ${JSON.stringify(d4.tunnel)}`,
+    );
     check(d6.tunnel?.remote === CLIENT.v6 && d6.tunnel.encap?.sport === 0, `router ${rtun6}: ${JSON.stringify(d6.tunnel)}`);
 
     const back = (): number => linkStats(t.client.name, 'coil_ipip4').rx + linkStats(t.client.name, 'coil_ipip6').rx;
@@ -96,7 +139,11 @@ scenario(async () => {
 
     // The pod goes away: so do its tunnels.
     await pods.delete('client', { gracePeriodSeconds: 0 });
-    await waitFor('router tunnels removed', async () => (await link.find(t.router.ns, rtun4)) === undefined && (await link.find(t.router.ns, rtun6)) === undefined, 30_000);
+    await waitFor(
+      'router tunnels removed',
+      async () => (await link.find(t.router.ns, rtun4)) === undefined && (await link.find(t.router.ns, rtun6)) === undefined,
+      30_000,
+    );
 
     daemon.kill('SIGTERM');
     const code = await exited;

@@ -13,7 +13,19 @@ import { reconcileRouter, type RouterConfig } from '../../../packages/coil/src/e
 import { ensureSnat, readNftTable, removeSnat, type NatBackend } from '../../../packages/coil/src/egress/snat';
 import { fouLinkName } from '../../../packages/coil/src/egress/names';
 import { check, linkStats, result, run, scenario } from './guest';
-import { buildTopology, CLIENT, FOU_PORT, INTERNET, OTHER, PRIVATE, ROUTER, seenFrom, SERVICE, snapshot, type Topology } from './coil-egress-topo';
+import {
+  buildTopology,
+  CLIENT,
+  FOU_PORT,
+  INTERNET,
+  OTHER,
+  PRIVATE,
+  ROUTER,
+  seenFrom,
+  SERVICE,
+  snapshot,
+  type Topology,
+} from './coil-egress-topo';
 
 const TUN4 = fouLinkName(SERVICE.v4); // client -> Service (v4)
 const TUN6 = fouLinkName(SERVICE.v6);
@@ -25,11 +37,19 @@ function clientCfg(destinations: string[], sportAuto: boolean): NatClientConfig 
     fouPort: FOU_PORT,
     podIPv4: CLIENT.v4,
     podIPv6: CLIENT.v6,
-    egresses: [{ namespace: 'internet', name: 'egress', peerIPv4: SERVICE.v4, peerIPv6: SERVICE.v6, destinations, fouSourcePortAuto: sportAuto }],
+    egresses: [
+      { namespace: 'internet', name: 'egress', peerIPv4: SERVICE.v4, peerIPv6: SERVICE.v6, destinations, fouSourcePortAuto: sportAuto },
+    ],
   };
 }
 
-const routerCfg = (sportAuto: boolean, clients = [CLIENT.v4, CLIENT.v6]): RouterConfig => ({ fouPort: FOU_PORT, podIPv4: ROUTER.v4, podIPv6: ROUTER.v6, sportAuto, clients });
+const routerCfg = (sportAuto: boolean, clients = [CLIENT.v4, CLIENT.v6]): RouterConfig => ({
+  fouPort: FOU_PORT,
+  podIPv4: ROUTER.v4,
+  podIPv6: ROUTER.v6,
+  sportAuto,
+  clients,
+});
 const snatCfg = { uplink: 'eth0', podIPv4: ROUTER.v4, podIPv6: ROUTER.v6 };
 
 async function expectVia(t: Topology, dst: string, via: 'router' | 'client', what: string): Promise<void> {
@@ -54,10 +74,17 @@ scenario(async () => {
 
   // --- router pod: tunnels to the client (fixed sport), SNAT with iptables
   const r1 = await reconcileRouter(t.router.ns, routerCfg(false));
-  check(r1.created.sort().join() === [RTUN4, RTUN6].sort().join() && r1.removed.length === 0 && r1.clients === 2, `router pass 1: ${JSON.stringify(r1)}`);
+  check(
+    r1.created.sort().join() === [RTUN4, RTUN6].sort().join() && r1.removed.length === 0 && r1.clients === 2,
+    `router pass 1: ${JSON.stringify(r1)}`,
+  );
   check((await ensureSnat(t.router.ns, 'iptables', snatCfg)) === true, 'ensureSnat(iptables) reported no change on a fresh pod');
   check((await ensureSnat(t.router.ns, 'iptables', snatCfg)) === false, 'ensureSnat(iptables) changed something the second time');
-  result('routerIptables', run('ip', ['netns', 'exec', t.router.name, 'iptables', '-t', 'nat', '-S', 'POSTROUTING']) + run('ip', ['netns', 'exec', t.router.name, 'ip6tables', '-t', 'nat', '-S', 'POSTROUTING']));
+  result(
+    'routerIptables',
+    run('ip', ['netns', 'exec', t.router.name, 'iptables', '-t', 'nat', '-S', 'POSTROUTING']) +
+      run('ip', ['netns', 'exec', t.router.name, 'ip6tables', '-t', 'nat', '-S', 'POSTROUTING']),
+  );
   const r2 = await reconcileRouter(t.router.ns, routerCfg(false));
   check(r2.created.length === 0 && r2.removed.length === 0, `router pass 2 changed something: ${JSON.stringify(r2)}`);
 
@@ -67,10 +94,20 @@ scenario(async () => {
   await reconcileNatClient(clientNs, clientCfg(dests, false));
   const clientFirstMs = Date.now() - tc0;
   result('clientRules', run('ip', ['-n', t.client.name, '-4', 'rule']) + run('ip', ['-n', t.client.name, '-6', 'rule']));
-  result('clientRoutes', run('ip', ['-n', t.client.name, 'route', 'show', 'table', '117']) + run('ip', ['-n', t.client.name, 'route', 'show', 'table', '118']) +
-    run('ip', ['-n', t.client.name, '-6', 'route', 'show', 'table', '117']) + run('ip', ['-n', t.client.name, '-6', 'route', 'show', 'table', '118']));
-  result('clientLinks', run('ip', ['-n', t.client.name, '-d', 'link', 'show', TUN4]) + run('ip', ['-n', t.client.name, '-d', 'link', 'show', TUN6]) +
-    run('ip', ['-n', t.client.name, '-d', 'link', 'show', 'coil_ipip4']) + run('ip', ['-n', t.client.name, '-d', 'link', 'show', 'coil_ipip6']));
+  result(
+    'clientRoutes',
+    run('ip', ['-n', t.client.name, 'route', 'show', 'table', '117']) +
+      run('ip', ['-n', t.client.name, 'route', 'show', 'table', '118']) +
+      run('ip', ['-n', t.client.name, '-6', 'route', 'show', 'table', '117']) +
+      run('ip', ['-n', t.client.name, '-6', 'route', 'show', 'table', '118']),
+  );
+  result(
+    'clientLinks',
+    run('ip', ['-n', t.client.name, '-d', 'link', 'show', TUN4]) +
+      run('ip', ['-n', t.client.name, '-d', 'link', 'show', TUN6]) +
+      run('ip', ['-n', t.client.name, '-d', 'link', 'show', 'coil_ipip4']) +
+      run('ip', ['-n', t.client.name, '-d', 'link', 'show', 'coil_ipip6']),
+  );
   result('clientFou', run('ip', ['-n', t.client.name, 'fou', 'show']));
   const read1 = await readNatClient(clientNs);
   result('read1', read1);
@@ -122,7 +159,10 @@ scenario(async () => {
   // The devices are changed in place (same index: their routes never go away).
   const idx6 = (await link.get(t.client.ns, TUN6)).index;
   await reconcileNatClient(clientNs, clientCfg(dests2, true));
-  check((await link.get(t.client.ns, TUN4)).index === idx1 && (await link.get(t.client.ns, TUN6)).index === idx6, 'the sport change recreated the client tunnels');
+  check(
+    (await link.get(t.client.ns, TUN4)).index === idx1 && (await link.get(t.client.ns, TUN6)).index === idx6,
+    'the sport change recreated the client tunnels',
+  );
   const r3 = await reconcileRouter(t.router.ns, routerCfg(true));
   check(r3.changed.sort().join() === [RTUN4, RTUN6].sort().join() && r3.created.length === 0, `router sport change: ${JSON.stringify(r3)}`);
   result('autoLink', run('ip', ['-n', t.client.name, '-d', 'link', 'show', TUN4]));
@@ -130,17 +170,29 @@ scenario(async () => {
   const catchAll6 = linkStats(t.client.name, 'coil_ipip6').rx;
   await expectVia(t, OTHER.v4, 'router', 'sport auto v4');
   await expectVia(t, OTHER.v6, 'router', 'sport auto v6');
-  const autoRx = { coil_ipip4: linkStats(t.client.name, 'coil_ipip4').rx - catchAll, coil_ipip6: linkStats(t.client.name, 'coil_ipip6').rx - catchAll6 };
-  check(autoRx.coil_ipip4 > 0 && autoRx.coil_ipip6 > 0, `sport auto: replies did not land on the catch-all receivers: ${JSON.stringify(autoRx)}`);
+  const autoRx = {
+    coil_ipip4: linkStats(t.client.name, 'coil_ipip4').rx - catchAll,
+    coil_ipip6: linkStats(t.client.name, 'coil_ipip6').rx - catchAll6,
+  };
+  check(
+    autoRx.coil_ipip4 > 0 && autoRx.coil_ipip6 > 0,
+    `sport auto: replies did not land on the catch-all receivers: ${JSON.stringify(autoRx)}`,
+  );
   result('autoRx', autoRx);
   const read3 = await readNatClient(clientNs);
-  check(read3.peers.every((p) => p.sportAuto), `readNatClient after sport auto: ${JSON.stringify(read3)}`);
+  check(
+    read3.peers.every((p) => p.sportAuto),
+    `readNatClient after sport auto: ${JSON.stringify(read3)}`,
+  );
   // ...and off again.
   await reconcileNatClient(clientNs, clientCfg(dests2, false));
   await reconcileRouter(t.router.ns, routerCfg(false));
   check((await link.get(t.client.ns, TUN4)).index === idx1, 'the sport change back recreated the client tunnel');
   result('fixedLink', run('ip', ['-n', t.client.name, '-d', 'link', 'show', TUN4]));
-  check((await readNatClient(clientNs)).peers.every((p) => !p.sportAuto), 'readNatClient after sport fixed again');
+  check(
+    (await readNatClient(clientNs)).peers.every((p) => !p.sportAuto),
+    'readNatClient after sport fixed again',
+  );
   await expectVia(t, OTHER.v4, 'router', 'sport fixed again v4');
 
   // --- NAT backends: without SNAT the internet host sees the client's address even through the
@@ -167,7 +219,10 @@ scenario(async () => {
   const r4 = await reconcileRouter(t.router.ns, routerCfg(false, [CLIENT.v6]));
   check(r4.removed.join() === RTUN4 && r4.created.length === 0, `router after the v4 client left: ${JSON.stringify(r4)}`);
   check((await link.find(t.router.ns, RTUN4)) === undefined, `${RTUN4} still in the router`);
-  check(!run('ip', ['-n', t.router.name, 'route', 'show', 'table', '118']).includes(CLIENT.v4), 'route to the gone client left in table 118');
+  check(
+    !run('ip', ['-n', t.router.name, 'route', 'show', 'table', '118']).includes(CLIENT.v4),
+    'route to the gone client left in table 118',
+  );
   // The router's catch-all still decapsulates what the client sends, but nothing is tunnelled
   // back any more: replies to the client arrive (if at all) without FoU.
   const rxBack = (): number => linkStats(t.client.name, TUN4).rx + linkStats(t.client.name, 'coil_ipip4').rx;
@@ -181,7 +236,10 @@ scenario(async () => {
   // --- removeNatClient leaves nothing egress-related and keeps the pod network
   await removeNatClient(clientNs);
   const left = snapshot(t.client);
-  check(!/fou[46]_|coil_ipip|lookup 11[78]|^\d+:\s.*(1800|1900|2000|2001|2002|2100):/m.test(left) && !/port 5555/.test(left), `removeNatClient left:\n${left}`);
+  check(
+    !/fou[46]_|coil_ipip|lookup 11[78]|^\d+:\s.*(1800|1900|2000|2001|2002|2100):/m.test(left) && !/port 5555/.test(left),
+    `removeNatClient left:\n${left}`,
+  );
   for (const p of ['1800', '1900', '2000', '2001', '2002', '2100']) check(!new RegExp(`^${p}:`, 'm').test(left), `rule ${p} left`);
   const clientMainAfter = run('ip', ['-n', t.client.name, 'route', 'show']) + run('ip', ['-n', t.client.name, '-6', 'route', 'show']);
   check(clientMainAfter === clientMainBefore, `the pod's own routes changed:\n${clientMainBefore}\n---\n${clientMainAfter}`);
@@ -207,7 +265,10 @@ scenario(async () => {
   t0 = Date.now();
   const down = await reconcileRouter(t.router.ns, routerCfg(true, []));
   const routerDownMs = Date.now() - t0;
-  check(up.created.length === 100 && noop.created.length + noop.changed.length + noop.removed.length === 0 && down.removed.length === 100, `100 clients: ${up.created.length} created, no-op ${JSON.stringify({ ...noop, created: noop.created.length })}, ${down.removed.length} removed`);
+  check(
+    up.created.length === 100 && noop.created.length + noop.changed.length + noop.removed.length === 0 && down.removed.length === 100,
+    `100 clients: ${up.created.length} created, no-op ${JSON.stringify({ ...noop, created: noop.created.length })}, ${down.removed.length} removed`,
+  );
   check(!/fou[46]_/.test(run('ip', ['-n', t.router.name, 'link', 'show'])), 'router tunnels left after all clients left');
   result('timings', { clientFirstMs, clientNoopMs, router100Ms, routerNoopMs, routerDownMs });
 });

@@ -48,16 +48,22 @@ const D1 = { v4: '203.0.113.0/24', v6: '2001:db8:1::/64' }; // INTERNET's networ
 const D2 = { v4: '198.51.100.0/24', v6: '2001:db8:2::/64' }; // OTHER's networks
 
 /** JSON with object keys sorted (key order is not part of the configuration). */
-const canon = (v: unknown): string => JSON.stringify(v, (_k, x: unknown) =>
-  x && typeof x === 'object' && !Array.isArray(x) ? Object.fromEntries(Object.entries(x).sort(([p], [q]) => p.localeCompare(q))) : x);
+const canon = (v: unknown): string =>
+  JSON.stringify(v, (_k, x: unknown) =>
+    x && typeof x === 'object' && !Array.isArray(x) ? Object.fromEntries(Object.entries(x).sort(([p], [q]) => p.localeCompare(q))) : x,
+  );
 
 const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
 
 /** A logger keeping EgressClient's lines (the "why" of each live update), printed when a check fails. */
 function recordingLogger(lines: string[]): Logger {
-  const w = (level: string) => (msg: string, fields?: Record<string, unknown>): void => {
-    lines.push(`${new Date().toISOString()} ${level} ${msg} ${JSON.stringify(fields ?? {}, (_k, v: unknown) => (v instanceof Error ? v.message : v))}`);
-  };
+  const w =
+    (level: string) =>
+    (msg: string, fields?: Record<string, unknown>): void => {
+      lines.push(
+        `${new Date().toISOString()} ${level} ${msg} ${JSON.stringify(fields ?? {}, (_k, v: unknown) => (v instanceof Error ? v.message : v))}`,
+      );
+    };
   return { debug: () => undefined, info: w('info'), warn: w('warn'), error: w('error') };
 }
 
@@ -91,7 +97,13 @@ scenario(async () => {
   try {
     await services.create({
       metadata: { name: EG_NAME, namespace: EG_NS, labels },
-      spec: { ...svcSpec, ipFamilyPolicy: 'RequireDualStack', ipFamilies: ['IPv4', 'IPv6'], clusterIP: SERVICE.v4, clusterIPs: [SERVICE.v4, SERVICE.v6] },
+      spec: {
+        ...svcSpec,
+        ipFamilyPolicy: 'RequireDualStack',
+        ipFamilies: ['IPv4', 'IPv6'],
+        clusterIP: SERVICE.v4,
+        clusterIPs: [SERVICE.v4, SERVICE.v6],
+      },
     });
   } catch (err) {
     process.stdout.write(`dual-stack Service refused (${(err as Error).message}); IPv4 only\n`);
@@ -99,9 +111,15 @@ scenario(async () => {
     await services.create({ metadata: { name: EG_NAME, namespace: EG_NS, labels }, spec: { ...svcSpec, clusterIP: SERVICE.v4 } });
   }
   const svc = await services.get(EG_NAME);
-  check(svc.spec.clusterIPs?.join() === (dualStack ? `${SERVICE.v4},${SERVICE.v6}` : SERVICE.v4), `Service ClusterIPs ${JSON.stringify(svc.spec.clusterIPs)}`);
+  check(
+    svc.spec.clusterIPs?.join() === (dualStack ? `${SERVICE.v4},${SERVICE.v6}` : SERVICE.v4),
+    `Service ClusterIPs ${JSON.stringify(svc.spec.clusterIPs)}`,
+  );
   const fams = (x: { v4: string; v6: string }): string[] => (dualStack ? [x.v4, x.v6] : [x.v4]);
-  await egresses.create({ metadata: { name: EG_NAME, namespace: EG_NS }, spec: { destinations: [D1.v4, D1.v6], fouSourcePortAuto: false } });
+  await egresses.create({
+    metadata: { name: EG_NAME, namespace: EG_NS },
+    spec: { destinations: [D1.v4, D1.v6], fouSourcePortAuto: false },
+  });
   // The Pod as kubelet has it at ADD time: scheduled to the node, annotated; no addresses yet.
   const pod = await pods.create({
     metadata: { name: POD, namespace: APP_NS, annotations: { [`egress.coil.cybozu.com/${EG_NS}`]: EG_NAME } },
@@ -111,10 +129,32 @@ scenario(async () => {
 
   // ---- 2a. The router: the real coil-egress program in the router pod's netns.
   t0 = Date.now();
-  const daemon = spawn(process.execPath, [BIN, '--kubeconfig', KUBECONFIG, '--netns', t.router.ns.path, '--backend', 'iptables', '--metrics-addr', METRICS, '--health-addr', HEALTH], {
-    env: { ...process.env, COIL_POD_NAMESPACE: EG_NS, COIL_POD_NAME: 'egress-0', COIL_EGRESS_NAME: EG_NAME, COIL_POD_ADDRESSES: `${ROUTER.v4},${ROUTER.v6}` },
-    stdio: ['ignore', 'pipe', 'pipe'],
-  });
+  const daemon = spawn(
+    process.execPath,
+    [
+      BIN,
+      '--kubeconfig',
+      KUBECONFIG,
+      '--netns',
+      t.router.ns.path,
+      '--backend',
+      'iptables',
+      '--metrics-addr',
+      METRICS,
+      '--health-addr',
+      HEALTH,
+    ],
+    {
+      env: {
+        ...process.env,
+        COIL_POD_NAMESPACE: EG_NS,
+        COIL_POD_NAME: 'egress-0',
+        COIL_EGRESS_NAME: EG_NAME,
+        COIL_POD_ADDRESSES: `${ROUTER.v4},${ROUTER.v6}`,
+      },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    },
+  );
   let daemonLog = '';
   daemon.stdout.on('data', (d: Buffer) => (daemonLog += d.toString()));
   daemon.stderr.on('data', (d: Buffer) => (daemonLog += d.toString()));
@@ -143,10 +183,17 @@ scenario(async () => {
   const locks = new KeyedMutex();
   /** Waits for a NAT client run in progress (they run under the pod's container lock, as in coild). */
   const idle = (): Promise<void> => locks.run(CONTAINER_ID, async () => undefined);
-  const newClient = (): EgressClient => new EgressClient({
-    transport: kube, nodeName: NODE_NAME, hostNs: t.node.ns, fouPort: FOU_PORT, natClient: nat, registry: new Registry(),
-    logger: recordingLogger(coildLog), lock: (id, fn) => locks.run(id, fn),
-  });
+  const newClient = (): EgressClient =>
+    new EgressClient({
+      transport: kube,
+      nodeName: NODE_NAME,
+      hostNs: t.node.ns,
+      fouPort: FOU_PORT,
+      natClient: nat,
+      registry: new Registry(),
+      logger: recordingLogger(coildLog),
+      lock: (id, fn) => locks.run(id, fn),
+    });
   const read = (): ReturnType<NatClient['readNatClient']> => real.readNatClient(t.client.ns.path);
   const destsOf = async (): Promise<string[]> => (await read()).peers.flatMap((p) => p.destinations).sort();
   const tun4 = fouLinkName(SERVICE.v4);
@@ -167,14 +214,32 @@ scenario(async () => {
     check(plan?.length === 1, `plan: ${JSON.stringify(plan)}`);
     const cfg = ec.configFor(plan, CLIENT.v4, CLIENT.v6);
     const expectCfg: NatClientConfig = {
-      fouPort: FOU_PORT, podIPv4: CLIENT.v4, podIPv6: CLIENT.v6,
-      egresses: [{ namespace: EG_NS, name: EG_NAME, peerIPv4: SERVICE.v4, ...(dualStack ? { peerIPv6: SERVICE.v6 } : {}), destinations: fams(D1), fouSourcePortAuto: false }],
+      fouPort: FOU_PORT,
+      podIPv4: CLIENT.v4,
+      podIPv6: CLIENT.v6,
+      egresses: [
+        {
+          namespace: EG_NS,
+          name: EG_NAME,
+          peerIPv4: SERVICE.v4,
+          ...(dualStack ? { peerIPv6: SERVICE.v6 } : {}),
+          destinations: fams(D1),
+          fouSourcePortAuto: false,
+        },
+      ],
     };
     check(canon(cfg) === canon(expectCfg), `configFor: ${canon(cfg)}\nexpected ${canon(expectCfg)}`);
     await ec.apply(t.client.ns.path, cfg);
     ec.register({
-      containerId: CONTAINER_ID, ifname: 'eth0', podNamespace: APP_NS, podName: POD, hostIndex: c0.index,
-      ipv4: CLIENT.v4, ipv6: CLIENT.v6, netns: t.client.ns.path, egresses: [{ namespace: EG_NS, name: EG_NAME }],
+      containerId: CONTAINER_ID,
+      ifname: 'eth0',
+      podNamespace: APP_NS,
+      podName: POD,
+      hostIndex: c0.index,
+      ipv4: CLIENT.v4,
+      ipv6: CLIENT.v6,
+      netns: t.client.ns.path,
+      egresses: [{ namespace: EG_NS, name: EG_NAME }],
     });
     lap('2.add', tAdd);
     // kubelet writes the addresses after ADD: the router now sees a client.
@@ -184,7 +249,11 @@ scenario(async () => {
 
     const get = async (url: string): Promise<number> => (await fetch(url)).status;
     await waitFor('coil-egress /readyz', async () => (await get(`http://${HEALTH}/readyz`)) === 200, 90_000);
-    await waitFor('router tunnels to the client', async () => (await link.find(t.router.ns, rtun4)) && (await link.find(t.router.ns, rtun6)), 30_000);
+    await waitFor(
+      'router tunnels to the client',
+      async () => (await link.find(t.router.ns, rtun4)) && (await link.find(t.router.ns, rtun6)),
+      30_000,
+    );
     lap('2.routerReady', t0);
 
     // ---- 3. Real TCP: Egress destinations through the router, anything else direct.
@@ -218,7 +287,11 @@ scenario(async () => {
     phase = 'live-destinations';
     t0 = Date.now();
     await egresses.patch(EG_NAME, { spec: { destinations: [D1.v4, D1.v6, D2.v4, D2.v6] } });
-    await waitFor('second destination routed', async () => JSON.stringify(await destsOf()) === JSON.stringify([...fams(D1), ...fams(D2)].sort()), 30_000);
+    await waitFor(
+      'second destination routed',
+      async () => JSON.stringify(await destsOf()) === JSON.stringify([...fams(D1), ...fams(D2)].sort()),
+      30_000,
+    );
     lap('4.addDestination', t0);
     t0 = Date.now();
     for (const a of fams(OTHER)) await through(`step4 added ${a}`, a);
@@ -233,11 +306,14 @@ scenario(async () => {
     lap('4.removeDestinationTcp', t0);
     check((await link.get(t.client.ns, tun4)).index === index4, `${tun4} was re-created by the destination edits`);
     const liveCalls = natCalls.slice(callsBefore);
-    check(liveCalls.length >= 2 && liveCalls.every((c) => c.op === 'reconcile' && c.netns === t.client.ns.path),
-      `live updates: ${JSON.stringify(liveCalls.map((c) => [c.op, c.netns]))}`);
+    check(
+      liveCalls.length >= 2 && liveCalls.every((c) => c.op === 'reconcile' && c.netns === t.client.ns.path),
+      `live updates: ${JSON.stringify(liveCalls.map((c) => [c.op, c.netns]))}`,
+    );
 
     // ---- 5. fouSourcePortAuto toggled live: the client's device changes in place (and the router's).
-    const sportOf = async (ns: Topology['client'], dev: string): Promise<number | undefined> => (await tunnel.details(ns.ns, dev)).tunnel?.encap?.sport;
+    const sportOf = async (ns: Topology['client'], dev: string): Promise<number | undefined> =>
+      (await tunnel.details(ns.ns, dev)).tunnel?.encap?.sport;
     const sports = async (v: number): Promise<boolean> => {
       for (const d of tunsOf()) if ((await sportOf(t.client, d)) !== v) return false;
       for (const d of dualStack ? [rtun4, rtun6] : [rtun4]) if ((await sportOf(t.router, d)) !== v) return false;
@@ -270,29 +346,45 @@ scenario(async () => {
     phase = 'while-stopped';
     await egresses.patch(EG_NAME, { spec: { destinations: [D1.v4, D1.v6, D2.v4, D2.v6] } });
     await sleep(1000);
-    check(JSON.stringify(await destsOf()) === JSON.stringify(fams(D2).sort()), `a stopped coild changed the pod: ${JSON.stringify(await read())}`);
+    check(
+      JSON.stringify(await destsOf()) === JSON.stringify(fams(D2).sort()),
+      `a stopped coild changed the pod: ${JSON.stringify(await read())}`,
+    );
     const tRestart = Date.now();
     const kernelPods = await new PodNetwork(t.node.ns, { podTableId: 116, podRulePrio: 2000, protocolId: 30, compatCalico: false }).list();
-    check(kernelPods.length === 1 && kernelPods[0]!.hostIndex === c0.index && kernelPods[0]!.ipv4 === CLIENT.v4 && kernelPods[0]!.ipv6 === CLIENT.v6,
-      `PodNetwork.list(): ${JSON.stringify(kernelPods)}`);
+    check(
+      kernelPods.length === 1 &&
+        kernelPods[0]!.hostIndex === c0.index &&
+        kernelPods[0]!.ipv4 === CLIENT.v4 &&
+        kernelPods[0]!.ipv6 === CLIENT.v6,
+      `PodNetwork.list(): ${JSON.stringify(kernelPods)}`,
+    );
     const beforeRestart = natCalls.length;
     await idle();
     phase = 'restart';
     ec = newClient();
     await ec.start(kernelPods);
-    await waitFor('caught up after restart', async () => JSON.stringify(await destsOf()) === JSON.stringify([...fams(D1), ...fams(D2)].sort()), 30_000);
+    await waitFor(
+      'caught up after restart',
+      async () => JSON.stringify(await destsOf()) === JSON.stringify([...fams(D1), ...fams(D2)].sort()),
+      30_000,
+    );
     lap('restart.catchUp', tRestart);
     const adopted = ec.list();
     check(adopted.length === 1 && adopted[0]!.podName === POD && adopted[0]!.netns !== undefined, `adopted: ${JSON.stringify(adopted)}`);
     // The adopted pod had no netns path: netnsOf() found one from c0's IFLA_LINK_NETNSID; it must be the client's.
     const foundNetns = adopted[0]!.netns!;
     const sameNs = (x: string, y: string): boolean => {
-      const a = statSync(x), b = statSync(y);
+      const a = statSync(x),
+        b = statSync(y);
       return a.dev === b.dev && a.ino === b.ino;
     };
     check(sameNs(foundNetns, t.client.ns.path), `netns found from the host veth ${foundNetns} is not the client's ${t.client.ns.path}`);
     const restartCalls = natCalls.slice(beforeRestart);
-    check(restartCalls.length >= 1 && restartCalls.every((c) => c.netns === foundNetns), `restart calls: ${JSON.stringify(restartCalls.map((c) => c.netns))}`);
+    check(
+      restartCalls.length >= 1 && restartCalls.every((c) => c.netns === foundNetns),
+      `restart calls: ${JSON.stringify(restartCalls.map((c) => c.netns))}`,
+    );
     await through(`restart in ${INTERNET.v4}`, INTERNET.v4);
     lap('restart', t0);
 
@@ -301,7 +393,11 @@ scenario(async () => {
     // ---- 6. The Pod is deleted: the router removes its tunnels; coild's DEL forgets the pod.
     t0 = Date.now();
     await pods.delete(POD, { gracePeriodSeconds: 0 });
-    await waitFor('router tunnels removed', async () => (await link.find(t.router.ns, rtun4)) === undefined && (await link.find(t.router.ns, rtun6)) === undefined, 30_000);
+    await waitFor(
+      'router tunnels removed',
+      async () => (await link.find(t.router.ns, rtun4)) === undefined && (await link.find(t.router.ns, rtun6)) === undefined,
+      30_000,
+    );
     lap('6.podDeleted', t0);
     const routerTunnelsLeft = (await link.list(t.router.ns)).map((l) => l.name).filter((n) => /^fou[46]_/.test(n));
     check(routerTunnelsLeft.length === 0, `router tunnels left: ${routerTunnelsLeft.join()}`);
@@ -314,13 +410,29 @@ scenario(async () => {
     await ec.stop();
     timings.total = Date.now() - tAll;
     result('e2e', {
-      dualStack, seen, catchAllRx, routerTunnelsLeft, autoLink, fixedLink, foundNetns, clientNetns: t.client.ns.path,
-      natCalls: natCalls.map((c) => ({ phase: c.phase, op: c.op, netns: c.netns, ms: c.ms, dests: c.cfg?.egresses.flatMap((e) => e.destinations), sportAuto: c.cfg?.egresses[0]?.fouSourcePortAuto })),
+      dualStack,
+      seen,
+      catchAllRx,
+      routerTunnelsLeft,
+      autoLink,
+      fixedLink,
+      foundNetns,
+      clientNetns: t.client.ns.path,
+      natCalls: natCalls.map((c) => ({
+        phase: c.phase,
+        op: c.op,
+        netns: c.netns,
+        ms: c.ms,
+        dests: c.cfg?.egresses.flatMap((e) => e.destinations),
+        sportAuto: c.cfg?.egresses[0]?.fouSourcePortAuto,
+      })),
       why: coildLog.filter((l) => l.includes('updating egress NAT')).map((l) => /"why":"([^"]+)"/.exec(l)?.[1]),
       timings,
     });
   } catch (err) {
-    process.stdout.write(`--- coild (EgressClient) log\n${coildLog.join('\n')}\n--- NAT client calls\n${JSON.stringify(natCalls)}\n--- coil-egress log\n${daemonLog}\n---\ntimings ${JSON.stringify(timings)}\n`);
+    process.stdout.write(
+      `--- coild (EgressClient) log\n${coildLog.join('\n')}\n--- NAT client calls\n${JSON.stringify(natCalls)}\n--- coil-egress log\n${daemonLog}\n---\ntimings ${JSON.stringify(timings)}\n`,
+    );
     throw err;
   } finally {
     daemon.kill('SIGKILL');

@@ -38,7 +38,14 @@ async function addAddrs(t: Ns, dev: string, cidrs: string[]): Promise<void> {
   await link.setUp(t.ns, l.index);
 }
 
-async function pod(node: Ns, name: string, nodeDev: string, gw: { v4: string; v6: string }, cidrs: string[], nodeCidrs: string[]): Promise<Ns> {
+async function pod(
+  node: Ns,
+  name: string,
+  nodeDev: string,
+  gw: { v4: string; v6: string },
+  cidrs: string[],
+  nodeCidrs: string[],
+): Promise<Ns> {
   const p = newNs(name);
   await link.addVeth(node.ns, { name: nodeDev, peerName: 'eth0', peerNs: p.ns });
   await addAddrs(node, nodeDev, nodeCidrs);
@@ -52,11 +59,33 @@ export async function buildTopology(): Promise<Topology> {
   const node = newNs('kln');
   sysctl.set(node.ns, 'net/ipv4/ip_forward', 1);
   sysctl.set(node.ns, 'net/ipv6/conf/all/forwarding', 1);
-  const client = await pod(node, 'klc', 'c0', { v4: '10.100.0.1', v6: 'fd00:100::1' }, [`${CLIENT.v4}/24`, `${CLIENT.v6}/64`], ['10.100.0.1/24', 'fd00:100::1/64']);
-  const router = await pod(node, 'klr', 'r0', { v4: '10.101.0.1', v6: 'fd00:101::1' }, [`${ROUTER.v4}/24`, `${ROUTER.v6}/64`], ['10.101.0.1/24', 'fd00:101::1/64']);
-  const inet = await pod(node, 'kli', 'i0', { v4: '203.0.113.1', v6: '2001:db8:1::1' }, [`${INTERNET.v4}/24`, `${INTERNET.v6}/64`], ['203.0.113.1/24', '2001:db8:1::1/64']);
+  const client = await pod(
+    node,
+    'klc',
+    'c0',
+    { v4: '10.100.0.1', v6: 'fd00:100::1' },
+    [`${CLIENT.v4}/24`, `${CLIENT.v6}/64`],
+    ['10.100.0.1/24', 'fd00:100::1/64'],
+  );
+  const router = await pod(
+    node,
+    'klr',
+    'r0',
+    { v4: '10.101.0.1', v6: 'fd00:101::1' },
+    [`${ROUTER.v4}/24`, `${ROUTER.v6}/64`],
+    ['10.101.0.1/24', 'fd00:101::1/64'],
+  );
+  const inet = await pod(
+    node,
+    'kli',
+    'i0',
+    { v4: '203.0.113.1', v6: '2001:db8:1::1' },
+    [`${INTERNET.v4}/24`, `${INTERNET.v6}/64`],
+    ['203.0.113.1/24', '2001:db8:1::1/64'],
+  );
   const extra = await tunnel.addDummy(inet.ns, { name: 'extra' });
-  for (const c of [`${OTHER.v4}/32`, `${OTHER.v6}/128`, `${PRIVATE.v4}/32`, `${PRIVATE.v6}/128`]) await addr.add(inet.ns, extra.index, c, { noDad: true });
+  for (const c of [`${OTHER.v4}/32`, `${OTHER.v6}/128`, `${PRIVATE.v4}/32`, `${PRIVATE.v6}/128`])
+    await addr.add(inet.ns, extra.index, c, { noDad: true });
   await link.setUp(inet.ns, extra.index);
   for (const [dst, gw] of [
     ['198.51.100.0/24', INTERNET.v4],
@@ -67,8 +96,48 @@ export async function buildTopology(): Promise<Topology> {
     await route.add(node.ns, { dst, gw });
   }
   // kube-proxy's part: the Egress Service's ClusterIP on the FoU port goes to the router pod.
-  run('ip', ['netns', 'exec', node.name, 'iptables', '-w', '-t', 'nat', '-A', 'PREROUTING', '-d', `${SERVICE.v4}/32`, '-p', 'udp', '--dport', String(FOU_PORT), '-j', 'DNAT', '--to-destination', `${ROUTER.v4}:${FOU_PORT}`]);
-  run('ip', ['netns', 'exec', node.name, 'ip6tables', '-w', '-t', 'nat', '-A', 'PREROUTING', '-d', `${SERVICE.v6}/128`, '-p', 'udp', '--dport', String(FOU_PORT), '-j', 'DNAT', '--to-destination', `[${ROUTER.v6}]:${FOU_PORT}`]);
+  run('ip', [
+    'netns',
+    'exec',
+    node.name,
+    'iptables',
+    '-w',
+    '-t',
+    'nat',
+    '-A',
+    'PREROUTING',
+    '-d',
+    `${SERVICE.v4}/32`,
+    '-p',
+    'udp',
+    '--dport',
+    String(FOU_PORT),
+    '-j',
+    'DNAT',
+    '--to-destination',
+    `${ROUTER.v4}:${FOU_PORT}`,
+  ]);
+  run('ip', [
+    'netns',
+    'exec',
+    node.name,
+    'ip6tables',
+    '-w',
+    '-t',
+    'nat',
+    '-A',
+    'PREROUTING',
+    '-d',
+    `${SERVICE.v6}/128`,
+    '-p',
+    'udp',
+    '--dport',
+    String(FOU_PORT),
+    '-j',
+    'DNAT',
+    '--to-destination',
+    `[${ROUTER.v6}]:${FOU_PORT}`,
+  ]);
   return { node, client, router, inet };
 }
 

@@ -45,11 +45,27 @@ scenario(async () => {
   check(ports.length === 1 && ports[0]!.family === 6 && ports[0]!.ipproto === 41, `fou.list: ${JSON.stringify(ports)}`);
 
   const encap = { type: 'fou' as const, dport: PORT };
-  const cTun = await tunnel.addIp6tnl(client.ns, { name: 'fou6_router', local: 'fd00:100::1', remote: 'fd00:100::2', proto: 'ip6ip6', encap });
-  const rTun = await tunnel.addIp6tnl(router.ns, { name: 'fou6_client', local: 'fd00:100::2', remote: 'fd00:100::1', proto: 'ip6ip6', encap });
+  const cTun = await tunnel.addIp6tnl(client.ns, {
+    name: 'fou6_router',
+    local: 'fd00:100::1',
+    remote: 'fd00:100::2',
+    proto: 'ip6ip6',
+    encap,
+  });
+  const rTun = await tunnel.addIp6tnl(router.ns, {
+    name: 'fou6_client',
+    local: 'fd00:100::2',
+    remote: 'fd00:100::1',
+    proto: 'ip6ip6',
+    encap,
+  });
   const det = await tunnel.details(client.ns, cTun.index);
   check(
-    det.kind === 'ip6tnl' && det.tunnel?.proto === 'ip6ip6' && det.tunnel.encap?.type === 'fou' && det.tunnel.encap.dport === PORT && det.tunnel.encap.sport === 0,
+    det.kind === 'ip6tnl' &&
+      det.tunnel?.proto === 'ip6ip6' &&
+      det.tunnel.encap?.type === 'fou' &&
+      det.tunnel.encap.dport === PORT &&
+      det.tunnel.encap.sport === 0,
     `details ${JSON.stringify(det)}`,
   );
   await addr.add(client.ns, cTun.index, 'fd00:10::1/128', { noDad: true });

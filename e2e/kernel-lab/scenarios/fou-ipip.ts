@@ -29,7 +29,10 @@ scenario(async () => {
   // FoU receive ports on both sides (replies come back through the router's tunnel).
   for (const t of [client, router]) await fou.add(t.ns, { port: PORT, family: 4, ipproto: 4 });
   const ports = await fou.list(router.ns);
-  check(ports.length === 1 && ports[0]!.port === PORT && ports[0]!.ipproto === 4 && ports[0]!.type === 'direct', `fou.list: ${JSON.stringify(ports)}`);
+  check(
+    ports.length === 1 && ports[0]!.port === PORT && ports[0]!.ipproto === 4 && ports[0]!.type === 'direct',
+    `fou.list: ${JSON.stringify(ports)}`,
+  );
   check(JSON.stringify(await fou.find(router.ns, { port: PORT })) === JSON.stringify(ports[0]), 'fou.find disagrees with fou.list');
   check((await fou.find(router.ns, { port: PORT + 1 })) === undefined, 'fou.find of a closed port');
 
@@ -39,7 +42,11 @@ scenario(async () => {
   check(cTun.kind === 'ipip' && rTun.kind === 'ipip', `kinds ${cTun.kind} ${rTun.kind}`);
   const d = await tunnel.details(client.ns, 'fou4_router');
   check(
-    d.tunnel?.encap?.type === 'fou' && d.tunnel.encap.dport === PORT && d.tunnel.encap.sport === 0 && d.tunnel.remote === '192.168.100.2' && d.tunnel.local === '192.168.100.1',
+    d.tunnel?.encap?.type === 'fou' &&
+      d.tunnel.encap.dport === PORT &&
+      d.tunnel.encap.sport === 0 &&
+      d.tunnel.remote === '192.168.100.2' &&
+      d.tunnel.local === '192.168.100.1',
     `tunnel.details: ${JSON.stringify(d.tunnel)}`,
   );
 
@@ -78,14 +85,20 @@ scenario(async () => {
   // exchange above really went through UDP port 5555.
   await fou.del(router.ns, { port: PORT });
   check((await fou.list(router.ns)).length === 0, 'fou.del left a port');
-  const blocked = await tcpExchange({ serverNs: router.name, clientNs: client.name, host: '10.20.0.1', port: 8081, timeoutMs: 3000 }).catch((e: unknown) => e);
+  const blocked = await tcpExchange({ serverNs: router.name, clientNs: client.name, host: '10.20.0.1', port: 8081, timeoutMs: 3000 }).catch(
+    (e: unknown) => e,
+  );
   check(blocked instanceof Error, `exchange without the FoU port succeeded: ${JSON.stringify(blocked)}`);
   const again = await fou.del(router.ns, { port: PORT }).catch((e: unknown) => e);
   check(isNotFoundError(again), `fou.del of a closed port: ${String(again)}`);
   result('delAgain', String(again));
 
   // A fixed source port (encap-sport 5555, Coil without fouSourcePortAuto) reads back as such.
-  const fixed = await tunnel.addIpip(client.ns, { name: 'fou4_fixed', remote: '192.168.100.3', encap: { type: 'fou', dport: PORT, sport: PORT } });
+  const fixed = await tunnel.addIpip(client.ns, {
+    name: 'fou4_fixed',
+    remote: '192.168.100.3',
+    encap: { type: 'fou', dport: PORT, sport: PORT },
+  });
   check((await tunnel.details(client.ns, fixed.index)).tunnel?.encap?.sport === PORT, 'fixed encap sport');
   result('ipDetailsFixed', run('ip', ['-n', client.name, '-d', 'link', 'show', 'fou4_fixed']));
 

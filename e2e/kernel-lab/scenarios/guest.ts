@@ -97,7 +97,9 @@ export async function tcpExchange(o: {
   msg?: string;
   timeoutMs?: number;
 }): Promise<Exchange> {
-  const server = spawn('ip', ['netns', 'exec', o.serverNs, NODE, '-e', SERVER, o.host, String(o.port)], { stdio: ['pipe', 'pipe', 'pipe'] });
+  const server = spawn('ip', ['netns', 'exec', o.serverNs, NODE, '-e', SERVER, o.host, String(o.port)], {
+    stdio: ['pipe', 'pipe', 'pipe'],
+  });
   try {
     await new Promise<void>((resolve, reject) => {
       let out = '';
@@ -111,12 +113,27 @@ export async function tcpExchange(o: {
     });
     const answer = await new Promise<string>((resolve, reject) => {
       const msg = o.msg ?? 'hello';
-      const c = spawn('ip', ['netns', 'exec', o.clientNs, NODE, '-e', CLIENT, o.connectTo ?? o.host, String(o.port), msg, String(o.timeoutMs ?? 10_000)]);
+      const c = spawn('ip', [
+        'netns',
+        'exec',
+        o.clientNs,
+        NODE,
+        '-e',
+        CLIENT,
+        o.connectTo ?? o.host,
+        String(o.port),
+        msg,
+        String(o.timeoutMs ?? 10_000),
+      ]);
       let out = '';
       let err = '';
       c.stdout.on('data', (d: Buffer) => (out += d.toString()));
       c.stderr.on('data', (d: Buffer) => (err += d.toString()));
-      c.once('exit', (code) => (code === 0 ? resolve(out) : reject(new Error(`client in ${o.clientNs} -> ${o.connectTo ?? o.host}:${o.port}: exit ${code} ${err.trim()}`))));
+      c.once('exit', (code) =>
+        code === 0
+          ? resolve(out)
+          : reject(new Error(`client in ${o.clientNs} -> ${o.connectTo ?? o.host}:${o.port}: exit ${code} ${err.trim()}`)),
+      );
     });
     return JSON.parse(answer) as Exchange;
   } finally {
@@ -127,13 +144,17 @@ export async function tcpExchange(o: {
 
 /** Kernel counters of a link in a namespace (`ip -s`): rx/tx packets. */
 export function linkStats(ns: string, dev: string): { rx: number; tx: number } {
-  const j = JSON.parse(run('ip', ['-n', ns, '-j', '-s', 'link', 'show', 'dev', dev])) as Array<{ stats64: { rx: { packets: number }; tx: { packets: number } } }>;
+  const j = JSON.parse(run('ip', ['-n', ns, '-j', '-s', 'link', 'show', 'dev', dev])) as Array<{
+    stats64: { rx: { packets: number }; tx: { packets: number } };
+  }>;
   return { rx: j[0]!.stats64.rx.packets, tx: j[0]!.stats64.tx.packets };
 }
 
 /** UDP InDatagrams of a namespace (/proc/net/snmp): FoU-received packets count here. */
 export function udpInDatagrams(ns: string): number {
-  const lines = run('ip', ['netns', 'exec', ns, 'cat', '/proc/net/snmp']).split('\n').filter((l) => l.startsWith('Udp:'));
+  const lines = run('ip', ['netns', 'exec', ns, 'cat', '/proc/net/snmp'])
+    .split('\n')
+    .filter((l) => l.startsWith('Udp:'));
   const names = lines[0]!.split(/\s+/);
   const values = lines[1]!.split(/\s+/);
   return Number(values[names.indexOf('InDatagrams')]);

@@ -50,7 +50,10 @@ scenario(async () => {
 
   // Modes and flags as the kernel stores them. They are the master's (port-wide), so each
   // mode gets a master of its own; on eni0 they would switch the pods' slaves too.
-  for (const [mode, flag] of [['l3', 'private'], ['l3s', 'vepa']] as const) {
+  for (const [mode, flag] of [
+    ['l3', 'private'],
+    ['l3s', 'vepa'],
+  ] as const) {
     const master = await tunnel.addDummy(node.ns, { name: `eni_${mode}` });
     const l = await tunnel.addIpvlan(node.ns, { name: `ipv_${mode}`, parentIndex: master.index, mode, flag });
     const d = await tunnel.details(node.ns, l.index);

@@ -29,7 +29,13 @@ import { TerwayDaemon, type AddressSource } from '../../../packages/terway/src/d
 import { TerwayServer } from '../../../packages/terway/src/daemon/server';
 import { LeaseStore } from '../../../packages/terway/src/daemon/store';
 import type { IpLease } from '../../../packages/terway/src/pool';
-import { checkIpvlanPod, hostSlaveName, repairIpvlan, setupIpvlanPod, teardownIpvlanPod } from '../../../packages/terway/src/datapath/eniip-ipvlan';
+import {
+  checkIpvlanPod,
+  hostSlaveName,
+  repairIpvlan,
+  setupIpvlanPod,
+  teardownIpvlanPod,
+} from '../../../packages/terway/src/datapath/eniip-ipvlan';
 import { ipvlanLeaseGc } from '../../../packages/terway/src/daemon/ipvlan-gc';
 import { FakeClock, FakeOpenApi } from '@cnikit/terway-testing';
 import { startTerwayd } from '../../../packages/terway/src/daemon/bootstrap';
@@ -48,7 +54,15 @@ scenario(async () => {
   // The VPC delivers the pod IPs to the ENI.
   for (const ip of ['192.168.1.10', '192.168.1.11']) sh(vpc.ns, `ip neigh replace ${ip} lladdr ${MAC} dev vpc1 nud permanent`);
 
-  const pod = (name: string, ip: string) => ({ podNamespace: 'default', podName: name, ifName: 'eth0', ip, eni: { mac: MAC, gateway: '192.168.1.253', prefix: 24 }, nodeIp: '10.6.0.1', serviceCidrs: ['10.96.0.0/12'] });
+  const pod = (name: string, ip: string) => ({
+    podNamespace: 'default',
+    podName: name,
+    ifName: 'eth0',
+    ip,
+    eni: { mac: MAC, gateway: '192.168.1.253', prefix: 24 },
+    nodeIp: '10.6.0.1',
+    serviceCidrs: ['10.96.0.0/12'],
+  });
   const a = await setupIpvlanPod(node.ns, p1.ns, pod('web-0', '192.168.1.10'));
   await setupIpvlanPod(node.ns, p2.ns, pod('web-1', '192.168.1.11'));
   const eniIndex = (await link.get(node.ns, 'eni1')).index;
@@ -84,7 +98,10 @@ scenario(async () => {
 
   sh(node.ns, `ip route del 192.168.1.10/32 dev ${a.hostSlave}`);
   const broken = await checkIpvlanPod(node.ns, p1.ns, { ifName: 'eth0', ip: '192.168.1.10', eniMac: MAC });
-  check(broken.length === 1 && broken[0] === 'host route 192.168.1.10/32 dev ipvl_* is missing', `CHECK after removing the route: ${broken.join('; ')}`);
+  check(
+    broken.length === 1 && broken[0] === 'host route 192.168.1.10/32 dev ipvl_* is missing',
+    `CHECK after removing the route: ${broken.join('; ')}`,
+  );
   result('checkBroken', broken);
 
   await teardownIpvlanPod(node.ns, p1.ns, { ifName: 'eth0', ip: '192.168.1.10' });
@@ -99,7 +116,14 @@ scenario(async () => {
   const leases = new Map<string, IpLease>();
   const source: AddressSource = {
     allocate: async (key) => {
-      const l = leases.get(key) ?? { ip: '192.168.1.12', eniId: 'eni-1', mac: MAC, vswitchId: 'vsw-1', vswitchCidr: '192.168.1.0/24', gateway: '192.168.1.253' };
+      const l = leases.get(key) ?? {
+        ip: '192.168.1.12',
+        eniId: 'eni-1',
+        mac: MAC,
+        vswitchId: 'vsw-1',
+        vswitchCidr: '192.168.1.0/24',
+        gateway: '192.168.1.253',
+      };
       leases.set(key, l);
       return l;
     },
@@ -115,9 +139,26 @@ scenario(async () => {
   sh(vpc.ns, `ip neigh replace 192.168.1.12 lladdr ${MAC} dev vpc1 nud permanent`);
   const p3 = newNs('ktp3');
   const cni = async (command: string, extra: Record<string, unknown> = {}): Promise<{ code: number; out: string }> => {
-    const conf = { cniVersion: '1.0.0', name: 'terway', type: 'terway', socket, eniip_virtual_type: 'ipvlan', host_ip: '10.6.0.1', ...extra };
-    const env = { CNI_COMMAND: command, CNI_CONTAINERID: 'ctr-db-0', CNI_NETNS: p3.ns.path, CNI_IFNAME: 'eth0', CNI_PATH: '/opt/cni/bin', CNI_ARGS: 'IgnoreUnknown=1;K8S_POD_NAMESPACE=default;K8S_POD_NAME=db-0;K8S_POD_INFRA_CONTAINER_ID=ctr-db-0' };
-    const r = await useHostNetns(node.ns, () => runPlugin(plugin as unknown as PluginHandlers, { about: 'terway lab' }, { env, stdin: JSON.stringify(conf) }));
+    const conf = {
+      cniVersion: '1.0.0',
+      name: 'terway',
+      type: 'terway',
+      socket,
+      eniip_virtual_type: 'ipvlan',
+      host_ip: '10.6.0.1',
+      ...extra,
+    };
+    const env = {
+      CNI_COMMAND: command,
+      CNI_CONTAINERID: 'ctr-db-0',
+      CNI_NETNS: p3.ns.path,
+      CNI_IFNAME: 'eth0',
+      CNI_PATH: '/opt/cni/bin',
+      CNI_ARGS: 'IgnoreUnknown=1;K8S_POD_NAMESPACE=default;K8S_POD_NAME=db-0;K8S_POD_INFRA_CONTAINER_ID=ctr-db-0',
+    };
+    const r = await useHostNetns(node.ns, () =>
+      runPlugin(plugin as unknown as PluginHandlers, { about: 'terway lab' }, { env, stdin: JSON.stringify(conf) }),
+    );
     return { code: r.exitCode, out: r.stdout };
   };
   try {
@@ -152,7 +193,10 @@ scenario(async () => {
   const slaveAfter = (await link.find(node.ns, slave)) !== undefined;
   const egressAfter = run('ip', ['netns', 'exec', node.name, 'tc', 'filter', 'show', 'dev', 'eni1', 'egress']).trim();
   const qdiscAfter = run('ip', ['netns', 'exec', node.name, 'tc', 'qdisc', 'show', 'dev', 'eni1']);
-  check(!slaveAfter && egressAfter === '' && !/clsact/.test(qdiscAfter), `after the last DEL: slave ${slaveAfter}, filters "${egressAfter}", qdisc "${qdiscAfter.trim()}"`);
+  check(
+    !slaveAfter && egressAfter === '' && !/clsact/.test(qdiscAfter),
+    `after the last DEL: slave ${slaveAfter}, filters "${egressAfter}", qdisc "${qdiscAfter.trim()}"`,
+  );
   result('lastDelRemovesSlave', { slave: slaveAfter, filters: egressAfter, clsact: /clsact/.test(qdiscAfter) });
 
   // GC and repair: pods q1, q2 through the CNI handler and terwayd; q1's sandbox is destroyed without DEL.
@@ -161,7 +205,14 @@ scenario(async () => {
   const free = ['192.168.1.20', '192.168.1.21'];
   const gcSource: AddressSource = {
     allocate: async (key) => {
-      const l = held.get(key) ?? { ip: free.shift()!, eniId: 'eni-1', mac: MAC, vswitchId: 'vsw-1', vswitchCidr: '192.168.1.0/24', gateway: '192.168.1.253' };
+      const l = held.get(key) ?? {
+        ip: free.shift()!,
+        eniId: 'eni-1',
+        mac: MAC,
+        vswitchId: 'vsw-1',
+        vswitchCidr: '192.168.1.0/24',
+        gateway: '192.168.1.253',
+      };
       held.set(key, l);
       return l;
     },
@@ -180,10 +231,29 @@ scenario(async () => {
   try {
     const q1 = newNs('ktq1');
     const q2 = newNs('ktq2');
-    for (const [q, name] of [[q1, 'q1'], [q2, 'q2']] as const) {
-      const conf = { cniVersion: '1.0.0', name: 'terway', type: 'terway', socket: socket2, eniip_virtual_type: 'ipvlan', host_ip: '10.6.0.1' };
-      const env = { CNI_COMMAND: 'ADD', CNI_CONTAINERID: `ctr-${name}`, CNI_NETNS: q.ns.path, CNI_IFNAME: 'eth0', CNI_PATH: '/opt/cni/bin', CNI_ARGS: `K8S_POD_NAMESPACE=default;K8S_POD_NAME=${name}` };
-      const r = await useHostNetns(node.ns, () => runPlugin(plugin as unknown as PluginHandlers, { about: 'terway lab' }, { env, stdin: JSON.stringify(conf) }));
+    for (const [q, name] of [
+      [q1, 'q1'],
+      [q2, 'q2'],
+    ] as const) {
+      const conf = {
+        cniVersion: '1.0.0',
+        name: 'terway',
+        type: 'terway',
+        socket: socket2,
+        eniip_virtual_type: 'ipvlan',
+        host_ip: '10.6.0.1',
+      };
+      const env = {
+        CNI_COMMAND: 'ADD',
+        CNI_CONTAINERID: `ctr-${name}`,
+        CNI_NETNS: q.ns.path,
+        CNI_IFNAME: 'eth0',
+        CNI_PATH: '/opt/cni/bin',
+        CNI_ARGS: `K8S_POD_NAMESPACE=default;K8S_POD_NAME=${name}`,
+      };
+      const r = await useHostNetns(node.ns, () =>
+        runPlugin(plugin as unknown as PluginHandlers, { about: 'terway lab' }, { env, stdin: JSON.stringify(conf) }),
+      );
       check(r.exitCode === 0, `CNI ADD ${name}: ${r.stdout}`);
     }
     check((await gc()).length === 0, 'GC released a live pod');
@@ -193,13 +263,27 @@ scenario(async () => {
     const first = await gc();
     await clock.advance(61_000);
     const second = await gc();
-    check(first.length === 0 && second.join() === 'default/q1', `GC: first ${JSON.stringify(first)}, after the grace period ${JSON.stringify(second)}`);
+    check(
+      first.length === 0 && second.join() === 'default/q1',
+      `GC: first ${JSON.stringify(first)}, after the grace period ${JSON.stringify(second)}`,
+    );
     result('gcReleased', second);
     const rep = await repairIpvlan(node.ns, live());
     rep.routesRemoved.sort();
     result('repair', rep);
-    check(rep.routesRemoved.sort().join() === `192.168.1.20/32 dev ${slave},192.168.1.99/32 dev ${slave}` && rep.routesAdded.join() === `192.168.1.21/32 dev ${slave}` && rep.slavesRemoved.length === 0, `repair ${JSON.stringify(rep)}`);
-    const afterRepair = await tcpExchange({ serverNs: q2.name, clientNs: node.name, host: '192.168.1.21', port: 7109, msg: 'after-repair' });
+    check(
+      rep.routesRemoved.sort().join() === `192.168.1.20/32 dev ${slave},192.168.1.99/32 dev ${slave}` &&
+        rep.routesAdded.join() === `192.168.1.21/32 dev ${slave}` &&
+        rep.slavesRemoved.length === 0,
+      `repair ${JSON.stringify(rep)}`,
+    );
+    const afterRepair = await tcpExchange({
+      serverNs: q2.name,
+      clientNs: node.name,
+      host: '192.168.1.21',
+      port: 7109,
+      msg: 'after-repair',
+    });
     check(afterRepair.peer === '10.6.0.1', `node -> q2 after repair ${JSON.stringify(afterRepair)}`);
     const svc2 = await tcpExchange({ serverNs: node.name, clientNs: q2.name, host: '10.96.0.10', port: 7110, msg: 'svc-after-repair' });
     check(svc2.peer === '192.168.1.21', `q2 -> Service after repair ${JSON.stringify(svc2)}`);
@@ -211,7 +295,13 @@ scenario(async () => {
     const third = await gc();
     const rep2 = await repairIpvlan(node.ns, live());
     const egress2 = run('ip', ['netns', 'exec', node.name, 'tc', 'filter', 'show', 'dev', 'eni1', 'egress']).trim();
-    check(third.join() === 'default/q2' && rep2.slavesRemoved.join() === slave && (await link.find(node.ns, slave)) === undefined && egress2 === '', `last pod gone: GC ${JSON.stringify(third)}, repair ${JSON.stringify(rep2)}, filters "${egress2}"`);
+    check(
+      third.join() === 'default/q2' &&
+        rep2.slavesRemoved.join() === slave &&
+        (await link.find(node.ns, slave)) === undefined &&
+        egress2 === '',
+      `last pod gone: GC ${JSON.stringify(third)}, repair ${JSON.stringify(rep2)}, filters "${egress2}"`,
+    );
     result('repairRemovesSlave', { gc: third, slavesRemoved: rep2.slavesRemoved.length, filters: egress2 });
   } finally {
     await server2.stop();
@@ -220,11 +310,14 @@ scenario(async () => {
 
   // terwayd itself in ipvlan mode: start-up, CNI ADD, a sandbox destroyed without DEL, gcOnce.
   const dir3 = fs.mkdtempSync(path.join(os.tmpdir(), 'terway-lab-d-'));
-  const api = new FakeOpenApi({ attachDelayMs: 20, onAttached: (eni) => {
-    // The ENI's wire (its VPC end up: a master without carrier takes its ipvlan slaves down with it).
-    sh(node.ns, `ip link add eni9 address ${eni.mac} type veth peer name vpc9 netns ${vpc.name}`);
-    sh(vpc.ns, 'ip link set vpc9 up');
-  } });
+  const api = new FakeOpenApi({
+    attachDelayMs: 20,
+    onAttached: (eni) => {
+      // The ENI's wire (its VPC end up: a master without carrier takes its ipvlan slaves down with it).
+      sh(node.ns, `ip link add eni9 address ${eni.mac} type veth peer name vpc9 netns ${vpc.name}`);
+      sh(vpc.ns, 'ip link set vpc9 up');
+    },
+  });
   api.addVSwitch('vsw-lab', 'cn-hangzhou-i', '192.168.9.0/24');
   api.addInstanceType('ecs.g7.large', { eniQuantity: 3, eniPrivateIpAddressQuantity: 10 });
   api.addInstance('i-lab', 'ecs.g7.large', 'vsw-lab');
@@ -232,7 +325,14 @@ scenario(async () => {
   const clock3 = new FakeClock();
   const socket3 = path.join(dir3, 'eni.socket');
   const td = await startTerwayd({
-    eniConf: { max_pool_size: 5, security_group: 'sg-1', access_key: 'LTAI-test', access_secret: 'test-secret', eniip_virtual_type: 'ipvlan', service_cidr: '10.96.0.0/12' },
+    eniConf: {
+      max_pool_size: 5,
+      security_group: 'sg-1',
+      access_key: 'LTAI-test',
+      access_secret: 'test-secret',
+      eniip_virtual_type: 'ipvlan',
+      service_cidr: '10.96.0.0/12',
+    },
     socket: socket3,
     stateFile: path.join(dir3, 'pod.json'),
     metadataUrl: `http://${api.endpoint}`,
@@ -245,9 +345,25 @@ scenario(async () => {
   });
   try {
     const r1 = newNs('ktr1');
-    const conf = { cniVersion: '1.0.0', name: 'terway', type: 'terway', socket: socket3, eniip_virtual_type: 'ipvlan', host_ip: '10.6.0.1' };
-    const env = { CNI_COMMAND: 'ADD', CNI_CONTAINERID: 'ctr-r1', CNI_NETNS: r1.ns.path, CNI_IFNAME: 'eth0', CNI_PATH: '/opt/cni/bin', CNI_ARGS: 'K8S_POD_NAMESPACE=default;K8S_POD_NAME=r1' };
-    const r = await useHostNetns(node.ns, () => runPlugin(plugin as unknown as PluginHandlers, { about: 'terway lab' }, { env, stdin: JSON.stringify(conf) }));
+    const conf = {
+      cniVersion: '1.0.0',
+      name: 'terway',
+      type: 'terway',
+      socket: socket3,
+      eniip_virtual_type: 'ipvlan',
+      host_ip: '10.6.0.1',
+    };
+    const env = {
+      CNI_COMMAND: 'ADD',
+      CNI_CONTAINERID: 'ctr-r1',
+      CNI_NETNS: r1.ns.path,
+      CNI_IFNAME: 'eth0',
+      CNI_PATH: '/opt/cni/bin',
+      CNI_ARGS: 'K8S_POD_NAMESPACE=default;K8S_POD_NAME=r1',
+    };
+    const r = await useHostNetns(node.ns, () =>
+      runPlugin(plugin as unknown as PluginHandlers, { about: 'terway lab' }, { env, stdin: JSON.stringify(conf) }),
+    );
     check(r.exitCode === 0, `terwayd CNI ADD r1: ${r.stdout}`);
     const r1ip = (JSON.parse(r.stdout) as { ips: { address: string }[] }).ips[0]!.address.split('/')[0]!;
     const eni9 = await link.get(node.ns, 'eni9');
@@ -260,7 +376,10 @@ scenario(async () => {
     await clock3.advance(61_000);
     const g2 = await td.gcOnce();
     const slaveLeft = (await link.find(node.ns, slave9)) !== undefined;
-    check(g1.length === 0 && g2.join() === 'default/r1' && !slaveLeft && td.pool.leaseOf('default/r1') === undefined, `terwayd GC: ${JSON.stringify({ g1, g2, slaveLeft })}`);
+    check(
+      g1.length === 0 && g2.join() === 'default/r1' && !slaveLeft && td.pool.leaseOf('default/r1') === undefined,
+      `terwayd GC: ${JSON.stringify({ g1, g2, slaveLeft })}`,
+    );
     result('terwaydGc', { released: g2, slaveLeft });
   } finally {
     await td.stop();

@@ -70,8 +70,8 @@ describe('coil egress end to end: coil-egress + coild EgressClient + real NAT cl
     const r = e2e();
     process.stderr.write(
       `coil egress e2e: cluster start ${clusterMs} ms, boot ${res.bootMs} ms, scenario ${res.scenario('coil-egress-e2e').durationMs} ms, ` +
-      `lab total ${res.totalMs} ms, dual-stack ${r.dualStack}\nsteps (guest ms): ${JSON.stringify(r.timings)}\n` +
-      `NAT client calls: ${JSON.stringify(r.natCalls)}\nwhy: ${JSON.stringify(r.why)}\nnetns found after restart: ${r.foundNetns}\n`,
+        `lab total ${res.totalMs} ms, dual-stack ${r.dualStack}\nsteps (guest ms): ${JSON.stringify(r.timings)}\n` +
+        `NAT client calls: ${JSON.stringify(r.natCalls)}\nwhy: ${JSON.stringify(r.why)}\nnetns found after restart: ${r.foundNetns}\n`,
     );
     // The host test gives the API server an IPv6 service range: the Service is dual-stack.
     expect(r.dualStack).toBe(true);
@@ -108,7 +108,7 @@ describe('coil egress end to end: coil-egress + coild EgressClient + real NAT cl
     expect(r.why).toContain('egress changed');
   });
 
-  test('fouSourcePortAuto toggles the client tunnel\'s encap sport live', () => {
+  test("fouSourcePortAuto toggles the client tunnel's encap sport live", () => {
     const r = e2e();
     expect(r.autoLink).toMatch(/encap fou encap-sport auto encap-dport 5555/);
     expect(r.fixedLink).toMatch(/encap fou encap-sport 5555 encap-dport 5555/);
@@ -128,7 +128,7 @@ describe('coil egress end to end: coil-egress + coild EgressClient + real NAT cl
     expect(r.seen['restart in 203.0.113.2']).toBe('10.101.0.2');
   });
 
-  test('deleting the Pod removes the router\'s tunnels', () => {
+  test("deleting the Pod removes the router's tunnels", () => {
     const r = e2e();
     expect(r.routerTunnelsLeft).toEqual([]);
     expect(r.timings['6.podDeleted']).toBeGreaterThan(0);

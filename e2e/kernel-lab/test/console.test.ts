@@ -9,7 +9,20 @@ function parse(text: string): ConsoleParser {
 }
 
 test('splits the console into scenarios by markers, with exit codes and CRs removed', () => {
-  const p = parse(['@@LAB INIT 1.50\r', 'kernel noise', '@@LAB READY 2.25\r', '@@LAB BEGIN a\r', 'one\r', 'two\r', '@@LAB END a 0\r', '@@LAB BEGIN b', '@@LAB END b 7', '@@LAB EXIT 0 9.1'].join('\n'));
+  const p = parse(
+    [
+      '@@LAB INIT 1.50\r',
+      'kernel noise',
+      '@@LAB READY 2.25\r',
+      '@@LAB BEGIN a\r',
+      'one\r',
+      'two\r',
+      '@@LAB END a 0\r',
+      '@@LAB BEGIN b',
+      '@@LAB END b 7',
+      '@@LAB EXIT 0 9.1',
+    ].join('\n'),
+  );
   expect(p.guestReadyUptime).toBe(2.25);
   expect(p.readyAt).toBe(1030);
   expect(p.exitCode).toBe(0);
@@ -41,6 +54,12 @@ test('an END for another name does not close the open scenario', () => {
 });
 
 test('parseResults reads @@RESULT records by key (last wins), skipping broken ones', () => {
-  const out = ['x', '@@RESULT {"key":"a","value":1}', '@@RESULT {"key":"b","value":{"c":[1]}}', '@@RESULT {"key":', '@@RESULT {"key":"a","value":2}'].join('\n');
+  const out = [
+    'x',
+    '@@RESULT {"key":"a","value":1}',
+    '@@RESULT {"key":"b","value":{"c":[1]}}',
+    '@@RESULT {"key":',
+    '@@RESULT {"key":"a","value":2}',
+  ].join('\n');
   expect(parseResults(out)).toEqual({ a: 2, b: { c: [1] } });
 });

@@ -27,7 +27,11 @@ beforeAll(async () => {
     files: { 'in/data.txt': 'from the host\n' },
     keepRunDir: true,
     scenarios: [
-      { name: 'env', script: 'echo "value=$LAB_TEST_VALUE"; echo "cwd=$(pwd)"; echo "node=$("$LAB_NODE" -p process.version)"; cat "$LAB_RUN/in/data.txt"' },
+      {
+        name: 'env',
+        script:
+          'echo "value=$LAB_TEST_VALUE"; echo "cwd=$(pwd)"; echo "node=$("$LAB_NODE" -p process.version)"; cat "$LAB_RUN/in/data.txt"',
+      },
       { name: 'fails', script: 'echo before; exit 3' },
       { name: 'no-newline', script: 'printf partial' },
       { name: 'hangs', script: 'echo start; sleep 60', timeoutMs: 2000 },
@@ -82,7 +86,11 @@ beforeAll(async () => {
         script: `"$LAB_NODE" -e 'fetch("http://10.0.2.2:${port}/").then(async (r) => console.log(r.status, await r.text()))'`,
         timeoutMs: 60_000,
       },
-      { name: 'jest', jest: { config: 'packages/netlib/jest.config.js', tests: ['packages/netlib/test/tunnel/encoding.test.ts'] }, timeoutMs: 180_000 },
+      {
+        name: 'jest',
+        jest: { config: 'packages/netlib/jest.config.js', tests: ['packages/netlib/test/tunnel/encoding.test.ts'] },
+        timeoutMs: 180_000,
+      },
     ],
   });
   process.stderr.write(`${summary(res)}\n`);
@@ -100,7 +108,18 @@ const ok = (name: string): string => {
 };
 
 test('runs every scenario in order, each between its markers, and powers off', () => {
-  expect(res.scenarios.map((s) => s.name)).toEqual(['env', 'fails', 'no-newline', 'hangs', 'writable', 'netns-veth', 'drivers', 'autoload', 'host-network', 'jest']);
+  expect(res.scenarios.map((s) => s.name)).toEqual([
+    'env',
+    'fails',
+    'no-newline',
+    'hangs',
+    'writable',
+    'netns-veth',
+    'drivers',
+    'autoload',
+    'host-network',
+    'jest',
+  ]);
   expect(res.exitCode).toBe(0);
   expect(res.timedOut).toBe(false);
   expect(res.problems).toEqual([]);

@@ -41,7 +41,14 @@ test('terway ipvlan L2: pod<->pod, node->pod, pod->Service, pod->VPC; CHECK; rep
   expect(r.lastDelRemovesSlave).toEqual({ slave: false, filters: '', clsact: false });
   // Kernel-driven GC and repair (terwayd's ipvlan mode): a sandbox destroyed without DEL, a stale and a lost route.
   expect(r.gcReleased).toEqual(['default/q1']);
-  expect(r.repair).toEqual({ routesRemoved: [expect.stringMatching(/^192\.168\.1\.20\/32 dev ipvl_\d+$/), expect.stringMatching(/^192\.168\.1\.99\/32 dev ipvl_\d+$/)], routesAdded: [expect.stringMatching(/^192\.168\.1\.21\/32 dev ipvl_\d+$/)], slavesRemoved: [] });
+  expect(r.repair).toEqual({
+    routesRemoved: [
+      expect.stringMatching(/^192\.168\.1\.20\/32 dev ipvl_\d+$/),
+      expect.stringMatching(/^192\.168\.1\.99\/32 dev ipvl_\d+$/),
+    ],
+    routesAdded: [expect.stringMatching(/^192\.168\.1\.21\/32 dev ipvl_\d+$/)],
+    slavesRemoved: [],
+  });
   expect(r.trafficAfterRepair).toBe(true);
   expect(r.repairRemovesSlave).toEqual({ gc: ['default/q2'], slavesRemoved: 1, filters: '' });
   // terwayd itself (startTerwayd, ipvlan): GC frees the pod gone without DEL and removes the ENI's host slave.

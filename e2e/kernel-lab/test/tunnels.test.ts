@@ -40,7 +40,9 @@ test('ipip over FoU (encap-sport auto): TCP through the tunnel, refused once the
   const ex = r.exchange as { peer: string; got: string; udpDelta: number };
   expect(ex.peer).toBe('10.10.0.1');
   expect(ex.udpDelta).toBeGreaterThan(0);
-  expect(r.ipDetails).toMatch(/ipip (any|ipip) remote 192\.168\.100\.2 local 192\.168\.100\.1 .*encap fou encap-sport auto encap-dport 5555/);
+  expect(r.ipDetails).toMatch(
+    /ipip (any|ipip) remote 192\.168\.100\.2 local 192\.168\.100\.1 .*encap fou encap-sport auto encap-dport 5555/,
+  );
   expect(r.fouShow).toMatch(/^port 5555 ipproto 4$/m);
   expect(r.ipDetailsFixed).toMatch(/encap fou encap-sport 5555 encap-dport 5555/);
   expect(r.ipDetailsExternal).toMatch(/ipip external/);

@@ -11,24 +11,39 @@ export const DEFAULT_SOCKET = '/run/cilium-eni-ipam/agent.sock';
  * `check`: the lease `owner` holds (none = not held). `gc`: frees every allocation whose owner is not in `keep`
  * (owners `<containerID>/<ifname>` of the valid attachments) and answers them in `released`.
  */
-export interface AgentRequest { op: 'add' | 'del' | 'status' | 'check' | 'gc'; owner: string; keep?: string[] }
+export interface AgentRequest {
+  op: 'add' | 'del' | 'status' | 'check' | 'gc';
+  owner: string;
+  keep?: string[];
+}
 export type AgentReply =
-  | { ok: true; lease?: Lease; released?: string[]; pool?: number; used?: number; free?: number }
-  | { ok: false; code: number; msg: string };
+  { ok: true; lease?: Lease; released?: string[]; pool?: number; used?: number; free?: number } | { ok: false; code: number; msg: string };
 
 /** The client side (the plugin): one request, one reply, with a timeout. */
 export function agentRequest(socketPath: string, req: AgentRequest, timeoutMs = 10_000): Promise<AgentReply> {
   return new Promise((resolve, reject) => {
     const sock = net.createConnection(socketPath);
     let buf = '';
-    const t = setTimeout(() => { sock.destroy(); reject(new Error(`agent ${socketPath}: no answer in ${timeoutMs} ms`)); }, timeoutMs);
+    const t = setTimeout(() => {
+      sock.destroy();
+      reject(new Error(`agent ${socketPath}: no answer in ${timeoutMs} ms`));
+    }, timeoutMs);
     sock.setEncoding('utf8');
     sock.on('connect', () => sock.write(`${JSON.stringify(req)}\n`));
-    sock.on('data', (d: string) => { buf += d; });
+    sock.on('data', (d: string) => {
+      buf += d;
+    });
     sock.on('end', () => {
       clearTimeout(t);
-      try { resolve(JSON.parse(buf) as AgentReply); } catch (e) { reject(new Error(`agent ${socketPath}: bad reply ${JSON.stringify(buf.slice(0, 200))}`, { cause: e })); }
+      try {
+        resolve(JSON.parse(buf) as AgentReply);
+      } catch (e) {
+        reject(new Error(`agent ${socketPath}: bad reply ${JSON.stringify(buf.slice(0, 200))}`, { cause: e }));
+      }
     });
-    sock.on('error', (e) => { clearTimeout(t); reject(e); });
+    sock.on('error', (e) => {
+      clearTimeout(t);
+      reject(e);
+    });
   });
 }

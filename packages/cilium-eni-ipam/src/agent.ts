@@ -36,7 +36,6 @@ export interface AgentOptions {
   logger?: Logger;
 }
 
-
 export class Agent {
   readonly nodes: ResourceClient<CiliumNode>;
   readonly informer: Informer<CiliumNode>;
@@ -62,25 +61,36 @@ export class Agent {
     this.informer.addHandlers({ add: onNode, update: (_o, n) => onNode(n) });
   }
 
-  get socketPath(): string { return this.opts.socketPath ?? DEFAULT_SOCKET; }
+  get socketPath(): string {
+    return this.opts.socketPath ?? DEFAULT_SOCKET;
+  }
 
   /** Creates or updates the CiliumNode with this instance's data; restores used IPs after a restart. */
   async ensureNode(): Promise<CiliumNode> {
     const { instance: i } = this.opts;
     const eni: EniSpec = {
-      'instance-type': i.instanceType, 'vpc-id': i.vpcId, 'availability-zone': i.availabilityZone, 'node-subnet-id': i.nodeSubnetId,
+      'instance-type': i.instanceType,
+      'vpc-id': i.vpcId,
+      'availability-zone': i.availabilityZone,
+      'node-subnet-id': i.nodeSubnetId,
       ...(this.opts.eni ?? {}),
     };
     let node = await this.nodes.find(this.opts.nodeName);
     if (!node) {
       try {
-        node = await this.nodes.create({ metadata: { name: this.opts.nodeName }, spec: { 'instance-id': i.instanceId, eni, ipam: { ...(this.opts.ipam ?? {}) } } });
+        node = await this.nodes.create({
+          metadata: { name: this.opts.nodeName },
+          spec: { 'instance-id': i.instanceId, eni, ipam: { ...(this.opts.ipam ?? {}) } },
+        });
       } catch (e) {
-        node = await this.nodes.get(this.opts.nodeName).catch(() => { throw e; });
+        node = await this.nodes.get(this.opts.nodeName).catch(() => {
+          throw e;
+        });
       }
     } else {
       node = await this.nodes.updateWithRetry(this.opts.nodeName, (cur) => {
-        if (cur.spec['instance-id'] === i.instanceId && JSON.stringify(cur.spec.eni) === JSON.stringify({ ...cur.spec.eni, ...eni })) return false;
+        if (cur.spec['instance-id'] === i.instanceId && JSON.stringify(cur.spec.eni) === JSON.stringify({ ...cur.spec.eni, ...eni }))
+          return false;
         cur.spec['instance-id'] = i.instanceId;
         cur.spec.eni = { ...(cur.spec.eni ?? {}), ...eni };
         if (this.opts.ipam) cur.spec.ipam = { ...(cur.spec.ipam ?? {}), ...this.opts.ipam };
@@ -101,8 +111,14 @@ export class Agent {
   waitForPool(timeoutMs = 60_000): Promise<void> {
     if (this.poolReady()) return Promise.resolve();
     return new Promise((resolve, reject) => {
-      const t = setTimeout(() => reject(new Error(`agent: pool of ${this.opts.nodeName} not ready after ${timeoutMs} ms (${this.pool.poolSize} IPs)`)), timeoutMs);
-      this.poolWaiters.push(() => { clearTimeout(t); resolve(); });
+      const t = setTimeout(
+        () => reject(new Error(`agent: pool of ${this.opts.nodeName} not ready after ${timeoutMs} ms (${this.pool.poolSize} IPs)`)),
+        timeoutMs,
+      );
+      this.poolWaiters.push(() => {
+        clearTimeout(t);
+        resolve();
+      });
     });
   }
 
@@ -121,12 +137,17 @@ export class Agent {
 
   /** Publishes now and waits for it. */
   async flush(): Promise<void> {
-    if (this.publishTimer) { clearTimeout(this.publishTimer); this.publishTimer = undefined; this.publishing = this.publishing.then(() => this.publish()); }
+    if (this.publishTimer) {
+      clearTimeout(this.publishTimer);
+      this.publishTimer = undefined;
+      this.publishing = this.publishing.then(() => this.publish());
+    }
     await this.publishing;
   }
 
   handle(req: AgentRequest): AgentReply {
-    if (!req || (req.op !== 'status' && req.op !== 'gc' && (typeof req.owner !== 'string' || !req.owner))) return { ok: false, code: 7, msg: 'agent: request needs a non-empty "owner"' };
+    if (!req || (req.op !== 'status' && req.op !== 'gc' && (typeof req.owner !== 'string' || !req.owner)))
+      return { ok: false, code: 7, msg: 'agent: request needs a non-empty "owner"' };
     try {
       if (req.op === 'add') {
         const lease = this.pool.allocate(req.owner);
@@ -140,9 +161,13 @@ export class Agent {
       }
       if (req.op === 'check') return { ok: true, lease: this.pool.holding(req.owner) };
       if (req.op === 'gc') {
-        if (!Array.isArray(req.keep) || !req.keep.every((k) => typeof k === 'string')) return { ok: false, code: 7, msg: 'agent: gc needs "keep", an array of owners' };
+        if (!Array.isArray(req.keep) || !req.keep.every((k) => typeof k === 'string'))
+          return { ok: false, code: 7, msg: 'agent: gc needs "keep", an array of owners' };
         const released = this.pool.releaseExcept(new Set(req.keep));
-        if (released.length) { this.log.info('gc released IPs of gone attachments', { released }); this.schedulePublish(); }
+        if (released.length) {
+          this.log.info('gc released IPs of gone attachments', { released });
+          this.schedulePublish();
+        }
         return { ok: true, released };
       }
       if (req.op === 'status') return { ok: true, pool: this.pool.poolSize, used: this.pool.used.size, free: this.pool.freeIps().length };
@@ -157,30 +182,40 @@ export class Agent {
     if (this.publishTimer) return;
     this.publishTimer = setTimeout(() => {
       this.publishTimer = undefined;
-      this.publishing = this.publishing.then(() => this.publish()).catch((e) => {
-        this.log.warn('publishing status.ipam.used failed; retrying', { error: e });
-        this.schedulePublish(500);
-      });
+      this.publishing = this.publishing
+        .then(() => this.publish())
+        .catch((e) => {
+          this.log.warn('publishing status.ipam.used failed; retrying', { error: e });
+          this.schedulePublish(500);
+        });
     }, delay);
   }
 
   /** Writes status.ipam.used and the handshake answers, re-read on every conflict. */
   private async publish(): Promise<void> {
     try {
-      await this.nodes.updateWithRetry(this.opts.nodeName, (cur) => {
-        this.pool.setNode(cur);
-        const used = this.pool.usedRecord();
-        const answer = this.pool.answerHandshake();
-        const ipam = { ...(cur.status?.ipam ?? {}) };
-        if (JSON.stringify(ipam.used ?? {}) === JSON.stringify(used) && !answer) return false;
-        ipam.used = used;
-        if (answer) ipam['release-ips'] = answer;
-        cur.status = { ...(cur.status ?? {}), ipam };
-        this.writes++;
-        return cur;
-      }, { subresource: 'status' });
+      await this.nodes.updateWithRetry(
+        this.opts.nodeName,
+        (cur) => {
+          this.pool.setNode(cur);
+          const used = this.pool.usedRecord();
+          const answer = this.pool.answerHandshake();
+          const ipam = { ...(cur.status?.ipam ?? {}) };
+          if (JSON.stringify(ipam.used ?? {}) === JSON.stringify(used) && !answer) return false;
+          ipam.used = used;
+          if (answer) ipam['release-ips'] = answer;
+          cur.status = { ...(cur.status ?? {}), ipam };
+          this.writes++;
+          return cur;
+        },
+        { subresource: 'status' },
+      );
     } catch (e) {
-      if (isNotFound(e)) { this.log.warn('CiliumNode gone; recreating'); await this.ensureNode(); return; }
+      if (isNotFound(e)) {
+        this.log.warn('CiliumNode gone; recreating');
+        await this.ensureNode();
+        return;
+      }
       throw e;
     }
   }
@@ -188,25 +223,39 @@ export class Agent {
   private async listen(): Promise<void> {
     const p = this.socketPath;
     fs.mkdirSync(require('node:path').dirname(p), { recursive: true });
-    try { fs.unlinkSync(p); } catch { /* none */ }
+    try {
+      fs.unlinkSync(p);
+    } catch {
+      /* none */
+    }
     this.server = net.createServer((sock) => {
       let buf = '';
       sock.setEncoding('utf8');
       sock.on('data', (d: string) => {
         buf += d;
         const nl = buf.indexOf('\n');
-        if (nl < 0) { if (buf.length > 65536) sock.destroy(); return; }
+        if (nl < 0) {
+          if (buf.length > 65536) sock.destroy();
+          return;
+        }
         let reply: AgentReply;
         let req: AgentRequest | undefined;
-        try { req = JSON.parse(buf.slice(0, nl)) as AgentRequest; reply = this.handle(req); } catch (e) { reply = { ok: false, code: 6, msg: `agent: bad request: ${(e as Error).message}` }; }
-        const done = reply.ok && ((reply.lease && (req?.op === 'add')) || (reply.released?.length)) ? this.flush() : Promise.resolve();
+        try {
+          req = JSON.parse(buf.slice(0, nl)) as AgentRequest;
+          reply = this.handle(req);
+        } catch (e) {
+          reply = { ok: false, code: 6, msg: `agent: bad request: ${(e as Error).message}` };
+        }
+        const done = reply.ok && ((reply.lease && req?.op === 'add') || reply.released?.length) ? this.flush() : Promise.resolve();
         // The answer goes out once `used` is stored, so a restarted agent never hands the same IP twice.
         void done.catch(() => undefined).then(() => sock.end(`${JSON.stringify(reply)}\n`));
       });
       sock.on('error', () => undefined);
     });
-    await new Promise<void>((resolve, reject) => { this.server!.once('error', reject); this.server!.listen(p, () => resolve()); });
+    await new Promise<void>((resolve, reject) => {
+      this.server!.once('error', reject);
+      this.server!.listen(p, () => resolve());
+    });
     fs.chmodSync(p, 0o600);
   }
 }
-

@@ -20,7 +20,8 @@ export function parseConfig(conf: NetConf): PluginConfig {
   const int = (k: string, d: number, min: number, max: number): number => {
     const v = ipam[k];
     if (v === undefined) return d;
-    if (typeof v !== 'number' || !Number.isInteger(v) || v < min || v > max) throw new ConfigError(`ipam.${k}`, `an integer in [${min}, ${max}]`, v);
+    if (typeof v !== 'number' || !Number.isInteger(v) || v < min || v > max)
+      throw new ConfigError(`ipam.${k}`, `an integer in [${min}, ${max}]`, v);
     return v;
   };
   const socket = ipam.socket ?? DEFAULT_SOCKET;

@@ -4,10 +4,23 @@
  * SDK's own retries are off so that each attempt is counted and rate-limited here.
  */
 import {
-  AssignPrivateIpAddressesCommand, AttachNetworkInterfaceCommand, CreateNetworkInterfaceCommand, CreateTagsCommand,
-  DeleteNetworkInterfaceCommand, DescribeInstancesCommand, DescribeNetworkInterfacesCommand, DescribeSecurityGroupsCommand,
-  DescribeSubnetsCommand, DescribeVpcsCommand, DetachNetworkInterfaceCommand, EC2Client, ModifyNetworkInterfaceAttributeCommand,
-  UnassignPrivateIpAddressesCommand, type Filter, type NetworkInterface, type Tag,
+  AssignPrivateIpAddressesCommand,
+  AttachNetworkInterfaceCommand,
+  CreateNetworkInterfaceCommand,
+  CreateTagsCommand,
+  DeleteNetworkInterfaceCommand,
+  DescribeInstancesCommand,
+  DescribeNetworkInterfacesCommand,
+  DescribeSecurityGroupsCommand,
+  DescribeSubnetsCommand,
+  DescribeVpcsCommand,
+  DetachNetworkInterfaceCommand,
+  EC2Client,
+  ModifyNetworkInterfaceAttributeCommand,
+  UnassignPrivateIpAddressesCommand,
+  type Filter,
+  type NetworkInterface,
+  type Tag,
 } from '@aws-sdk/client-ec2';
 import { DEFAULT_RETRY, TokenBucket, backoffMs, errorCode, isRetryable, isThrottle, sleep, type RetryPolicy } from './rate-limit';
 
@@ -28,9 +41,27 @@ export interface Ec2Eni {
   tags: Record<string, string>;
   description?: string;
 }
-export interface Ec2Subnet { id: string; cidr: string; vpcId: string; availabilityZone: string; availableAddresses: number; tags: Record<string, string> }
-export interface Ec2Vpc { id: string; primaryCidr: string; cidrs: string[] }
-export interface Ec2Instance { id: string; state: string; type?: string; vpcId?: string; subnetId?: string; availabilityZone?: string }
+export interface Ec2Subnet {
+  id: string;
+  cidr: string;
+  vpcId: string;
+  availabilityZone: string;
+  availableAddresses: number;
+  tags: Record<string, string>;
+}
+export interface Ec2Vpc {
+  id: string;
+  primaryCidr: string;
+  cidrs: string[];
+}
+export interface Ec2Instance {
+  id: string;
+  state: string;
+  type?: string;
+  vpcId?: string;
+  subnetId?: string;
+  availabilityZone?: string;
+}
 
 export interface CreateEniRequest {
   subnetId: string;
@@ -153,7 +184,10 @@ export class SdkEc2 implements Ec2Api {
     let NextToken: string | undefined;
     do {
       const r = await this.call('DescribeNetworkInterfaces', (abortSignal) =>
-        this.client.send(new DescribeNetworkInterfacesCommand({ Filters: Filters.length ? Filters : undefined, NextToken }), { abortSignal }));
+        this.client.send(new DescribeNetworkInterfacesCommand({ Filters: Filters.length ? Filters : undefined, NextToken }), {
+          abortSignal,
+        }),
+      );
       out.push(...(r.NetworkInterfaces ?? []).map(eniFromSdk));
       NextToken = r.NextToken;
     } while (NextToken);
@@ -163,31 +197,47 @@ export class SdkEc2 implements Ec2Api {
   async describeSubnets(): Promise<Ec2Subnet[]> {
     const r = await this.call('DescribeSubnets', (abortSignal) => this.client.send(new DescribeSubnetsCommand({}), { abortSignal }));
     return (r.Subnets ?? []).map((s) => ({
-      id: s.SubnetId ?? '', cidr: s.CidrBlock ?? '', vpcId: s.VpcId ?? '', availabilityZone: s.AvailabilityZone ?? '',
-      availableAddresses: s.AvailableIpAddressCount ?? 0, tags: tagMap(s.Tags),
+      id: s.SubnetId ?? '',
+      cidr: s.CidrBlock ?? '',
+      vpcId: s.VpcId ?? '',
+      availabilityZone: s.AvailabilityZone ?? '',
+      availableAddresses: s.AvailableIpAddressCount ?? 0,
+      tags: tagMap(s.Tags),
     }));
   }
 
   async describeVpcs(): Promise<Ec2Vpc[]> {
     const r = await this.call('DescribeVpcs', (abortSignal) => this.client.send(new DescribeVpcsCommand({}), { abortSignal }));
     return (r.Vpcs ?? []).map((v) => ({
-      id: v.VpcId ?? '', primaryCidr: v.CidrBlock ?? '',
+      id: v.VpcId ?? '',
+      primaryCidr: v.CidrBlock ?? '',
       cidrs: (v.CidrBlockAssociationSet ?? []).map((c) => c.CidrBlock ?? '').filter(Boolean),
     }));
   }
 
   async describeSecurityGroups(tags: Record<string, string>): Promise<string[]> {
     const Filters = Object.entries(tags).map(([k, v]) => ({ Name: `tag:${k}`, Values: [v] }));
-    const r = await this.call('DescribeSecurityGroups', (abortSignal) => this.client.send(new DescribeSecurityGroupsCommand({ Filters }), { abortSignal }));
+    const r = await this.call('DescribeSecurityGroups', (abortSignal) =>
+      this.client.send(new DescribeSecurityGroupsCommand({ Filters }), { abortSignal }),
+    );
     return (r.SecurityGroups ?? []).map((g) => g.GroupId ?? '').filter(Boolean);
   }
 
   async describeInstance(instanceId: string): Promise<Ec2Instance | undefined> {
     try {
-      const r = await this.call('DescribeInstances', (abortSignal) => this.client.send(new DescribeInstancesCommand({ InstanceIds: [instanceId] }), { abortSignal }));
+      const r = await this.call('DescribeInstances', (abortSignal) =>
+        this.client.send(new DescribeInstancesCommand({ InstanceIds: [instanceId] }), { abortSignal }),
+      );
       const i = r.Reservations?.[0]?.Instances?.[0];
       if (!i) return undefined;
-      return { id: i.InstanceId ?? instanceId, state: i.State?.Name ?? 'unknown', type: i.InstanceType, vpcId: i.VpcId, subnetId: i.SubnetId, availabilityZone: i.Placement?.AvailabilityZone };
+      return {
+        id: i.InstanceId ?? instanceId,
+        state: i.State?.Name ?? 'unknown',
+        type: i.InstanceType,
+        vpcId: i.VpcId,
+        subnetId: i.SubnetId,
+        availabilityZone: i.Placement?.AvailabilityZone,
+      };
     } catch (err) {
       if (errorCode((err as Ec2Error).cause) === 'InvalidInstanceID.NotFound') return undefined;
       throw err;
@@ -195,66 +245,114 @@ export class SdkEc2 implements Ec2Api {
   }
 
   async createNetworkInterface(req: CreateEniRequest): Promise<Ec2Eni> {
-    const r = await this.call('CreateNetworkInterface', (abortSignal) => this.client.send(new CreateNetworkInterfaceCommand({
-      SubnetId: req.subnetId, Groups: req.securityGroups, Description: req.description,
-      SecondaryPrivateIpAddressCount: req.secondaryCount || undefined, Ipv4PrefixCount: req.prefixCount || undefined,
-      TagSpecifications: Object.keys(req.tags).length ? [{ ResourceType: 'network-interface', Tags: tagList(req.tags) }] : undefined,
-    }), { abortSignal }));
+    const r = await this.call('CreateNetworkInterface', (abortSignal) =>
+      this.client.send(
+        new CreateNetworkInterfaceCommand({
+          SubnetId: req.subnetId,
+          Groups: req.securityGroups,
+          Description: req.description,
+          SecondaryPrivateIpAddressCount: req.secondaryCount || undefined,
+          Ipv4PrefixCount: req.prefixCount || undefined,
+          TagSpecifications: Object.keys(req.tags).length ? [{ ResourceType: 'network-interface', Tags: tagList(req.tags) }] : undefined,
+        }),
+        { abortSignal },
+      ),
+    );
     const eni = eniFromSdk(r.NetworkInterface ?? {});
     // Some emulators drop TagSpecifications on this call: tag explicitly when the answer lacks the tags.
     if (Object.entries(req.tags).some(([k, v]) => eni.tags[k] !== v)) {
-      await this.call('CreateTags', (abortSignal) => this.client.send(new CreateTagsCommand({ Resources: [eni.id], Tags: tagList(req.tags) }), { abortSignal }));
+      await this.call('CreateTags', (abortSignal) =>
+        this.client.send(new CreateTagsCommand({ Resources: [eni.id], Tags: tagList(req.tags) }), { abortSignal }),
+      );
       eni.tags = { ...eni.tags, ...req.tags };
     }
     return eni;
   }
 
   async attachNetworkInterface(eniId: string, instanceId: string, deviceIndex: number): Promise<string> {
-    const r = await this.call('AttachNetworkInterface', (abortSignal) => this.client.send(new AttachNetworkInterfaceCommand({
-      NetworkInterfaceId: eniId, InstanceId: instanceId, DeviceIndex: deviceIndex,
-    }), { abortSignal }));
+    const r = await this.call('AttachNetworkInterface', (abortSignal) =>
+      this.client.send(
+        new AttachNetworkInterfaceCommand({
+          NetworkInterfaceId: eniId,
+          InstanceId: instanceId,
+          DeviceIndex: deviceIndex,
+        }),
+        { abortSignal },
+      ),
+    );
     return r.AttachmentId ?? '';
   }
 
   async setDeleteOnTermination(eniId: string, attachmentId: string): Promise<void> {
-    await this.call('ModifyNetworkInterfaceAttribute', (abortSignal) => this.client.send(new ModifyNetworkInterfaceAttributeCommand({
-      NetworkInterfaceId: eniId, Attachment: { AttachmentId: attachmentId, DeleteOnTermination: true },
-    }), { abortSignal }));
+    await this.call('ModifyNetworkInterfaceAttribute', (abortSignal) =>
+      this.client.send(
+        new ModifyNetworkInterfaceAttributeCommand({
+          NetworkInterfaceId: eniId,
+          Attachment: { AttachmentId: attachmentId, DeleteOnTermination: true },
+        }),
+        { abortSignal },
+      ),
+    );
   }
 
   async detachNetworkInterface(attachmentId: string): Promise<void> {
-    await this.call('DetachNetworkInterface', (abortSignal) => this.client.send(new DetachNetworkInterfaceCommand({ AttachmentId: attachmentId, Force: true }), { abortSignal }));
+    await this.call('DetachNetworkInterface', (abortSignal) =>
+      this.client.send(new DetachNetworkInterfaceCommand({ AttachmentId: attachmentId, Force: true }), { abortSignal }),
+    );
   }
 
   async deleteNetworkInterface(eniId: string): Promise<void> {
-    await this.call('DeleteNetworkInterface', (abortSignal) => this.client.send(new DeleteNetworkInterfaceCommand({ NetworkInterfaceId: eniId }), { abortSignal }));
+    await this.call('DeleteNetworkInterface', (abortSignal) =>
+      this.client.send(new DeleteNetworkInterfaceCommand({ NetworkInterfaceId: eniId }), { abortSignal }),
+    );
   }
 
   async assignPrivateIpAddresses(eniId: string, count: number): Promise<string[]> {
-    const r = await this.call('AssignPrivateIpAddresses', (abortSignal) => this.client.send(new AssignPrivateIpAddressesCommand({
-      NetworkInterfaceId: eniId, SecondaryPrivateIpAddressCount: count,
-    }), { abortSignal }));
+    const r = await this.call('AssignPrivateIpAddresses', (abortSignal) =>
+      this.client.send(
+        new AssignPrivateIpAddressesCommand({
+          NetworkInterfaceId: eniId,
+          SecondaryPrivateIpAddressCount: count,
+        }),
+        { abortSignal },
+      ),
+    );
     return (r.AssignedPrivateIpAddresses ?? []).map((a) => a.PrivateIpAddress ?? '').filter(Boolean);
   }
 
   async assignPrefixes(eniId: string, count: number): Promise<string[]> {
-    const r = await this.call('AssignPrivateIpAddresses', (abortSignal) => this.client.send(new AssignPrivateIpAddressesCommand({
-      NetworkInterfaceId: eniId, Ipv4PrefixCount: count,
-    }), { abortSignal }));
+    const r = await this.call('AssignPrivateIpAddresses', (abortSignal) =>
+      this.client.send(
+        new AssignPrivateIpAddressesCommand({
+          NetworkInterfaceId: eniId,
+          Ipv4PrefixCount: count,
+        }),
+        { abortSignal },
+      ),
+    );
     return (r.AssignedIpv4Prefixes ?? []).map((a) => a.Ipv4Prefix ?? '').filter(Boolean);
   }
 
   async unassignPrivateIpAddresses(eniId: string, ips: string[]): Promise<void> {
-    await this.call('UnassignPrivateIpAddresses', (abortSignal) => this.client.send(new UnassignPrivateIpAddressesCommand({
-      NetworkInterfaceId: eniId, PrivateIpAddresses: ips,
-    }), { abortSignal }));
+    await this.call('UnassignPrivateIpAddresses', (abortSignal) =>
+      this.client.send(
+        new UnassignPrivateIpAddressesCommand({
+          NetworkInterfaceId: eniId,
+          PrivateIpAddresses: ips,
+        }),
+        { abortSignal },
+      ),
+    );
   }
 }
 
 /** An EC2 call that failed for good; `code` is EC2's error code (RequestLimitExceeded, InsufficientCidrBlocks...). */
 export class Ec2Error extends Error {
   readonly code: string;
-  constructor(readonly op: string, cause: unknown) {
+  constructor(
+    readonly op: string,
+    cause: unknown,
+  ) {
     const code = errorCode(cause);
     super(`ec2: ${op}: ${code}: ${(cause as Error)?.message ?? String(cause)}`, { cause });
     this.name = 'Ec2Error';

@@ -9,16 +9,39 @@ export interface InstanceLimits {
   hypervisor: 'nitro' | 'xen' | '';
 }
 
-const L = (adapters: number, ipv4: number, hypervisor: InstanceLimits['hypervisor'] = 'nitro'): InstanceLimits => ({ adapters, ipv4, ipv6: ipv4, hypervisor });
+const L = (adapters: number, ipv4: number, hypervisor: InstanceLimits['hypervisor'] = 'nitro'): InstanceLimits => ({
+  adapters,
+  ipv4,
+  ipv6: ipv4,
+  hypervisor,
+});
 
 export const DEFAULT_LIMITS: Readonly<Record<string, InstanceLimits>> = Object.freeze({
-  't2.micro': L(2, 2, 'xen'), 't2.medium': L(3, 6, 'xen'), 't2.large': L(3, 12, 'xen'),
-  't3.micro': L(2, 2), 't3.small': L(3, 4), 't3.medium': L(3, 6), 't3.large': L(3, 12), 't3.xlarge': L(4, 15),
-  'm4.large': L(2, 10, 'xen'), 'm4.xlarge': L(4, 15, 'xen'),
-  'm5.large': L(3, 10), 'm5.xlarge': L(4, 15), 'm5.2xlarge': L(4, 15), 'm5.4xlarge': L(8, 30), 'm5.8xlarge': L(8, 30),
-  'm5.12xlarge': L(8, 30), 'm5.16xlarge': L(15, 50), 'm5.24xlarge': L(15, 50),
-  'c5.large': L(3, 10), 'c5.xlarge': L(4, 15), 'c5.2xlarge': L(4, 15), 'c5.4xlarge': L(8, 30),
-  'r5.large': L(3, 10), 'r5.xlarge': L(4, 15), 'r5.2xlarge': L(4, 15),
+  't2.micro': L(2, 2, 'xen'),
+  't2.medium': L(3, 6, 'xen'),
+  't2.large': L(3, 12, 'xen'),
+  't3.micro': L(2, 2),
+  't3.small': L(3, 4),
+  't3.medium': L(3, 6),
+  't3.large': L(3, 12),
+  't3.xlarge': L(4, 15),
+  'm4.large': L(2, 10, 'xen'),
+  'm4.xlarge': L(4, 15, 'xen'),
+  'm5.large': L(3, 10),
+  'm5.xlarge': L(4, 15),
+  'm5.2xlarge': L(4, 15),
+  'm5.4xlarge': L(8, 30),
+  'm5.8xlarge': L(8, 30),
+  'm5.12xlarge': L(8, 30),
+  'm5.16xlarge': L(15, 50),
+  'm5.24xlarge': L(15, 50),
+  'c5.large': L(3, 10),
+  'c5.xlarge': L(4, 15),
+  'c5.2xlarge': L(4, 15),
+  'c5.4xlarge': L(8, 30),
+  'r5.large': L(3, 10),
+  'r5.xlarge': L(4, 15),
+  'r5.2xlarge': L(4, 15),
 });
 
 export class LimitsTable {
@@ -39,7 +62,11 @@ export class LimitsTable {
   static parse(json: string | undefined): LimitsTable {
     if (!json) return new LimitsTable();
     let v: unknown;
-    try { v = JSON.parse(json); } catch (e) { throw new TypeError(`--instance-limits: expected JSON {"type":{"adapters":N,"ipv4":M}}, got ${json}`, { cause: e }); }
+    try {
+      v = JSON.parse(json);
+    } catch (e) {
+      throw new TypeError(`--instance-limits: expected JSON {"type":{"adapters":N,"ipv4":M}}, got ${json}`, { cause: e });
+    }
     if (!v || typeof v !== 'object' || Array.isArray(v)) throw new TypeError(`--instance-limits: expected an object, got ${json}`);
     return new LimitsTable(v as Record<string, InstanceLimits>);
   }

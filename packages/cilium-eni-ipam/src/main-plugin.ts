@@ -7,8 +7,11 @@ const plugin = (): typeof import('./plugin') => require('./plugin') as typeof im
 
 pluginMain(
   {
-    add: (a) => plugin().add(a), del: (a) => plugin().del(a), check: (a) => plugin().check(a),
-    gc: (a) => plugin().gc(a), status: (a) => plugin().status(a),
+    add: (a) => plugin().add(a),
+    del: (a) => plugin().del(a),
+    check: (a) => plugin().check(a),
+    gc: (a) => plugin().gc(a),
+    status: (a) => plugin().status(a),
   },
   { about: 'cnikit cilium-eni-ipam: AWS ENI IPs from the node agent (CiliumNode spec.ipam.pool)' },
 );

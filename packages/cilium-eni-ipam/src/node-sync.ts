@@ -9,7 +9,12 @@ import { maxUsableIps, type InstanceLimits, type LimitsTable } from './limits';
 import { planAllocation, type AllocationPlan, type NodeIpamParams } from './prealloc';
 import { matchesTags, selectSubnet } from './subnets';
 import {
-  DEFAULT_MAX_ABOVE_WATERMARK, DEFAULT_PRE_ALLOCATE, type AllocationIP, type CiliumNode, type Eni, type ReleaseState,
+  DEFAULT_MAX_ABOVE_WATERMARK,
+  DEFAULT_PRE_ALLOCATE,
+  type AllocationIP,
+  type CiliumNode,
+  type Eni,
+  type ReleaseState,
 } from './types';
 
 export const TAG_CLUSTER = 'io.cilium/cluster-name';
@@ -50,14 +55,20 @@ export class Ec2Cache {
   private subnets?: { at: number; v: Promise<Ec2Subnet[]> };
   private vpcs?: { at: number; v: Promise<Ec2Vpc[]> };
   private stale = false;
-  constructor(private readonly ec2: Ec2Api, private readonly ttlMs = 60_000, private readonly minRefreshMs = 1000) {}
+  constructor(
+    private readonly ec2: Ec2Api,
+    private readonly ttlMs = 60_000,
+    private readonly minRefreshMs = 1000,
+  ) {}
   getSubnets(): Promise<Ec2Subnet[]> {
     const age = this.subnets ? Date.now() - this.subnets.at : Infinity;
     if (age > this.ttlMs || (this.stale && age > this.minRefreshMs)) {
       const v = this.ec2.describeSubnets();
       this.subnets = { at: Date.now(), v };
       this.stale = false;
-      v.catch(() => { this.subnets = undefined; });
+      v.catch(() => {
+        this.subnets = undefined;
+      });
     }
     return this.subnets!.v;
   }
@@ -65,20 +76,27 @@ export class Ec2Cache {
     if (!this.vpcs || Date.now() - this.vpcs.at > this.ttlMs) {
       const v = this.ec2.describeVpcs();
       this.vpcs = { at: Date.now(), v };
-      v.catch(() => { this.vpcs = undefined; });
+      v.catch(() => {
+        this.vpcs = undefined;
+      });
     }
     return this.vpcs.v;
   }
-  invalidateSubnets(): void { this.stale = true; }
+  invalidateSubnets(): void {
+    this.stale = true;
+  }
   /**
    * Books addresses taken by an allocation against the cached subnet, so that subnet choice stays right
    * without a DescribeSubnets after every allocation; the 60 s refresh corrects any drift.
    */
   consume(subnetId: string, n: number): void {
-    void this.subnets?.v.then((list) => {
-      const s = list.find((x) => x.id === subnetId);
-      if (s) s.availableAddresses = Math.max(0, s.availableAddresses - n);
-    }, () => undefined);
+    void this.subnets?.v.then(
+      (list) => {
+        const s = list.find((x) => x.id === subnetId);
+        if (s) s.availableAddresses = Math.max(0, s.availableAddresses - n);
+      },
+      () => undefined,
+    );
   }
 }
 
@@ -99,7 +117,10 @@ export function instanceIdOf(node: CiliumNode): string | undefined {
 /** A MAC as the kernel prints it; emulators sometimes answer garbage, then one is derived from the ENI id. */
 export function normalizeMac(mac: string, eniId: string): string {
   if (/^[0-9a-f]{2}(:[0-9a-f]{2}){5}$/i.test(mac)) return mac.toLowerCase();
-  const hex = eniId.replace(/[^0-9a-f]/gi, '').padStart(10, '0').slice(-10);
+  const hex = eniId
+    .replace(/[^0-9a-f]/gi, '')
+    .padStart(10, '0')
+    .slice(-10);
   return `02:${hex.match(/../g)!.join(':')}`.toLowerCase();
 }
 
@@ -118,11 +139,16 @@ export const newMemory = (): NodeMemory => ({ excessSince: new Map(), pendingEni
 
 export class NodeSyncer {
   readonly cache: Ec2Cache;
-  constructor(private readonly ec2: Ec2Api, private readonly opts: NodeSyncOptions) {
+  constructor(
+    private readonly ec2: Ec2Api,
+    private readonly opts: NodeSyncOptions,
+  ) {
     this.cache = new Ec2Cache(ec2);
   }
 
-  private now(): number { return (this.opts.now ?? Date.now)(); }
+  private now(): number {
+    return (this.opts.now ?? Date.now)();
+  }
 
   async sync(node: CiliumNode, mem: NodeMemory, pendingPods = 0): Promise<NodeSyncResult> {
     const actions: string[] = [];
@@ -131,13 +157,19 @@ export class NodeSyncer {
     const params = ipamParams(node);
     const instanceId = instanceIdOf(node);
     const fail = (error: string): NodeSyncResult => ({
-      pool: node.spec.ipam?.pool ?? {}, enis: node.status?.eni?.enis ?? {}, releaseIps, error, again: false, actions,
+      pool: node.spec.ipam?.pool ?? {},
+      enis: node.status?.eni?.enis ?? {},
+      releaseIps,
+      error,
+      again: false,
+      actions,
       plan: { needed: 0, surge: 0, excess: 0, toAllocate: 0 },
     });
     if (!instanceId) return fail('spec.instance-id is empty: the agent has not published its instance');
     const eniSpec = node.spec.eni ?? {};
     const limits = this.opts.limits.get(eniSpec['instance-type']);
-    if (!limits) return fail(`instance type ${JSON.stringify(eniSpec['instance-type'])} is not in the limits table (override with --instance-limits)`);
+    if (!limits)
+      return fail(`instance type ${JSON.stringify(eniSpec['instance-type'])} is not in the limits table (override with --instance-limits)`);
     const firstIndex = eniSpec['first-interface-index'] ?? 0;
 
     // Reads first: when EC2 cannot be reached the sync ends here, with the error in the node's
@@ -167,10 +199,17 @@ export class NodeSyncer {
       for (const e of attached) {
         const vpc = vpcs.find((v) => v.id === e.vpcId);
         enis[e.id] = {
-          id: e.id, ip: e.ip, mac: normalizeMac(e.mac, e.id), number: e.deviceIndex ?? 0,
+          id: e.id,
+          ip: e.ip,
+          mac: normalizeMac(e.mac, e.id),
+          number: e.deviceIndex ?? 0,
           subnet: { id: e.subnetId, cidr: this.subnetCidr(e.subnetId) },
           vpc: { id: e.vpcId, 'primary-cidr': vpc?.primaryCidr, cidrs: vpc?.cidrs ?? (vpc ? [vpc.primaryCidr] : []) },
-          addresses: e.addresses, prefixes: e.prefixes, 'security-groups': e.securityGroups, tags: e.tags, description: e.description,
+          addresses: e.addresses,
+          prefixes: e.prefixes,
+          'security-groups': e.securityGroups,
+          tags: e.tags,
+          description: e.description,
         };
         if (!usable(e)) continue;
         const ips = [...e.addresses, ...e.prefixes.flatMap(prefixIps)];
@@ -188,7 +227,10 @@ export class NodeSyncer {
     for (let n = 0; remaining > 0 && n < maxActions; n++) {
       try {
         const got = await this.allocateOnce(node, attached, mem, limits, firstIndex, usable, usePD, remaining, actions);
-        if (got === 0) { error = error ?? `node ${node.metadata.name} cannot take more IPs: ENIs and subnets at capacity (needed ${remaining})`; break; }
+        if (got === 0) {
+          error = error ?? `node ${node.metadata.name} cannot take more IPs: ENIs and subnets at capacity (needed ${remaining})`;
+          break;
+        }
         remaining -= got;
       } catch (e) {
         error = e instanceof Error ? e.message : String(e);
@@ -206,8 +248,14 @@ export class NodeSyncer {
     let again = remaining > 0 && !error;
     const excessNow = planAllocation(params, available, Object.keys(used).length, pendingPods).excess;
     for (const [ipAddr, state] of Object.entries(releaseIps)) {
-      if (!(ipAddr in pool) && state !== 'released') { delete releaseIps[ipAddr]; continue; }
-      if (state === 'do-not-release') { delete releaseIps[ipAddr]; mem.excessSince.delete(ipAddr); }
+      if (!(ipAddr in pool) && state !== 'released') {
+        delete releaseIps[ipAddr];
+        continue;
+      }
+      if (state === 'do-not-release') {
+        delete releaseIps[ipAddr];
+        mem.excessSince.delete(ipAddr);
+      }
     }
     if (this.opts.releaseExcess) {
       const handshaking = Object.entries(releaseIps).filter(([, s]) => s === 'marked-for-release' || s === 'ready-for-release').length;
@@ -228,12 +276,16 @@ export class NodeSyncer {
         for (const a of keep) {
           const since = mem.excessSince.get(a) ?? t;
           mem.excessSince.set(a, since);
-          if (t - since >= (this.opts.excessDelayMs ?? 180_000)) { releaseIps[a] = 'marked-for-release'; mem.excessSince.delete(a); }
-          else again = true;
+          if (t - since >= (this.opts.excessDelayMs ?? 180_000)) {
+            releaseIps[a] = 'marked-for-release';
+            mem.excessSince.delete(a);
+          } else again = true;
         }
       }
       // Agent agreed: unassign, grouped by ENI.
-      const ready = Object.entries(releaseIps).filter(([a, s]) => s === 'ready-for-release' && a in pool && !(a in used)).map(([a]) => a);
+      const ready = Object.entries(releaseIps)
+        .filter(([a, s]) => s === 'ready-for-release' && a in pool && !(a in used))
+        .map(([a]) => a);
       const byEni = new Map<string, string[]>();
       for (const a of ready) byEni.set(pool[a].resource!, [...(byEni.get(pool[a].resource!) ?? []), a]);
       for (const [eniId, ips] of byEni) {
@@ -242,7 +294,10 @@ export class NodeSyncer {
           actions.push(`unassign ${ips.length} from ${eniId}`);
           const e = attached.find((x) => x.id === eniId);
           if (e) e.addresses = e.addresses.filter((a) => !ips.includes(a));
-          for (const a of ips) { releaseIps[a] = 'released'; delete pool[a]; }
+          for (const a of ips) {
+            releaseIps[a] = 'released';
+            delete pool[a];
+          }
         } catch (err) {
           error = err instanceof Error ? err.message : String(err);
         }
@@ -274,10 +329,21 @@ export class NodeSyncer {
   }
 
   /** One EC2 allocation action; returns the number of IPs gained (0 = nothing possible). */
-  private async allocateOnce(node: CiliumNode, attached: Ec2Eni[], mem: NodeMemory, limits: InstanceLimits, firstIndex: number,
-    usable: (e: Ec2Eni) => boolean, usePD: boolean, want: number, actions: string[]): Promise<number> {
+  private async allocateOnce(
+    node: CiliumNode,
+    attached: Ec2Eni[],
+    mem: NodeMemory,
+    limits: InstanceLimits,
+    firstIndex: number,
+    usable: (e: Ec2Eni) => boolean,
+    usePD: boolean,
+    want: number,
+    actions: string[],
+  ): Promise<number> {
     const slotsOf = (e: Ec2Eni): number => limits.ipv4 - 1 - e.addresses.length - e.prefixes.length;
-    const withRoom = attached.filter((e) => usable(e) && slotsOf(e) > 0).sort((a, b) => slotsOf(b) - slotsOf(a) || (a.deviceIndex ?? 0) - (b.deviceIndex ?? 0));
+    const withRoom = attached
+      .filter((e) => usable(e) && slotsOf(e) > 0)
+      .sort((a, b) => slotsOf(b) - slotsOf(a) || (a.deviceIndex ?? 0) - (b.deviceIndex ?? 0));
     if (withRoom.length > 0) {
       const e = withRoom[0];
       if (usePD) {
@@ -292,7 +358,13 @@ export class NodeSyncer {
           }
           actions.push(`prefix assignment on ${e.id} returned nothing: falling back to /32`);
         } catch (err) {
-          if (!(err instanceof Ec2Error) || !['InsufficientCidrBlocks', 'InsufficientFreeAddressesInSubnet', 'InvalidParameterValue', 'UnsupportedOperation'].includes(err.code)) throw err;
+          if (
+            !(err instanceof Ec2Error) ||
+            !['InsufficientCidrBlocks', 'InsufficientFreeAddressesInSubnet', 'InvalidParameterValue', 'UnsupportedOperation'].includes(
+              err.code,
+            )
+          )
+            throw err;
           actions.push(`prefix assignment on ${e.id} failed (${err.code}): falling back to /32`);
         }
       }
@@ -308,20 +380,30 @@ export class NodeSyncer {
     if (attached.length + inFlight >= limits.adapters) return 0;
     const eniSpec = node.spec.eni ?? {};
     const subnet = selectSubnet(await this.cache.getSubnets(), {
-      ...eniSpec, 'vpc-id': eniSpec['vpc-id'] ?? attached[0]?.vpcId, 'node-subnet-id': eniSpec['node-subnet-id'] ?? attached.find((e) => e.deviceIndex === 0)?.subnetId,
+      ...eniSpec,
+      'vpc-id': eniSpec['vpc-id'] ?? attached[0]?.vpcId,
+      'node-subnet-id': eniSpec['node-subnet-id'] ?? attached.find((e) => e.deviceIndex === 0)?.subnetId,
     });
     // Nothing fits: re-read subnets on the next sync (at most once a second) before concluding for good.
     if (!subnet) this.cache.invalidateSubnets();
-    if (!subnet) throw new Error(`no subnet with free addresses matches node ${node.metadata.name} (vpc ${eniSpec['vpc-id']}, az ${eniSpec['availability-zone']})`);
+    if (!subnet)
+      throw new Error(
+        `no subnet with free addresses matches node ${node.metadata.name} (vpc ${eniSpec['vpc-id']}, az ${eniSpec['availability-zone']})`,
+      );
     let groups = eniSpec['security-groups'] ?? [];
-    if (groups.length === 0 && Object.keys(eniSpec['security-group-tags'] ?? {}).length > 0) groups = await this.ec2.describeSecurityGroups(eniSpec['security-group-tags']!);
+    if (groups.length === 0 && Object.keys(eniSpec['security-group-tags'] ?? {}).length > 0)
+      groups = await this.ec2.describeSecurityGroups(eniSpec['security-group-tags']!);
     if (groups.length === 0) groups = attached.find((e) => e.deviceIndex === 0)?.securityGroups ?? [];
     const perEni = limits.ipv4 - 1;
     const secondaryCount = usePD ? 0 : Math.min(want, perEni, subnet.availableAddresses - 1);
     const prefixCount = usePD ? Math.min(perEni, Math.ceil(want / PREFIX_IPS)) : 0;
     const eni = await this.ec2.createNetworkInterface({
-      subnetId: subnet.id, securityGroups: groups, description: `Cilium-CNI (${instanceIdOf(node)})`,
-      tags: { [TAG_CLUSTER]: this.opts.clusterName, [TAG_MANAGED]: 'true' }, secondaryCount, prefixCount,
+      subnetId: subnet.id,
+      securityGroups: groups,
+      description: `Cilium-CNI (${instanceIdOf(node)})`,
+      tags: { [TAG_CLUSTER]: this.opts.clusterName, [TAG_MANAGED]: 'true' },
+      secondaryCount,
+      prefixCount,
     });
     mem.pendingEnis.set(eni.id, this.now());
     this.cache.consume(subnet.id, 1 + eni.addresses.length + eni.prefixes.length * PREFIX_IPS);
@@ -335,7 +417,14 @@ export class NodeSyncer {
         attachmentId = await this.ec2.attachNetworkInterface(eni.id, instanceIdOf(node)!, index);
       } catch (err) {
         // Device index taken behind our back: try the next one; anything else rolls the ENI back.
-        if (err instanceof Ec2Error && /InvalidParameterValue|AttachmentLimitExceeded|index/i.test(`${err.code} ${err.message}`) && tries < 2) { taken.add(index); continue; }
+        if (
+          err instanceof Ec2Error &&
+          /InvalidParameterValue|AttachmentLimitExceeded|index/i.test(`${err.code} ${err.message}`) &&
+          tries < 2
+        ) {
+          taken.add(index);
+          continue;
+        }
         await this.deleteCreatedEni(eni.id);
         mem.pendingEnis.delete(eni.id);
         throw err;
@@ -353,7 +442,9 @@ export class NodeSyncer {
     eni.addresses = eni.addresses.filter((a) => a !== eni.ip);
     attached.push(eni);
     mem.pendingEnis.delete(eni.id);
-    actions.push(`create ${eni.id} in ${subnet.id} at index ${index} with ${usePD ? `${eni.prefixes.length} prefixes` : `${eni.addresses.length} IPs`}`);
+    actions.push(
+      `create ${eni.id} in ${subnet.id} at index ${index} with ${usePD ? `${eni.prefixes.length} prefixes` : `${eni.addresses.length} IPs`}`,
+    );
     if (usePD && eni.prefixes.length === 0 && prefixCount > 0) {
       // The emulator or EC2 handed out no prefix: fill the ENI with /32s instead.
       const got = await this.ec2.assignPrivateIpAddresses(eni.id, Math.min(want, perEni));

@@ -5,8 +5,19 @@
  * when started with runWithLeaderElection().
  */
 import {
-  Controller, Informer, KubeMetrics, LeaderElector, Pods, byField, clientFor, traceLogger, type KubeTransport, type Logger, type Pod,
-  type ReconcileResult, type ResourceClient,
+  Controller,
+  Informer,
+  KubeMetrics,
+  LeaderElector,
+  Pods,
+  byField,
+  clientFor,
+  traceLogger,
+  type KubeTransport,
+  type Logger,
+  type Pod,
+  type ReconcileResult,
+  type ResourceClient,
 } from '@cnikit/kube';
 import { Counter, Gauge, Registry } from 'prom-client';
 import type { Ec2Api } from './ec2';
@@ -46,19 +57,46 @@ export class OperatorMetrics {
   readonly cleanupErrors: Counter<'operation'>;
   constructor(readonly registry: Registry) {
     const registers = [registry];
-    this.available = new Gauge({ name: 'cilium_operator_ipam_available_ips', help: 'IPs in the node pool', labelNames: ['node'], registers });
+    this.available = new Gauge({
+      name: 'cilium_operator_ipam_available_ips',
+      help: 'IPs in the node pool',
+      labelNames: ['node'],
+      registers,
+    });
     this.used = new Gauge({ name: 'cilium_operator_ipam_used_ips', help: 'IPs handed out on the node', labelNames: ['node'], registers });
-    this.needed = new Gauge({ name: 'cilium_operator_ipam_needed_ips', help: 'Deficit against the watermark', labelNames: ['node'], registers });
-    this.allocations = new Counter({ name: 'cilium_operator_ipam_ec2_actions_total', help: 'EC2 allocation actions (assign, create, unassign)', labelNames: ['type'], registers });
-    this.errors = new Counter({ name: 'cilium_operator_ipam_node_errors_total', help: 'Node syncs that ended with an error', labelNames: ['node'], registers });
+    this.needed = new Gauge({
+      name: 'cilium_operator_ipam_needed_ips',
+      help: 'Deficit against the watermark',
+      labelNames: ['node'],
+      registers,
+    });
+    this.allocations = new Counter({
+      name: 'cilium_operator_ipam_ec2_actions_total',
+      help: 'EC2 allocation actions (assign, create, unassign)',
+      labelNames: ['type'],
+      registers,
+    });
+    this.errors = new Counter({
+      name: 'cilium_operator_ipam_node_errors_total',
+      help: 'Node syncs that ended with an error',
+      labelNames: ['node'],
+      registers,
+    });
     this.gcDeleted = new Counter({ name: 'cilium_operator_eni_gc_deleted_total', help: 'Dangling ENIs deleted by the GC', registers });
-    this.cleanupErrors = new Counter({ name: 'cilium_operator_ipam_cleanup_errors_total', help: 'Clean-up calls that failed (ENI deletes after a failed attach, ENI GC)', labelNames: ['operation'], registers });
+    this.cleanupErrors = new Counter({
+      name: 'cilium_operator_ipam_cleanup_errors_total',
+      help: 'Clean-up calls that failed (ENI deletes after a failed attach, ENI GC)',
+      labelNames: ['operation'],
+      registers,
+    });
   }
 }
 
 /** Merges the operator's release-ips changes into the latest status (the agent may have answered since). */
 export function mergeReleaseIps(
-  latest: Record<string, ReleaseState>, read: Record<string, ReleaseState>, mine: Record<string, ReleaseState>,
+  latest: Record<string, ReleaseState>,
+  read: Record<string, ReleaseState>,
+  mine: Record<string, ReleaseState>,
 ): Record<string, ReleaseState> {
   const out = { ...latest };
   for (const [ipAddr, s] of Object.entries(mine)) {
@@ -98,25 +136,45 @@ export class Operator {
     this.nodes = clientFor(opts.transport, CiliumNodes);
     this.informer = new Informer(this.nodes, { metrics: this.kubeMetrics });
     if (opts.surge !== false) {
-      this.pods = new Informer(clientFor(opts.transport, Pods), { indexers: { node: byField('spec.nodeName') }, metrics: this.kubeMetrics });
+      this.pods = new Informer(clientFor(opts.transport, Pods), {
+        indexers: { node: byField('spec.nodeName') },
+        metrics: this.kubeMetrics,
+      });
     }
     this.syncer = new NodeSyncer(opts.ec2, {
-      clusterName: opts.clusterName, limits: opts.limits, releaseExcess: opts.releaseExcess, excessDelayMs: opts.excessDelayMs,
+      clusterName: opts.clusterName,
+      limits: opts.limits,
+      releaseExcess: opts.releaseExcess,
+      excessDelayMs: opts.excessDelayMs,
       onCleanupError: (operation, id, err) => this.cleanupFailed(operation, id, err),
     });
-    this.controller = new Controller({ name: 'cilium-eni-ipam', workers: opts.workers ?? 50, reconcile: (r) => this.reconcile(r.name), metrics: this.kubeMetrics, logger: this.log });
+    this.controller = new Controller({
+      name: 'cilium-eni-ipam',
+      workers: opts.workers ?? 50,
+      reconcile: (r) => this.reconcile(r.name),
+      metrics: this.kubeMetrics,
+      logger: this.log,
+    });
     const enqueue = (n: CiliumNode): void => this.controller.enqueue(n.metadata.name!);
     this.informer.addHandlers({
       add: enqueue,
       // The operator's own writes (pool, ENIs) do not retrigger; agent writes (used, answers) and spec changes do.
       update: (o, n) => {
-        const key = (x: CiliumNode) => [x.spec['instance-id'], x.spec.eni, { ...x.spec.ipam, pool: undefined }, x.status?.ipam?.used, x.status?.ipam?.['release-ips']];
+        const key = (x: CiliumNode) => [
+          x.spec['instance-id'],
+          x.spec.eni,
+          { ...x.spec.ipam, pool: undefined },
+          x.status?.ipam?.used,
+          x.status?.ipam?.['release-ips'],
+        ];
         if (!same(key(o), key(n))) enqueue(n);
       },
       delete: enqueue,
     });
     this.pods?.addHandlers({
-      add: (p) => { if (p.spec.nodeName && this.informer.store.get(p.spec.nodeName)) this.controller.enqueue(p.spec.nodeName); },
+      add: (p) => {
+        if (p.spec.nodeName && this.informer.store.get(p.spec.nodeName)) this.controller.enqueue(p.spec.nodeName);
+      },
     });
   }
 
@@ -129,7 +187,9 @@ export class Operator {
    */
   pendingPods(node: string): number {
     if (!this.pods) return 0;
-    const pods = this.pods.store.byIndex('node', node).filter((p) => !p.spec.hostNetwork && !['Succeeded', 'Failed'].includes(p.status?.phase ?? ''));
+    const pods = this.pods.store
+      .byIndex('node', node)
+      .filter((p) => !p.spec.hostNetwork && !['Succeeded', 'Failed'].includes(p.status?.phase ?? ''));
     const waiting = pods.filter((p) => (p.status?.phase ?? 'Pending') === 'Pending' && !p.status?.podIP).length;
     const withIp = pods.filter((p) => p.status?.podIP).length;
     const used = Object.keys(this.informer.store.get(node)?.status?.ipam?.used ?? {}).length;
@@ -141,7 +201,12 @@ export class Operator {
     await this.controller.watch(this.informer, () => []).start();
     this.timers.push(setInterval(() => this.resyncAll(), this.opts.resyncMs ?? 60_000).unref());
     const gc = this.opts.gcIntervalMs ?? 300_000;
-    if (gc > 0) this.timers.push(setInterval(() => { void this.gcEnis().catch((e) => this.log.warn('ENI GC failed', { error: e })); }, gc).unref());
+    if (gc > 0)
+      this.timers.push(
+        setInterval(() => {
+          void this.gcEnis().catch((e) => this.log.warn('ENI GC failed', { error: e }));
+        }, gc).unref(),
+      );
   }
 
   async stop(): Promise<void> {
@@ -190,17 +255,26 @@ export class Operator {
     // Status (ENIs) first, then the pool (spec), so the agent knows an IP's ENI when it sees the IP; each a
     // read-modify-write retried on 409 Conflict with fresh reads, so a concurrent agent write never wedges
     // the node (cilium#35404).
-    await this.nodes.updateWithRetry(name, (cur) => {
-      const status = cur.status ?? {};
-      const ipam = { ...(status.ipam ?? {}) };
-      const release = mergeReleaseIps(ipam['release-ips'] ?? {}, readReleases, res.releaseIps);
-      const opStatus = res.error ? { error: res.error } : {};
-      if (same(status.eni?.enis ?? {}, res.enis) && same(ipam['operator-status'] ?? {}, opStatus) && same(ipam['release-ips'] ?? {}, release)) return false;
-      ipam['operator-status'] = opStatus;
-      ipam['release-ips'] = release;
-      cur.status = { ...status, ipam, eni: { enis: res.enis } };
-      return cur;
-    }, { subresource: 'status' });
+    await this.nodes.updateWithRetry(
+      name,
+      (cur) => {
+        const status = cur.status ?? {};
+        const ipam = { ...(status.ipam ?? {}) };
+        const release = mergeReleaseIps(ipam['release-ips'] ?? {}, readReleases, res.releaseIps);
+        const opStatus = res.error ? { error: res.error } : {};
+        if (
+          same(status.eni?.enis ?? {}, res.enis) &&
+          same(ipam['operator-status'] ?? {}, opStatus) &&
+          same(ipam['release-ips'] ?? {}, release)
+        )
+          return false;
+        ipam['operator-status'] = opStatus;
+        ipam['release-ips'] = release;
+        cur.status = { ...status, ipam, eni: { enis: res.enis } };
+        return cur;
+      },
+      { subresource: 'status' },
+    );
     if (!same(node.spec.ipam?.pool ?? {}, res.pool)) {
       await this.nodes.updateWithRetry(name, (cur) => {
         if (same(cur.spec.ipam?.pool ?? {}, res.pool)) return false;
@@ -208,7 +282,7 @@ export class Operator {
         return cur;
       });
     }
-    return { requeueAfterMs: res.again ? this.opts.busyResyncMs ?? 1000 : this.opts.resyncMs ?? 60_000 };
+    return { requeueAfterMs: res.again ? (this.opts.busyResyncMs ?? 1000) : (this.opts.resyncMs ?? 60_000) };
   }
 
   /** Deletes detached ENIs tagged with this cluster's name (at most 25 per run). */
@@ -234,17 +308,35 @@ export class Operator {
   }
 
   /** Runs the operator only while holding the Lease `name` in `namespace`. Resolves when stopped. */
-  static async runWithLeaderElection(opts: OperatorOptions & {
-    namespace: string; identity: string; leaseName?: string; leaseDurationMs?: number; renewDeadlineMs?: number; retryPeriodMs?: number;
-  }): Promise<{ elector: LeaderElector; operator: Operator }> {
+  static async runWithLeaderElection(
+    opts: OperatorOptions & {
+      namespace: string;
+      identity: string;
+      leaseName?: string;
+      leaseDurationMs?: number;
+      renewDeadlineMs?: number;
+      retryPeriodMs?: number;
+    },
+  ): Promise<{ elector: LeaderElector; operator: Operator }> {
     const operator = new Operator(opts);
     const elector = new LeaderElector({
-      transport: opts.transport, namespace: opts.namespace, name: opts.leaseName ?? 'cilium-operator-resource-lock', identity: opts.identity,
-      leaseDurationMs: opts.leaseDurationMs, renewDeadlineMs: opts.renewDeadlineMs, retryPeriodMs: opts.retryPeriodMs,
+      transport: opts.transport,
+      namespace: opts.namespace,
+      name: opts.leaseName ?? 'cilium-operator-resource-lock',
+      identity: opts.identity,
+      leaseDurationMs: opts.leaseDurationMs,
+      renewDeadlineMs: opts.renewDeadlineMs,
+      retryPeriodMs: opts.retryPeriodMs,
       metrics: operator.kubeMetrics,
       onStartedLeading: async (signal) => {
         await operator.start();
-        signal.addEventListener('abort', () => { void operator.stop(); }, { once: true });
+        signal.addEventListener(
+          'abort',
+          () => {
+            void operator.stop();
+          },
+          { once: true },
+        );
       },
     });
     void elector.run();

@@ -3,7 +3,17 @@
  * routing in the host netns, and returns the IP with the ENI's data: the interface entry carries the ENI MAC
  * (name `eni<number>`, the ENI's interface number), the gateway is the subnet's router, routes cover the VPC CIDRs.
  */
-import { CniCode, CniError, TransientError, hostNetns, ip as ipm, optionalPrevResultOf, validAttachments, type CmdArgs, type Result } from '@cnikit/netlib';
+import {
+  CniCode,
+  CniError,
+  TransientError,
+  hostNetns,
+  ip as ipm,
+  optionalPrevResultOf,
+  validAttachments,
+  type CmdArgs,
+  type Result,
+} from '@cnikit/netlib';
 import { agentRequest, type AgentReply, type AgentRequest } from './agent-client';
 import { parseConfig, type PluginConfig } from './config';
 import { checkEniRouting, setupEniRouting, teardownEniRouting } from './routing';
@@ -61,7 +71,9 @@ export async function del(args: CmdArgs): Promise<void> {
 /** Ready when the agent answers and has a free IP. */
 export async function status(args: CmdArgs): Promise<void> {
   const cfg = parseConfig(args.conf);
-  const r = await ask(cfg, { op: 'status', owner: '' }).catch((e) => { throw new CniError(CniCode.NotAvailable, 'cilium-eni-ipam: agent not available', (e as Error).message); });
+  const r = await ask(cfg, { op: 'status', owner: '' }).catch((e) => {
+    throw new CniError(CniCode.NotAvailable, 'cilium-eni-ipam: agent not available', (e as Error).message);
+  });
   if (!r.free) throw new CniError(CniCode.NotAvailable, 'cilium-eni-ipam: no free IP on this node yet', `pool ${r.pool}, used ${r.used}`);
 }
 
@@ -76,14 +88,23 @@ export async function check(args: CmdArgs): Promise<void> {
   if (!lease) throw new CniError(CniCode.Internal, 'cilium-eni-ipam: CHECK failed', `the agent holds no IP for ${ownerOf(args)}`);
   const prevIps = (prev?.ips ?? []).map((i) => ipm.parseCidr(i.address).address);
   if (prevIps.length && !prevIps.includes(lease.ip)) {
-    throw new CniError(CniCode.Internal, 'cilium-eni-ipam: CHECK failed', `the agent holds ${lease.ip} for ${ownerOf(args)}, prevResult has ${prevIps.join(', ')}`);
+    throw new CniError(
+      CniCode.Internal,
+      'cilium-eni-ipam: CHECK failed',
+      `the agent holds ${lease.ip} for ${ownerOf(args)}, prevResult has ${prevIps.join(', ')}`,
+    );
   }
   if (cfg.routing) {
     try {
       await checkEniRouting(hostNetns(), lease.ip, lease.eni, cfg);
     } catch (e) {
       if (e instanceof CniError) throw e;
-      throw new CniError(CniCode.Internal, 'cilium-eni-ipam: CHECK failed', `routing of ${lease.ip} (ENI ${lease.eni.id}): ${(e as Error).message}`, { cause: e });
+      throw new CniError(
+        CniCode.Internal,
+        'cilium-eni-ipam: CHECK failed',
+        `routing of ${lease.ip} (ENI ${lease.eni.id}): ${(e as Error).message}`,
+        { cause: e },
+      );
     }
   }
 }

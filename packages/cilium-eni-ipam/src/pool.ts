@@ -14,11 +14,20 @@ export interface EniInfo {
   gateway: string;
 }
 
-export interface Lease { ip: string; owner: string; eni: EniInfo }
+export interface Lease {
+  ip: string;
+  owner: string;
+  eni: EniInfo;
+}
 
 export class PoolExhausted extends Error {
-  constructor(readonly available: number, readonly inHandshake: number) {
-    super(`ipam: no free IP in spec.ipam.pool (${available} in the pool, ${inHandshake} in a release handshake); the operator has been asked for more`);
+  constructor(
+    readonly available: number,
+    readonly inHandshake: number,
+  ) {
+    super(
+      `ipam: no free IP in spec.ipam.pool (${available} in the pool, ${inHandshake} in a release handshake); the operator has been asked for more`,
+    );
     this.name = 'PoolExhausted';
   }
 }
@@ -26,7 +35,10 @@ export class PoolExhausted extends Error {
 export function eniInfo(e: Eni): EniInfo {
   const cidr = e.subnet.cidr ?? '';
   return {
-    id: e.id, mac: e.mac ?? '', number: e.number, subnetCidr: cidr,
+    id: e.id,
+    mac: e.mac ?? '',
+    number: e.number,
+    subnetCidr: cidr,
     vpcCidrs: e.vpc.cidrs?.length ? e.vpc.cidrs : e.vpc['primary-cidr'] ? [e.vpc['primary-cidr']] : [],
     // The VPC router is the subnet's first host (.1).
     gateway: cidr ? ipm.nthAddress(cidr, 1) : '',
@@ -43,17 +55,25 @@ export class PoolAllocator {
     for (const [a, v] of Object.entries(used)) this.used.set(a, v);
   }
 
-  setNode(n: CiliumNode): void { this.node = n; }
+  setNode(n: CiliumNode): void {
+    this.node = n;
+  }
 
   /** IPs of the pool whose ENI is already described in status.eni.enis (the operator writes both, not atomically). */
   private usable(): string[] {
     const enis = this.node?.status?.eni?.enis ?? {};
-    return Object.entries(this.node?.spec.ipam?.pool ?? {}).filter(([, v]) => v.resource !== undefined && v.resource in enis).map(([a]) => a);
+    return Object.entries(this.node?.spec.ipam?.pool ?? {})
+      .filter(([, v]) => v.resource !== undefined && v.resource in enis)
+      .map(([a]) => a);
   }
 
-  get poolSize(): number { return this.usable().length; }
+  get poolSize(): number {
+    return this.usable().length;
+  }
 
-  private releaseIps(): Record<string, ReleaseState> { return this.node?.status?.ipam?.['release-ips'] ?? {}; }
+  private releaseIps(): Record<string, ReleaseState> {
+    return this.node?.status?.ipam?.['release-ips'] ?? {};
+  }
 
   /** Free for allocation: in the pool, not used, not in any handshake state (do-not-release is over: it is free). */
   freeIps(): string[] {
@@ -89,14 +109,22 @@ export class PoolAllocator {
   /** GC: frees every IP whose owner is not in `keep`; returns them. */
   releaseExcept(keep: ReadonlySet<string>): string[] {
     const out: string[] = [];
-    for (const [a, v] of this.used) if (!keep.has(v.owner ?? "")) { this.used.delete(a); out.push(a); }
+    for (const [a, v] of this.used)
+      if (!keep.has(v.owner ?? '')) {
+        this.used.delete(a);
+        out.push(a);
+      }
     return out;
   }
 
   /** Frees every IP of `owner`; returns them. Unknown owners are fine (DEL is idempotent). */
   release(owner: string): string[] {
     const out: string[] = [];
-    for (const [a, v] of this.used) if (v.owner === owner) { this.used.delete(a); out.push(a); }
+    for (const [a, v] of this.used)
+      if (v.owner === owner) {
+        this.used.delete(a);
+        out.push(a);
+      }
     return out;
   }
 
@@ -110,8 +138,13 @@ export class PoolAllocator {
     const out: Record<string, ReleaseState> = { ...rel };
     let changed = false;
     for (const [a, s] of Object.entries(rel)) {
-      if (s === 'marked-for-release') { out[a] = this.used.has(a) ? 'do-not-release' : 'ready-for-release'; changed = true; }
-      else if (s === 'released' && !(a in pool)) { delete out[a]; changed = true; }
+      if (s === 'marked-for-release') {
+        out[a] = this.used.has(a) ? 'do-not-release' : 'ready-for-release';
+        changed = true;
+      } else if (s === 'released' && !(a in pool)) {
+        delete out[a];
+        changed = true;
+      }
     }
     return changed ? out : undefined;
   }

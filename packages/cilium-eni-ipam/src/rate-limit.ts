@@ -10,7 +10,11 @@ export class TokenBucket {
   /** Total time callers spent waiting for a token, ms. */
   waitedMs = 0;
 
-  constructor(readonly qps = 4, readonly burst = 20, private readonly now: () => number = () => performance.now()) {
+  constructor(
+    readonly qps = 4,
+    readonly burst = 20,
+    private readonly now: () => number = () => performance.now(),
+  ) {
     if (!(qps > 0) || !(burst >= 1)) throw new TypeError(`rate limit: qps must be > 0 and burst >= 1, got qps=${qps} burst=${burst}`);
     this.tokens = burst;
     this.last = now();
@@ -41,17 +45,35 @@ export class TokenBucket {
 
 export function sleep(ms: number, signal?: AbortSignal): Promise<void> {
   return new Promise((resolve, reject) => {
-    if (signal?.aborted) { reject(signal.reason); return; }
-    const t = setTimeout(() => { signal?.removeEventListener('abort', onAbort); resolve(); }, ms);
-    const onAbort = (): void => { clearTimeout(t); reject(signal?.reason); };
+    if (signal?.aborted) {
+      reject(signal.reason);
+      return;
+    }
+    const t = setTimeout(() => {
+      signal?.removeEventListener('abort', onAbort);
+      resolve();
+    }, ms);
+    const onAbort = (): void => {
+      clearTimeout(t);
+      reject(signal?.reason);
+    };
     signal?.addEventListener('abort', onAbort, { once: true });
   });
 }
 
 /** EC2 error codes worth retrying (throttling and server-side trouble); everything else fails at once. */
 const RETRYABLE = new Set([
-  'RequestLimitExceeded', 'Throttling', 'ThrottlingException', 'RequestThrottled', 'TooManyRequestsException',
-  'InternalError', 'InternalFailure', 'ServiceUnavailable', 'Unavailable', 'RequestTimeout', 'RequestTimeoutException',
+  'RequestLimitExceeded',
+  'Throttling',
+  'ThrottlingException',
+  'RequestThrottled',
+  'TooManyRequestsException',
+  'InternalError',
+  'InternalFailure',
+  'ServiceUnavailable',
+  'Unavailable',
+  'RequestTimeout',
+  'RequestTimeoutException',
 ]);
 const NETWORK = new Set(['ECONNRESET', 'ECONNREFUSED', 'EPIPE', 'ETIMEDOUT', 'TimeoutError', 'AbortError']);
 

@@ -7,7 +7,11 @@
 import { TransientError, isExistsError, isNotFoundError, link, route, rule, type Netns } from '@cnikit/netlib';
 import type { EniInfo } from './pool';
 
-export interface RoutingOptions { tableOffset: number; rulePriority: number; ingressPriority: number }
+export interface RoutingOptions {
+  tableOffset: number;
+  rulePriority: number;
+  ingressPriority: number;
+}
 
 export function tableFor(eni: EniInfo, o: RoutingOptions): number {
   return o.tableOffset + eni.number;
@@ -24,14 +28,25 @@ export async function setupEniRouting(host: Netns, podIp: string, eni: EniInfo, 
     { family: 4 as const, priority: o.rulePriority, src: `${podIp}/32`, table },
     { family: 4 as const, priority: o.ingressPriority, dst: `${podIp}/32`, table: route.RT_TABLE.MAIN },
   ]) {
-    try { await rule.add(host, r); } catch (e) { if (!isExistsError(e)) throw e; }
+    try {
+      await rule.add(host, r);
+    } catch (e) {
+      if (!isExistsError(e)) throw e;
+    }
   }
 }
 
 /** Removes the pod IP's rules (idempotent). The ENI's table stays: other pods share it. */
 export async function teardownEniRouting(host: Netns, podIp: string, o: RoutingOptions): Promise<void> {
-  for (const r of [{ family: 4 as const, priority: o.rulePriority, src: `${podIp}/32` }, { family: 4 as const, priority: o.ingressPriority, dst: `${podIp}/32` }]) {
-    try { await rule.del(host, r); } catch (e) { if (!isNotFoundError(e)) throw e; }
+  for (const r of [
+    { family: 4 as const, priority: o.rulePriority, src: `${podIp}/32` },
+    { family: 4 as const, priority: o.ingressPriority, dst: `${podIp}/32` },
+  ]) {
+    try {
+      await rule.del(host, r);
+    } catch (e) {
+      if (!isNotFoundError(e)) throw e;
+    }
   }
 }
 
@@ -45,14 +60,18 @@ export async function checkEniRouting(host: Netns, podIp: string, eni: EniInfo, 
   const missing: string[] = [];
   const rules = await rule.list(host, 4);
   const host32 = (p: string | undefined): string | undefined => p?.replace(/\/32$/, '');
-  if (!rules.some((r) => r.priority === o.rulePriority && host32(r.src) === podIp && !r.dst && r.table === table)) missing.push(`rule from ${podIp} lookup ${table} pref ${o.rulePriority}`);
-  if (!rules.some((r) => r.priority === o.ingressPriority && host32(r.dst) === podIp && !r.src && r.table === route.RT_TABLE.MAIN)) missing.push(`rule to ${podIp} lookup main pref ${o.ingressPriority}`);
+  if (!rules.some((r) => r.priority === o.rulePriority && host32(r.src) === podIp && !r.dst && r.table === table))
+    missing.push(`rule from ${podIp} lookup ${table} pref ${o.rulePriority}`);
+  if (!rules.some((r) => r.priority === o.ingressPriority && host32(r.dst) === podIp && !r.src && r.table === route.RT_TABLE.MAIN))
+    missing.push(`rule to ${podIp} lookup main pref ${o.ingressPriority}`);
   const dev = (await link.list(host)).find((l) => l.mac.toLowerCase() === eni.mac.toLowerCase());
   if (!dev) missing.push(`ENI ${eni.id} link (${eni.mac})`);
   else {
     const routes = await route.list(host, { table, family: 4 });
-    if (eni.subnetCidr && !routes.some((r) => r.dst === eni.subnetCidr && r.oif === dev.index)) missing.push(`route ${eni.subnetCidr} dev ${dev.name} table ${table}`);
-    if (!routes.some((r) => (r.dst === 'default' || r.dst === '0.0.0.0/0') && r.gw === eni.gateway && r.oif === dev.index)) missing.push(`route default via ${eni.gateway} dev ${dev.name} table ${table}`);
+    if (eni.subnetCidr && !routes.some((r) => r.dst === eni.subnetCidr && r.oif === dev.index))
+      missing.push(`route ${eni.subnetCidr} dev ${dev.name} table ${table}`);
+    if (!routes.some((r) => (r.dst === 'default' || r.dst === '0.0.0.0/0') && r.gw === eni.gateway && r.oif === dev.index))
+      missing.push(`route default via ${eni.gateway} dev ${dev.name} table ${table}`);
   }
   if (missing.length) throw new Error(`missing ${missing.join('; ')}`);
 }

@@ -7,7 +7,9 @@ import type { EniSpec } from './types';
  * node's own subnet; among the candidates the one with the most free addresses wins. Undefined = none usable.
  */
 export function selectSubnet(subnets: Ec2Subnet[], eni: EniSpec): Ec2Subnet | undefined {
-  const inZone = subnets.filter((s) => (!eni['vpc-id'] || s.vpcId === eni['vpc-id']) && (!eni['availability-zone'] || s.availabilityZone === eni['availability-zone']));
+  const inZone = subnets.filter(
+    (s) => (!eni['vpc-id'] || s.vpcId === eni['vpc-id']) && (!eni['availability-zone'] || s.availabilityZone === eni['availability-zone']),
+  );
   let cands: Ec2Subnet[];
   const ids = eni['subnet-ids'] ?? [];
   const tags = Object.entries(eni['subnet-tags'] ?? {});

@@ -44,8 +44,15 @@ export interface CiliumNodeSpec {
   eni?: EniSpec;
 }
 
-export interface EniSubnet { id: string; cidr?: string }
-export interface EniVpc { id: string; 'primary-cidr'?: string; cidrs?: string[] }
+export interface EniSubnet {
+  id: string;
+  cidr?: string;
+}
+export interface EniVpc {
+  id: string;
+  'primary-cidr'?: string;
+  cidrs?: string[];
+}
 
 export interface Eni {
   id: string;
@@ -78,7 +85,12 @@ export interface CiliumNode extends KubeObject {
 }
 
 export const CiliumNodes = defineResource<CiliumNode>({
-  group: 'cilium.io', version: 'v2', kind: 'CiliumNode', plural: 'ciliumnodes', namespaced: false, shortNames: ['cn', 'ciliumn'],
+  group: 'cilium.io',
+  version: 'v2',
+  kind: 'CiliumNode',
+  plural: 'ciliumnodes',
+  namespaced: false,
+  shortNames: ['cn', 'ciliumn'],
 });
 
 /** Defaults (pkg/ipam): pre-allocate 8, max-above-watermark 0, delete-on-termination true. */

@@ -12,7 +12,15 @@ test('lower-bound arithmetic', () => {
 });
 
 test('5 nodes x 30 pending pods converge; EC2 calls within 1.5x of the strict minimum', async () => {
-  const r = await runAllocationSim({ nodes: 5, pendingPods: 30, qps: 200, burst: 20, latencyMs: 5, workers: 5, instanceType: 'm5.2xlarge' });
+  const r = await runAllocationSim({
+    nodes: 5,
+    pendingPods: 30,
+    qps: 200,
+    burst: 20,
+    latencyMs: 5,
+    workers: 5,
+    instanceType: 'm5.2xlarge',
+  });
   expect(r.podsReadyMs).toBeGreaterThan(0);
   expect(r.ec2Calls).toBeGreaterThanOrEqual(r.minCalls - 2);
   expect(r.ec2Calls).toBeLessThanOrEqual(Math.ceil(r.minCalls * 1.5));

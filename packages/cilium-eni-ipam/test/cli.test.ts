@@ -6,16 +6,30 @@ import { CliError, instanceFromImds, parseAgentFlags, parseOperatorFlags } from 
 import { LimitsTable } from '../src/limits';
 
 function cliError(f: () => unknown): CliError {
-  try { f(); } catch (e) { if (e instanceof CliError) return e; throw e; }
+  try {
+    f();
+  } catch (e) {
+    if (e instanceof CliError) return e;
+    throw e;
+  }
   throw new Error('expected a CliError');
 }
 
 describe('cilium-eni-operator flags', () => {
-  test('defaults (Cilium\'s: 4 QPS / burst 20, 50 workers, 180 s release delay, GC every 300 s)', () => {
+  test("defaults (Cilium's: 4 QPS / burst 20, 50 workers, 180 s release delay, GC every 300 s)", () => {
     const o = parseOperatorFlags([], {});
     expect(o).toMatchObject({
-      clusterName: 'default', region: 'us-east-1', qps: 4, burst: 20, workers: 50, releaseExcess: false, excessDelayMs: 180_000,
-      gcIntervalMs: 300_000, leaderElectionNamespace: 'kube-system', installCrd: false, metrics: { host: '127.0.0.1', port: 9963 },
+      clusterName: 'default',
+      region: 'us-east-1',
+      qps: 4,
+      burst: 20,
+      workers: 50,
+      releaseExcess: false,
+      excessDelayMs: 180_000,
+      gcIntervalMs: 300_000,
+      leaderElectionNamespace: 'kube-system',
+      installCrd: false,
+      metrics: { host: '127.0.0.1', port: 9963 },
     });
     expect(o.ec2Endpoint).toBeUndefined();
     expect(o.kubeconfig).toBeUndefined();
@@ -24,15 +38,51 @@ describe('cilium-eni-operator flags', () => {
   });
 
   test('every flag', () => {
-    const o = parseOperatorFlags([
-      '--kubeconfig', '/k', '--cluster-name', 'prod', '--ec2-endpoint', 'http://127.0.0.1:5000', '--region', 'ap-south-1',
-      '--limit-ipam-api-qps', '0.5', '--limit-ipam-api-burst', '3', '--parallel-alloc-workers', '7', '--aws-release-excess-ips',
-      '--excess-ip-release-delay', '10', '--instance-limits', '{"x1.tiny":{"adapters":2,"ipv4":4}}', '--eni-gc-interval', '0',
-      '--leader-election-namespace', 'cilium', '--install-crd', '--metrics-address', '0.0.0.0:19963',
-    ], {});
+    const o = parseOperatorFlags(
+      [
+        '--kubeconfig',
+        '/k',
+        '--cluster-name',
+        'prod',
+        '--ec2-endpoint',
+        'http://127.0.0.1:5000',
+        '--region',
+        'ap-south-1',
+        '--limit-ipam-api-qps',
+        '0.5',
+        '--limit-ipam-api-burst',
+        '3',
+        '--parallel-alloc-workers',
+        '7',
+        '--aws-release-excess-ips',
+        '--excess-ip-release-delay',
+        '10',
+        '--instance-limits',
+        '{"x1.tiny":{"adapters":2,"ipv4":4}}',
+        '--eni-gc-interval',
+        '0',
+        '--leader-election-namespace',
+        'cilium',
+        '--install-crd',
+        '--metrics-address',
+        '0.0.0.0:19963',
+      ],
+      {},
+    );
     expect(o).toMatchObject({
-      kubeconfig: '/k', clusterName: 'prod', ec2Endpoint: 'http://127.0.0.1:5000', region: 'ap-south-1', qps: 0.5, burst: 3, workers: 7,
-      releaseExcess: true, excessDelayMs: 10_000, gcIntervalMs: 0, leaderElectionNamespace: 'cilium', installCrd: true, metrics: { host: '0.0.0.0', port: 19963 },
+      kubeconfig: '/k',
+      clusterName: 'prod',
+      ec2Endpoint: 'http://127.0.0.1:5000',
+      region: 'ap-south-1',
+      qps: 0.5,
+      burst: 3,
+      workers: 7,
+      releaseExcess: true,
+      excessDelayMs: 10_000,
+      gcIntervalMs: 0,
+      leaderElectionNamespace: 'cilium',
+      installCrd: true,
+      metrics: { host: '0.0.0.0', port: 19963 },
     });
     expect(o.limits).toBeInstanceOf(LimitsTable);
     expect(o.limits.get('x1.tiny')).toMatchObject({ adapters: 2, ipv4: 4 });
@@ -82,22 +132,60 @@ describe('cilium-eni-agent flags', () => {
     const o = parseAgentFlags([], { NODE_NAME: 'ip-10-0-0-1' });
     expect(o).toMatchObject({ nodeName: 'ip-10-0-0-1', socket: '/run/cilium-eni-ipam/agent.sock', imdsEndpoint: 'http://169.254.169.254' });
     expect(o.instance).toBeUndefined();
-    expect(o.ipam).toEqual({ 'pre-allocate': undefined, 'min-allocate': undefined, 'max-allocate': undefined, 'max-above-watermark': undefined });
+    expect(o.ipam).toEqual({
+      'pre-allocate': undefined,
+      'min-allocate': undefined,
+      'max-allocate': undefined,
+      'max-above-watermark': undefined,
+    });
     expect(o.eni['use-prefix-delegation']).toBeUndefined();
   });
 
   test('every flag', () => {
-    const o = parseAgentFlags([
-      '--kubeconfig', '/k', '--node-name', 'n1', '--socket', '/tmp/a.sock', '--imds-endpoint', 'http://127.0.0.1:1338',
-      ...inst, '--node-subnet-id', 'subnet-1', '--pre-allocate', '4', '--min-allocate', '2', '--max-allocate', '20',
-      '--max-above-watermark', '3', '--first-interface-index', '1', '--subnet-tags', 'pods=a,tier=x=y', '--security-groups', 'sg-1, sg-2',
-      '--use-prefix-delegation',
-    ], {});
+    const o = parseAgentFlags(
+      [
+        '--kubeconfig',
+        '/k',
+        '--node-name',
+        'n1',
+        '--socket',
+        '/tmp/a.sock',
+        '--imds-endpoint',
+        'http://127.0.0.1:1338',
+        ...inst,
+        '--node-subnet-id',
+        'subnet-1',
+        '--pre-allocate',
+        '4',
+        '--min-allocate',
+        '2',
+        '--max-allocate',
+        '20',
+        '--max-above-watermark',
+        '3',
+        '--first-interface-index',
+        '1',
+        '--subnet-tags',
+        'pods=a,tier=x=y',
+        '--security-groups',
+        'sg-1, sg-2',
+        '--use-prefix-delegation',
+      ],
+      {},
+    );
     expect(o).toEqual({
-      kubeconfig: '/k', nodeName: 'n1', socket: '/tmp/a.sock', imdsEndpoint: 'http://127.0.0.1:1338',
+      kubeconfig: '/k',
+      nodeName: 'n1',
+      socket: '/tmp/a.sock',
+      imdsEndpoint: 'http://127.0.0.1:1338',
       instance: { instanceId: 'i-1', instanceType: 'm5.large', vpcId: 'vpc-1', availabilityZone: 'us-east-1a', nodeSubnetId: 'subnet-1' },
       ipam: { 'pre-allocate': 4, 'min-allocate': 2, 'max-allocate': 20, 'max-above-watermark': 3 },
-      eni: { 'first-interface-index': 1, 'subnet-tags': { pods: 'a', tier: 'x=y' }, 'security-groups': ['sg-1', 'sg-2'], 'use-prefix-delegation': true },
+      eni: {
+        'first-interface-index': 1,
+        'subnet-tags': { pods: 'a', tier: 'x=y' },
+        'security-groups': ['sg-1', 'sg-2'],
+        'use-prefix-delegation': true,
+      },
     });
   });
 
@@ -129,19 +217,35 @@ describe('instanceFromImds (IMDSv2)', () => {
   const seen: string[] = [];
   beforeAll(async () => {
     const data: Record<string, string> = {
-      'instance-id': 'i-0abc', 'instance-type': 'm5.xlarge', 'placement/availability-zone': 'us-east-1b', mac: '02:11:22:33:44:55',
-      'network/interfaces/macs/02:11:22:33:44:55/vpc-id': 'vpc-9', 'network/interfaces/macs/02:11:22:33:44:55/subnet-id': 'subnet-9',
+      'instance-id': 'i-0abc',
+      'instance-type': 'm5.xlarge',
+      'placement/availability-zone': 'us-east-1b',
+      mac: '02:11:22:33:44:55',
+      'network/interfaces/macs/02:11:22:33:44:55/vpc-id': 'vpc-9',
+      'network/interfaces/macs/02:11:22:33:44:55/subnet-id': 'subnet-9',
     };
     srv = http.createServer((req, res) => {
       seen.push(`${req.method} ${req.url}`);
       if (req.method === 'PUT' && req.url === '/latest/api/token') {
-        if (req.headers['x-aws-ec2-metadata-token-ttl-seconds'] !== '60') { res.writeHead(400); res.end(); return; }
+        if (req.headers['x-aws-ec2-metadata-token-ttl-seconds'] !== '60') {
+          res.writeHead(400);
+          res.end();
+          return;
+        }
         res.end('tok-1');
         return;
       }
       const key = req.url?.replace('/latest/meta-data/', '') ?? '';
-      if (req.headers['x-aws-ec2-metadata-token'] !== 'tok-1') { res.writeHead(401); res.end(); return; }
-      if (!(key in data)) { res.writeHead(404); res.end(); return; }
+      if (req.headers['x-aws-ec2-metadata-token'] !== 'tok-1') {
+        res.writeHead(401);
+        res.end();
+        return;
+      }
+      if (!(key in data)) {
+        res.writeHead(404);
+        res.end();
+        return;
+      }
       res.end(`${data[key]}\n`);
     });
     await new Promise<void>((r) => srv.listen(0, '127.0.0.1', r));
@@ -150,12 +254,24 @@ describe('instanceFromImds (IMDSv2)', () => {
   afterAll(() => new Promise<void>((r) => srv.close(() => r())));
 
   test('token first, then the instance data with it (the VPC and subnet of the primary MAC)', async () => {
-    expect(await instanceFromImds(endpoint)).toEqual({ instanceId: 'i-0abc', instanceType: 'm5.xlarge', availabilityZone: 'us-east-1b', vpcId: 'vpc-9', nodeSubnetId: 'subnet-9' });
+    expect(await instanceFromImds(endpoint)).toEqual({
+      instanceId: 'i-0abc',
+      instanceType: 'm5.xlarge',
+      availabilityZone: 'us-east-1b',
+      vpcId: 'vpc-9',
+      nodeSubnetId: 'subnet-9',
+    });
     expect(seen[0]).toBe('PUT /latest/api/token');
   });
 
   test('a missing key is an error naming it', async () => {
-    const other = http.createServer((req, res) => { if (req.method === 'PUT') res.end('t'); else { res.writeHead(404); res.end(); } });
+    const other = http.createServer((req, res) => {
+      if (req.method === 'PUT') res.end('t');
+      else {
+        res.writeHead(404);
+        res.end();
+      }
+    });
     await new Promise<void>((r) => other.listen(0, '127.0.0.1', r));
     try {
       await expect(instanceFromImds(`http://127.0.0.1:${(other.address() as AddressInfo).port}`)).rejects.toThrow(/IMDS mac: HTTP 404/);

@@ -6,7 +6,17 @@ import { LimitsTable } from '../src/limits';
 import { NodeSyncer, TAG_CLUSTER, newMemory, type NodeMemory } from '../src/node-sync';
 import { TokenBucket } from '../src/rate-limit';
 import type { CiliumNode } from '../src/types';
-import { makeWorld, runInstances, startFaultProxy, startMoto, stopInstance, terminateInstance, type FaultProxy, type Moto, type World } from '@cnikit/cilium-eni-ipam-testing';
+import {
+  makeWorld,
+  runInstances,
+  startFaultProxy,
+  startMoto,
+  stopInstance,
+  terminateInstance,
+  type FaultProxy,
+  type Moto,
+  type World,
+} from '@cnikit/cilium-eni-ipam-testing';
 
 let moto: Moto;
 let proxy: FaultProxy;
@@ -22,7 +32,10 @@ afterAll(async () => {
   await proxy?.close();
   await moto?.stop();
 });
-beforeEach(() => { proxy.rules.length = 0; proxy.reset(); });
+beforeEach(() => {
+  proxy.rules.length = 0;
+  proxy.reset();
+});
 
 function ec2(): SdkEc2 {
   return new SdkEc2({ endpoint: proxy.endpoint, limiter: new TokenBucket(1000, 1000), retry: { attempts: 5, initialMs: 5, maxMs: 20 } });
@@ -30,7 +43,12 @@ function ec2(): SdkEc2 {
 function node(instanceId: string, over: Partial<CiliumNode['spec']> = {}, type = 'm5.large'): CiliumNode {
   return {
     metadata: { name: `n-${instanceId}` },
-    spec: { 'instance-id': instanceId, ...over, eni: { 'instance-type': type, 'vpc-id': w.vpcId, 'availability-zone': w.az, ...(over.eni ?? {}) }, ipam: { ...(over.ipam ?? {}) } },
+    spec: {
+      'instance-id': instanceId,
+      ...over,
+      eni: { 'instance-type': type, 'vpc-id': w.vpcId, 'availability-zone': w.az, ...(over.eni ?? {}) },
+      ipam: { ...(over.ipam ?? {}) },
+    },
   };
 }
 const syncer = (api = ec2(), o: Partial<ConstructorParameters<typeof NodeSyncer>[1]> = {}) =>
@@ -142,8 +160,10 @@ test('failures: a roll-back delete that fails too is reported with the ENI id, a
   proxy.rules.push({ action: 'AttachNetworkInterface', code: 'UnauthorizedOperation', status: 403 });
   proxy.rules.push({ action: 'DeleteNetworkInterface', code: 'UnauthorizedOperation', status: 403 });
   const reported: { operation: string; id: string; err: unknown }[] = [];
-  const r = await syncer(ec2(), { onCleanupError: (operation, id, err) => reported.push({ operation, id, err }) })
-    .sync(node(i, { ipam: { 'min-allocate': 12 } }), newMemory());
+  const r = await syncer(ec2(), { onCleanupError: (operation, id, err) => reported.push({ operation, id, err }) }).sync(
+    node(i, { ipam: { 'min-allocate': 12 } }),
+    newMemory(),
+  );
   expect(r.error).toMatch(/AttachNetworkInterface: UnauthorizedOperation/);
   expect(reported).toHaveLength(1);
   expect(reported[0]).toMatchObject({ operation: 'DeleteNetworkInterface', id: expect.stringMatching(/^eni-/) });
@@ -187,7 +207,16 @@ test('release handshake, operator side: mark after the delay, unassign only afte
   expect(marked).toHaveLength(4);
   expect(Object.values(r.releaseIps).every((v) => v === 'marked-for-release')).toBe(true);
   // Agent: three ready, one do-not-release.
-  n.status = { ipam: { 'release-ips': { [marked[0]]: 'ready-for-release', [marked[1]]: 'ready-for-release', [marked[2]]: 'ready-for-release', [marked[3]]: 'do-not-release' } } };
+  n.status = {
+    ipam: {
+      'release-ips': {
+        [marked[0]]: 'ready-for-release',
+        [marked[1]]: 'ready-for-release',
+        [marked[2]]: 'ready-for-release',
+        [marked[3]]: 'do-not-release',
+      },
+    },
+  };
   r = await s.sync(n, mem);
   // One UnassignPrivateIpAddresses per ENI holding ready IPs.
   expect(api.stats.calls.UnassignPrivateIpAddresses).toBe(new Set(marked.slice(0, 3).map((a) => n.spec.ipam!.pool![a].resource)).size);
@@ -212,7 +241,17 @@ test('release aborted when the node needs the IPs again', async () => {
   r = await s.sync(n, mem);
   expect(Object.keys(r.releaseIps)).toHaveLength(4);
   // Pods arrive: 6 used -> no excess; marks not yet answered are dropped.
-  n.status = { ipam: { used: Object.fromEntries(Object.keys(r.pool).filter((a) => !(a in r.releaseIps)).slice(0, 6).map((a) => [a, { owner: 'p' }])), 'release-ips': r.releaseIps } };
+  n.status = {
+    ipam: {
+      used: Object.fromEntries(
+        Object.keys(r.pool)
+          .filter((a) => !(a in r.releaseIps))
+          .slice(0, 6)
+          .map((a) => [a, { owner: 'p' }]),
+      ),
+      'release-ips': r.releaseIps,
+    },
+  };
   r = await s.sync(n, mem);
   expect(r.releaseIps).toEqual({});
 });

@@ -14,7 +14,15 @@ import { TAG_CLUSTER } from '../src/node-sync';
 import { Operator } from '../src/operator';
 import { TokenBucket } from '../src/rate-limit';
 import { CiliumNodes, type CiliumNode } from '../src/types';
-import { makeWorld, runInstances, startFaultProxy, startMoto, type FaultProxy, type Moto, type World } from '@cnikit/cilium-eni-ipam-testing';
+import {
+  makeWorld,
+  runInstances,
+  startFaultProxy,
+  startMoto,
+  type FaultProxy,
+  type Moto,
+  type World,
+} from '@cnikit/cilium-eni-ipam-testing';
 
 const CLUSTER = 'kube-test';
 let moto: Moto;
@@ -32,17 +40,28 @@ async function eventually<T>(what: string, fn: () => T | Promise<T>, timeoutMs =
   const end = Date.now() + timeoutMs;
   let last: unknown;
   for (;;) {
-    try { const v = await fn(); if (v) return v as NonNullable<T>; last = v; } catch (e) { last = e; }
+    try {
+      const v = await fn();
+      if (v) return v as NonNullable<T>;
+      last = v;
+    } catch (e) {
+      last = e;
+    }
     if (Date.now() > end) throw new Error(`timed out waiting for ${what}: ${last instanceof Error ? last.message : JSON.stringify(last)}`);
     await new Promise((r) => setTimeout(r, 100));
   }
 }
 
-async function startAgent(type = 'm5.large', over: Partial<ConstructorParameters<typeof Agent>[0]> = {}): Promise<{ agent: Agent; name: string; instanceId: string }> {
+async function startAgent(
+  type = 'm5.large',
+  over: Partial<ConstructorParameters<typeof Agent>[0]> = {},
+): Promise<{ agent: Agent; name: string; instanceId: string }> {
   const [instanceId] = await runInstances(w, 1, type);
   const name = uniqueName('node');
   const agent = new Agent({
-    transport, nodeName: name, socketPath: path.join(dir, `${name}.sock`),
+    transport,
+    nodeName: name,
+    socketPath: path.join(dir, `${name}.sock`),
     instance: { instanceId, instanceType: type, vpcId: w.vpcId, availabilityZone: w.az, nodeSubnetId: w.nodeSubnetId },
     ...over,
   });
@@ -60,9 +79,22 @@ beforeAll(async () => {
   await installCrd(transport, ciliumNodeCrd());
   ec2 = new SdkEc2({ endpoint: proxy.endpoint, limiter: new TokenBucket(200, 50), retry: { attempts: 6, initialMs: 10, maxMs: 100 } });
   const r = await Operator.runWithLeaderElection({
-    transport, ec2, clusterName: CLUSTER, limits: new LimitsTable(), workers: 4, releaseExcess: true, excessDelayMs: 300,
-    resyncMs: 2000, busyResyncMs: 200, gcIntervalMs: 0, namespace: 'default', identity: `op-${process.pid}`, leaseName: uniqueName('eni-op'),
-    retryPeriodMs: 200, leaseDurationMs: 2000, renewDeadlineMs: 1500,
+    transport,
+    ec2,
+    clusterName: CLUSTER,
+    limits: new LimitsTable(),
+    workers: 4,
+    releaseExcess: true,
+    excessDelayMs: 300,
+    resyncMs: 2000,
+    busyResyncMs: 200,
+    gcIntervalMs: 0,
+    namespace: 'default',
+    identity: `op-${process.pid}`,
+    leaseName: uniqueName('eni-op'),
+    retryPeriodMs: 200,
+    leaseDurationMs: 2000,
+    renewDeadlineMs: 1500,
   });
   operator = r.operator;
   elector = r.elector;
@@ -114,7 +146,7 @@ test('agent: check answers the lease an owner holds; gc frees the owners not kep
   const b = await agentRequest(sock, { op: 'add', owner: 'gone/eth0' });
   if (!a.ok || !b.ok) throw new Error('add failed');
   expect(await agentRequest(sock, { op: 'check', owner: 'keep/eth0' })).toMatchObject({ ok: true, lease: { ip: a.lease!.ip } });
-  expect((await agentRequest(sock, { op: 'check', owner: 'nobody/eth0' }) as { lease?: unknown }).lease).toBeUndefined();
+  expect(((await agentRequest(sock, { op: 'check', owner: 'nobody/eth0' })) as { lease?: unknown }).lease).toBeUndefined();
   expect(await agentRequest(sock, { op: 'gc', owner: '' })).toMatchObject({ ok: false, code: 7 });
   expect(await agentRequest(sock, { op: 'gc', owner: '', keep: ['keep/eth0'] })).toEqual({ ok: true, released: [b.lease!.ip] });
   // the reply is sent after used is stored
@@ -129,9 +161,13 @@ test('surge: 30 pending pods scheduled to a fresh node are covered in the first 
   const pods = clientFor(transport, Pods, { namespace: ns });
   const [instanceId] = await runInstances(w, 1, 'm5.2xlarge');
   const name = uniqueName('node');
-  for (let k = 0; k < 30; k++) await pods.create({ metadata: { name: `p${k}` }, spec: { nodeName: name, containers: [{ name: 'c', image: 'x' }] } });
+  for (let k = 0; k < 30; k++)
+    await pods.create({ metadata: { name: `p${k}` }, spec: { nodeName: name, containers: [{ name: 'c', image: 'x' }] } });
   await eventually('pods in the operator cache', () => operator.pendingPods(name) === 30);
-  await nodes().create({ metadata: { name }, spec: { 'instance-id': instanceId, eni: { 'instance-type': 'm5.2xlarge', 'vpc-id': w.vpcId, 'availability-zone': w.az }, ipam: {} } });
+  await nodes().create({
+    metadata: { name },
+    spec: { 'instance-id': instanceId, eni: { 'instance-type': 'm5.2xlarge', 'vpc-id': w.vpcId, 'availability-zone': w.az }, ipam: {} },
+  });
   const first = await eventually('pool >= 30 + 8', async () => {
     const p = Object.keys((await nodes().get(name)).spec.ipam?.pool ?? {});
     return p.length >= 38 ? p : undefined;
@@ -139,15 +175,26 @@ test('surge: 30 pending pods scheduled to a fresh node are covered in the first 
 
   // The agent hands 20 of them out; kubelet has not reported those pods' IPs yet (still Pending). They are
   // in status.ipam.used now and must not count as pending as well: the pool holds, it does not grow by 20.
-  await nodes().updateWithRetry(name, (cur) => {
-    const used = Object.fromEntries(first.slice(0, 20).map((a, k) => [a, { owner: `sandbox${k}/eth0`, resource: cur.spec.ipam!.pool![a]!.resource }]));
-    cur.status = { ...cur.status, ipam: { ...cur.status?.ipam, used } };
-    return cur;
-  }, { subresource: 'status' });
-  await eventually('the operator cache sees 20 used', () => Object.keys(operator.informer.store.get(name)?.status?.ipam?.used ?? {}).length === 20);
+  await nodes().updateWithRetry(
+    name,
+    (cur) => {
+      const used = Object.fromEntries(
+        first.slice(0, 20).map((a, k) => [a, { owner: `sandbox${k}/eth0`, resource: cur.spec.ipam!.pool![a]!.resource }]),
+      );
+      cur.status = { ...cur.status, ipam: { ...cur.status?.ipam, used } };
+      return cur;
+    },
+    { subresource: 'status' },
+  );
+  await eventually(
+    'the operator cache sees 20 used',
+    () => Object.keys(operator.informer.store.get(name)?.status?.ipam?.used ?? {}).length === 20,
+  );
   const before = operator.last.get(name);
   expect(operator.pendingPods(name)).toBe(10);
-  const after = await eventually('a sync after the agent wrote used', () => (operator.last.get(name) !== before ? operator.last.get(name) : undefined));
+  const after = await eventually('a sync after the agent wrote used', () =>
+    operator.last.get(name) !== before ? operator.last.get(name) : undefined,
+  );
   expect(after.plan.toAllocate).toBe(0);
   expect(Object.keys((await nodes().get(name)).spec.ipam?.pool ?? {}).length).toBe(first.length);
   await nodes().delete(name);
@@ -165,7 +212,10 @@ test('an EC2 outage shows in the CiliumNode status and the operator log, and cle
   proxy.rules.push({ action: '*', code: 'Unavailable', status: 503 });
   try {
     // Any change the operator reacts to makes it sync the node now.
-    await nodes().updateWithRetry(name, (cur) => { cur.spec.ipam = { ...cur.spec.ipam, 'pre-allocate': 9 }; return cur; });
+    await nodes().updateWithRetry(name, (cur) => {
+      cur.spec.ipam = { ...cur.spec.ipam, 'pre-allocate': 9 };
+      return cur;
+    });
     const st = await eventually('operator-status.error', async () => (await nodes().get(name)).status?.ipam?.['operator-status']?.error);
     expect(st).toMatch(/^EC2: .*Unavailable/);
     await eventually('a warning in the operator log', () => logged.some((l) => l.includes('"node sync incomplete"') && l.includes(name)));
@@ -182,23 +232,34 @@ test('release: excess IPs go through marked -> ready -> released; the agent neve
     const p = Object.keys((await nodes().get(name)).spec.ipam?.pool ?? {});
     return p.length >= 14 ? p : undefined;
   });
-  await nodes().updateWithRetry(name, (cur) => { cur.spec.ipam = { ...cur.spec.ipam, 'pre-allocate': 8 }; return cur; });
+  await nodes().updateWithRetry(name, (cur) => {
+    cur.spec.ipam = { ...cur.spec.ipam, 'pre-allocate': 8 };
+    return cur;
+  });
   const released = new Set<string>();
   // Every IP the pool held at some point (pods churning while the old pre-allocate is still cached can add one).
   const seen = new Set<string>(before);
   const handed: string[] = [];
-  const n = await eventually('6 IPs released and cleaned up', async () => {
-    const x = await nodes().get(name);
-    for (const a of Object.keys(x.spec.ipam?.pool ?? {})) seen.add(a);
-    for (const [ipAddr, s] of Object.entries(x.status?.ipam?.['release-ips'] ?? {})) if (s === 'released' || s === 'ready-for-release') released.add(ipAddr);
-    // Meanwhile pods come and go on the node.
-    const r = await agentRequest(agent.socketPath, { op: 'add', owner: `churn${handed.length}/eth0` });
-    if (r.ok) { handed.push(r.lease!.ip); await agentRequest(agent.socketPath, { op: 'del', owner: `churn${handed.length - 1}/eth0` }); }
-    // The churning pod holds one IP half of the time, so the watermark is 8 free + 0 or 1 used:
-    // a pool of 9 is as right as 8 (waiting for 8 races the churn: the excess is then 0 every other read).
-    const size = Object.keys(x.spec.ipam?.pool ?? {}).length;
-    return size <= 9 && Object.keys(x.status?.ipam?.['release-ips'] ?? {}).length === 0 ? x : undefined;
-  }, 30_000);
+  const n = await eventually(
+    '6 IPs released and cleaned up',
+    async () => {
+      const x = await nodes().get(name);
+      for (const a of Object.keys(x.spec.ipam?.pool ?? {})) seen.add(a);
+      for (const [ipAddr, s] of Object.entries(x.status?.ipam?.['release-ips'] ?? {}))
+        if (s === 'released' || s === 'ready-for-release') released.add(ipAddr);
+      // Meanwhile pods come and go on the node.
+      const r = await agentRequest(agent.socketPath, { op: 'add', owner: `churn${handed.length}/eth0` });
+      if (r.ok) {
+        handed.push(r.lease!.ip);
+        await agentRequest(agent.socketPath, { op: 'del', owner: `churn${handed.length - 1}/eth0` });
+      }
+      // The churning pod holds one IP half of the time, so the watermark is 8 free + 0 or 1 used:
+      // a pool of 9 is as right as 8 (waiting for 8 races the churn: the excess is then 0 every other read).
+      const size = Object.keys(x.spec.ipam?.pool ?? {}).length;
+      return size <= 9 && Object.keys(x.status?.ipam?.['release-ips'] ?? {}).length === 0 ? x : undefined;
+    },
+    30_000,
+  );
   const onEc2 = (await ec2.describeNetworkInterfaces({ instanceId })).flatMap((e) => e.addresses);
   for (const a of Object.keys(n.spec.ipam!.pool!)) expect(onEc2).toContain(a);
   const gone = [...seen].filter((a) => !(a in n.spec.ipam!.pool!));
@@ -219,7 +280,12 @@ test('conflicts do not wedge a node: a third writer hammering the object while o
   let writes = 0;
   const hammer = (async () => {
     while (!stop) {
-      await nodes().updateWithRetry(name, (cur) => { cur.metadata.labels = { ...cur.metadata.labels, tick: String(++writes) }; return cur; }).catch(() => undefined);
+      await nodes()
+        .updateWithRetry(name, (cur) => {
+          cur.metadata.labels = { ...cur.metadata.labels, tick: String(++writes) };
+          return cur;
+        })
+        .catch(() => undefined);
     }
   })();
   try {
@@ -249,15 +315,31 @@ test('throttling from EC2 slows the operator but every node converges', async ()
 });
 
 test('node deletion: operator forgets the node and GC deletes dangling ENIs tagged with the cluster', async () => {
-  const dangling = await ec2.createNetworkInterface({ subnetId: w.subnets['pods-b'], securityGroups: [w.securityGroupId], description: 'left behind', tags: { [TAG_CLUSTER]: CLUSTER } });
-  const other = await ec2.createNetworkInterface({ subnetId: w.subnets['pods-b'], securityGroups: [w.securityGroupId], description: 'other cluster', tags: { [TAG_CLUSTER]: 'someone-else' } });
+  const dangling = await ec2.createNetworkInterface({
+    subnetId: w.subnets['pods-b'],
+    securityGroups: [w.securityGroupId],
+    description: 'left behind',
+    tags: { [TAG_CLUSTER]: CLUSTER },
+  });
+  const other = await ec2.createNetworkInterface({
+    subnetId: w.subnets['pods-b'],
+    securityGroups: [w.securityGroupId],
+    description: 'other cluster',
+    tags: { [TAG_CLUSTER]: 'someone-else' },
+  });
   const [instanceId] = await runInstances(w, 1);
   const name = uniqueName('node');
-  const n: CiliumNode = { metadata: { name }, spec: { 'instance-id': instanceId, eni: { 'instance-type': 'm5.large', 'vpc-id': w.vpcId, 'availability-zone': w.az }, ipam: {} } };
+  const n: CiliumNode = {
+    metadata: { name },
+    spec: { 'instance-id': instanceId, eni: { 'instance-type': 'm5.large', 'vpc-id': w.vpcId, 'availability-zone': w.az }, ipam: {} },
+  };
   await nodes().create(n);
   await eventually('pool', async () => Object.keys((await nodes().get(name)).spec.ipam?.pool ?? {}).length >= 8);
   await nodes().delete(name);
-  await eventually('dangling ENI deleted', async () => !(await ec2.describeNetworkInterfaces({ tags: { [TAG_CLUSTER]: CLUSTER } })).some((e) => e.id === dangling.id));
+  await eventually(
+    'dangling ENI deleted',
+    async () => !(await ec2.describeNetworkInterfaces({ tags: { [TAG_CLUSTER]: CLUSTER } })).some((e) => e.id === dangling.id),
+  );
   expect((await ec2.describeNetworkInterfaces({ tags: { [TAG_CLUSTER]: 'someone-else' } })).map((e) => e.id)).toContain(other.id);
   expect(operator.last.has(name)).toBe(false);
 });
@@ -267,8 +349,19 @@ test('leader election: a second operator stands by, then takes over when the lea
   const ours = lease.items.find((l) => l.spec?.holderIdentity === `op-${process.pid}`)!;
   expect(ours).toBeDefined();
   const second = await Operator.runWithLeaderElection({
-    transport, ec2, clusterName: CLUSTER, limits: new LimitsTable(), workers: 2, gcIntervalMs: 0, resyncMs: 1000,
-    namespace: 'default', identity: `standby-${process.pid}`, leaseName: ours.metadata.name, retryPeriodMs: 200, leaseDurationMs: 2000, renewDeadlineMs: 1500,
+    transport,
+    ec2,
+    clusterName: CLUSTER,
+    limits: new LimitsTable(),
+    workers: 2,
+    gcIntervalMs: 0,
+    resyncMs: 1000,
+    namespace: 'default',
+    identity: `standby-${process.pid}`,
+    leaseName: ours.metadata.name,
+    retryPeriodMs: 200,
+    leaseDurationMs: 2000,
+    renewDeadlineMs: 1500,
   });
   try {
     await new Promise((r) => setTimeout(r, 1000));

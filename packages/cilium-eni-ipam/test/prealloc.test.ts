@@ -12,12 +12,12 @@ describe('calculateNeededIPs (Cilium pkg/ipam/node.go table)', () => {
     [8, 0, 8, 0, 0, 0],
     [8, 4, 8, 0, 0, 4],
     [16, 16, 8, 0, 0, 8],
-    [0, 0, 8, 16, 0, 16],        // min-allocate dominates on a fresh node
+    [0, 0, 8, 16, 0, 16], // min-allocate dominates on a fresh node
     [10, 0, 8, 16, 0, 6],
-    [20, 18, 8, 16, 0, 6],       // then pre-allocate takes over
-    [0, 0, 8, 0, 4, 4],          // max-allocate caps
-    [10, 10, 8, 0, 10, 0],       // at max-allocate: nothing
-    [12, 0, 8, 0, 10, 0],        // above max: floor 0
+    [20, 18, 8, 16, 0, 6], // then pre-allocate takes over
+    [0, 0, 8, 0, 4, 4], // max-allocate caps
+    [10, 10, 8, 0, 10, 0], // at max-allocate: nothing
+    [12, 0, 8, 0, 10, 0], // above max: floor 0
   ])('available=%i used=%i pre=%i min=%i max=%i -> %i', (a, u, p, mn, mx, want) => {
     expect(calculateNeededIPs(a, u, p, mn, mx)).toBe(want);
   });
@@ -28,8 +28,8 @@ describe('calculateExcessIPs', () => {
     [16, 0, 8, 0, 0, 8],
     [16, 8, 8, 0, 0, 0],
     [20, 2, 8, 0, 4, 6],
-    [10, 2, 8, 10, 0, 0],        // within min-allocate: keep
-    [12, 2, 8, 10, 2, 0],        // within min + max-above-watermark: keep
+    [10, 2, 8, 10, 0, 0], // within min-allocate: keep
+    [12, 2, 8, 10, 2, 0], // within min + max-above-watermark: keep
     [30, 12, 8, 10, 2, 8],
     [5, 0, 8, 0, 0, 0],
   ])('available=%i used=%i pre=%i min=%i maw=%i -> %i', (a, u, p, mn, maw, want) => {
@@ -82,8 +82,21 @@ describe('limits', () => {
 });
 
 describe('selectSubnet', () => {
-  const s = (id: string, free: number, tags: Record<string, string> = {}, az = 'a') => ({ id, cidr: '10.0.0.0/24', vpcId: 'v', availabilityZone: az, availableAddresses: free, tags });
-  const all = [s('s1', 10), s('s2', 50, { pods: 'x' }), s('s3', 30, { pods: 'x', t: '1' }), s('s4', 500, {}, 'b'), s('s5', 0, { pods: 'x' })];
+  const s = (id: string, free: number, tags: Record<string, string> = {}, az = 'a') => ({
+    id,
+    cidr: '10.0.0.0/24',
+    vpcId: 'v',
+    availabilityZone: az,
+    availableAddresses: free,
+    tags,
+  });
+  const all = [
+    s('s1', 10),
+    s('s2', 50, { pods: 'x' }),
+    s('s3', 30, { pods: 'x', t: '1' }),
+    s('s4', 500, {}, 'b'),
+    s('s5', 0, { pods: 'x' }),
+  ];
   test('ids first, then tags, then node subnet, then most free; VPC+AZ always', () => {
     expect(selectSubnet(all, { 'vpc-id': 'v', 'availability-zone': 'a', 'subnet-ids': ['s1', 's4'] })?.id).toBe('s1');
     expect(selectSubnet(all, { 'vpc-id': 'v', 'availability-zone': 'a', 'subnet-tags': { pods: 'x' } })?.id).toBe('s2');
@@ -125,8 +138,19 @@ test('CRD: cilium.io/v2 CiliumNode, cluster-scoped, status subresource, Cilium J
   expect(v.subresources?.status).toEqual({});
   const spec = v.schema!.openAPIV3Schema.properties!.spec.properties!;
   expect(Object.keys(spec.ipam.properties!)).toEqual(['pool', 'min-allocate', 'max-allocate', 'pre-allocate', 'max-above-watermark']);
-  expect(Object.keys(spec.eni.properties!)).toEqual(expect.arrayContaining(['first-interface-index', 'subnet-tags', 'security-group-tags', 'exclude-interface-tags', 'delete-on-termination']));
-  expect(v.schema!.openAPIV3Schema.properties!.status.properties!.ipam.properties!['release-ips'].additionalProperties).toEqual({ type: 'string', enum: ['marked-for-release', 'ready-for-release', 'do-not-release', 'released'] });
+  expect(Object.keys(spec.eni.properties!)).toEqual(
+    expect.arrayContaining([
+      'first-interface-index',
+      'subnet-tags',
+      'security-group-tags',
+      'exclude-interface-tags',
+      'delete-on-termination',
+    ]),
+  );
+  expect(v.schema!.openAPIV3Schema.properties!.status.properties!.ipam.properties!['release-ips'].additionalProperties).toEqual({
+    type: 'string',
+    enum: ['marked-for-release', 'ready-for-release', 'do-not-release', 'released'],
+  });
 });
 
 test('helpers: MAC normalisation, prefix expansion', () => {

@@ -16,14 +16,20 @@ for (let c = 0x20; c < 0x7f; c++) chars.push(String.fromCharCode(c));
 function capture() {
   return new Promise((resolve) => {
     const chunks = [];
-    const server = net.createServer((sock) => {
-      sock.on('data', (d) => chunks.push(d));
-      setTimeout(() => { sock.destroy(); server.close(); resolve(Buffer.concat(chunks)); }, 500);
-    }).listen(0, '127.0.0.1', () => {
-      const s = http2.connect(`http://127.0.0.1:${server.address().port}`);
-      s.on('error', () => {});
-      chars.forEach((c, i) => s.request({ ':path': '/', [`x${i}`]: '0'.repeat(K) + c + '0'.repeat(K) }).on('error', () => {}));
-    });
+    const server = net
+      .createServer((sock) => {
+        sock.on('data', (d) => chunks.push(d));
+        setTimeout(() => {
+          sock.destroy();
+          server.close();
+          resolve(Buffer.concat(chunks));
+        }, 500);
+      })
+      .listen(0, '127.0.0.1', () => {
+        const s = http2.connect(`http://127.0.0.1:${server.address().port}`);
+        s.on('error', () => {});
+        chars.forEach((c, i) => s.request({ ':path': '/', [`x${i}`]: '0'.repeat(K) + c + '0'.repeat(K) }).on('error', () => {}));
+      });
   });
 }
 
@@ -45,15 +51,19 @@ const raw = await capture();
 let pos = 24; // preface
 const codes = new Map();
 while (pos + 9 <= raw.length) {
-  const len = raw.readUIntBE(pos, 3), type = raw[pos + 3];
+  const len = raw.readUIntBE(pos, 3),
+    type = raw[pos + 3];
   const payload = raw.subarray(pos + 9, pos + 9 + len);
   pos += 9 + len;
   if (type !== 1) continue;
   let p = 0;
   while (p < payload.length) {
     const b = payload[p];
-    if (b & 0x80) { [, p] = readInt(payload, p, 7); continue; }
-    const prefix = (b & 0x40) ? 6 : 4;
+    if (b & 0x80) {
+      [, p] = readInt(payload, p, 7);
+      continue;
+    }
+    const prefix = b & 0x40 ? 6 : 4;
     let idx;
     [idx, p] = readInt(payload, p, prefix);
     let name;

@@ -20,5 +20,13 @@ export * from './rpc/codec';
 export { unaryCall, RpcError, UnavailableError } from './rpc/client';
 export * from './api/egress';
 export { EgressController, type EgressControllerOptions } from './egress-controller/egress-controller';
-export { EgressClient, defaultNatClient, type NatClient, type EgressPeer, type NatClientConfig, type EgressClientPod, type EgressClientOptions } from './coild/egress';
+export {
+  EgressClient,
+  defaultNatClient,
+  type NatClient,
+  type EgressPeer,
+  type NatClientConfig,
+  type EgressClientPod,
+  type EgressClientOptions,
+} from './coild/egress';
 export { findPeerNetns, findNetnsById, nsidOf, candidateNetnsPaths } from './coild/netns-finder';

@@ -13,7 +13,8 @@ afterAll(() => {
 });
 
 const sameNs = (a: string, b: string): boolean => {
-  const x = fs.statSync(a), y = fs.statSync(b);
+  const x = fs.statSync(a),
+    y = fs.statSync(b);
   return x.dev === y.dev && x.ino === y.ino;
 };
 
@@ -49,7 +50,9 @@ it('finds each pod namespace from its host veth; none for a link without a peer 
   // Works through /proc too: a process sleeping in a pod namespace whose bind mount is gone.
   const extra = newNs('coilfx');
   sh(node.ns, `ip link add hvx type veth peer name eth0 netns ${extra.name}`);
-  const child = require('node:child_process').spawn('ip', ['netns', 'exec', extra.name, 'sleep', '30'], { stdio: 'ignore' }) as import('node:child_process').ChildProcess;
+  const child = require('node:child_process').spawn('ip', ['netns', 'exec', extra.name, 'sleep', '30'], {
+    stdio: 'ignore',
+  }) as import('node:child_process').ChildProcess;
   try {
     const keep = openNetns(extra.ns.path);
     await new Promise((r) => setTimeout(r, 300));

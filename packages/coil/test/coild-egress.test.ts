@@ -20,7 +20,11 @@ import { cleanupAll, cni, dir, makeLan, makeNode, makePod, type Pod, type TestNo
 
 jest.setTimeout(90_000);
 
-interface Call { op: 'reconcile' | 'remove'; netns: string; cfg?: NatClientConfig }
+interface Call {
+  op: 'reconcile' | 'remove';
+  netns: string;
+  cfg?: NatClientConfig;
+}
 
 /** Records every call; `fail` makes the next reconcile throw after "programming" nothing. */
 class RecordingNatClient implements NatClient {
@@ -46,7 +50,8 @@ class RecordingNatClient implements NatClient {
 
 const sameNs = (a: string, b: string): boolean => {
   try {
-    const x = fs.statSync(a), y = fs.statSync(b);
+    const x = fs.statSync(a),
+      y = fs.statSync(b);
     return x.dev === y.dev && x.ino === y.ino;
   } catch {
     return false;
@@ -66,7 +71,14 @@ let pods: ResourceClient<import('@cnikit/kube').Pod>;
 
 async function startNode(n: Awaited<ReturnType<typeof makeNode>>, natClient: NatClient, socket?: string): Promise<TestNode> {
   const registry = new Registry();
-  const coild = new Coild({ transport: t, nodeName: n.name, hostNs: n.ns, gcIntervalMs: 3_600_000, egress: { fouPort: 5555, natClient }, registry });
+  const coild = new Coild({
+    transport: t,
+    nodeName: n.name,
+    hostNs: n.ns,
+    gcIntervalMs: 3_600_000,
+    egress: { fouPort: 5555, natClient },
+    registry,
+  });
   await coild.start();
   const sock = socket ?? `${dir}/${n.name}-eg.sock`;
   const server = new CoildServer(coild, { socketPath: sock, registry });
@@ -87,16 +99,25 @@ beforeAll(async () => {
   await ipamCtl.start();
   egressCtl = new EgressController({ transport: t, image: 'cnikit/coil:test' });
   await egressCtl.start();
-  await c.pools.create({ metadata: { name: pool }, spec: { blockSizeBits: 2, subnets: [{ ipv4: '10.123.0.0/24', ipv6: 'fd00:123::/120' }] } });
+  await c.pools.create({
+    metadata: { name: pool },
+    spec: { blockSizeBits: 2, subnets: [{ ipv4: '10.123.0.0/24', ipv6: 'fd00:123::/120' }] },
+  });
   const nss = new ResourceClient(t, Namespaces);
   await nss.create({ metadata: { name: egNs } });
   await nss.create({ metadata: { name: clientNs, annotations: { [ANNOTATION_POOL]: pool } } });
   egresses = new ResourceClient(t, Egresses, { namespace: egNs });
   pods = new ResourceClient(t, Pods, { namespace: clientNs });
   await egresses.create({ metadata: { name: 'internet', namespace: egNs }, spec: { destinations: ['0.0.0.0/0', '2001:db8::/32'] } });
-  await egresses.create({ metadata: { name: 'other', namespace: egNs }, spec: { destinations: ['192.0.2.0/24'], fouSourcePortAuto: true } });
+  await egresses.create({
+    metadata: { name: 'other', namespace: egNs },
+    spec: { destinations: ['192.0.2.0/24'], fouSourcePortAuto: true },
+  });
   const svcs = new ResourceClient(t, Services, { namespace: egNs });
-  await eventually('services with ClusterIPs', async () => (await svcs.find('internet'))?.spec.clusterIP && (await svcs.find('other'))?.spec.clusterIP);
+  await eventually(
+    'services with ClusterIPs',
+    async () => (await svcs.find('internet'))?.spec.clusterIP && (await svcs.find('other'))?.spec.clusterIP,
+  );
   nat = new RecordingNatClient();
   node = await startNode(await makeNode(t, makeLan(), 7), nat);
 });
@@ -109,7 +130,10 @@ afterAll(async () => {
 });
 
 async function podObject(p: Pod, annotations?: Record<string, string>): Promise<void> {
-  await pods.create({ metadata: { name: p.nsName, namespace: clientNs, annotations }, spec: { nodeName: node.name, containers: [{ name: 'c', image: 'busybox' }] } });
+  await pods.create({
+    metadata: { name: p.nsName, namespace: clientNs, annotations },
+    spec: { nodeName: node.name, containers: [{ name: 'c', image: 'busybox' }] },
+  });
 }
 
 const ipOf = (out: Record<string, unknown> | undefined, fam: 4 | 6): string | undefined =>
@@ -126,19 +150,22 @@ async function clusterIP(name: string): Promise<string> {
 describe('coild --enable-egress', () => {
   let running: Pod;
 
-  it('ADD of an annotated pod programs the NAT client with the Egresses\' peers and destinations; metrics', async () => {
+  it("ADD of an annotated pod programs the NAT client with the Egresses' peers and destinations; metrics", async () => {
     running = makePod();
     await podObject(running, { [`egress.coil.cybozu.com/${egNs}`]: 'other,internet' });
     const r = await cni(node, running, { command: 'ADD', namespace: clientNs });
     expect(r.code).toBe(0);
-    const v4 = ipOf(r.out, 4)!, v6 = ipOf(r.out, 6)!;
+    const v4 = ipOf(r.out, 4)!,
+      v6 = ipOf(r.out, 6)!;
     expect(v4).toMatch(/^10\.123\./);
     const cfgs = nat.reconcilesOf(running.path);
     expect(cfgs).toHaveLength(1);
     expect(nat.calls.at(-1)!.netns).toBe(running.path);
     // The test API server has an IPv4 service range only: no IPv6 peer, so the IPv6 destination is left out.
     expect(cfgs[0]).toEqual({
-      fouPort: 5555, podIPv4: v4, podIPv6: v6,
+      fouPort: 5555,
+      podIPv4: v4,
+      podIPv6: v6,
       egresses: [
         { namespace: egNs, name: 'internet', peerIPv4: await clusterIP('internet'), destinations: ['0.0.0.0/0'], fouSourcePortAuto: false },
         { namespace: egNs, name: 'other', peerIPv4: await clusterIP('other'), destinations: ['192.0.2.0/24'], fouSourcePortAuto: true },
@@ -146,17 +173,30 @@ describe('coild --enable-egress', () => {
     });
     const text = await node.registry.metrics();
     expect(text).toContain(`coil_egress_client_pod_count{namespace="${egNs}",egress="internet"} 1`);
-    expect(text).toContain(`coil_egress_client_pod_info{namespace="${clientNs}",pod="${running.nsName}",interface="eth0",egress="other",egress_namespace="${egNs}"} 1`);
+    expect(text).toContain(
+      `coil_egress_client_pod_info{namespace="${clientNs}",pod="${running.nsName}",interface="eth0",egress="other",egress_namespace="${egNs}"} 1`,
+    );
   });
 
   it('editing the Egress re-runs the NAT client for the running pod', async () => {
     const before = nat.reconcilesOf(running.path).length;
     await egresses.patch('internet', { spec: { destinations: ['198.51.100.0/24', '203.0.113.0/24'] } });
-    const cfg = await eventually('reconciled with new destinations', () => nat.reconcilesOf(running.path).slice(before)
-      .find((c) => c.egresses.find((e) => e.name === 'internet')?.destinations.join() === '198.51.100.0/24,203.0.113.0/24'));
+    const cfg = await eventually('reconciled with new destinations', () =>
+      nat
+        .reconcilesOf(running.path)
+        .slice(before)
+        .find((c) => c.egresses.find((e) => e.name === 'internet')?.destinations.join() === '198.51.100.0/24,203.0.113.0/24'),
+    );
     expect(cfg.egresses.find((e) => e.name === 'other')?.destinations).toEqual(['192.0.2.0/24']);
     await egresses.patch('internet', { spec: { fouSourcePortAuto: true } });
-    await eventually('reconciled with sport auto', () => nat.reconcilesOf(running.path).at(-1)?.egresses.find((e) => e.name === 'internet')?.fouSourcePortAuto);
+    await eventually(
+      'reconciled with sport auto',
+      () =>
+        nat
+          .reconcilesOf(running.path)
+          .at(-1)
+          ?.egresses.find((e) => e.name === 'internet')?.fouSourcePortAuto,
+    );
     // Changes that do not concern the client (replicas) do not touch the pod.
     const n = nat.calls.length;
     await egresses.scale('internet', 2);
@@ -171,7 +211,14 @@ describe('coild --enable-egress', () => {
     // coil-egress-controller re-creates it; the API server hands out another address.
     const fresh = await eventually('service re-created', async () => (await svcs.find('other'))?.spec.clusterIP);
     if (fresh !== old) {
-      await eventually('tunnel to the new ClusterIP', () => nat.reconcilesOf(running.path).at(-1)?.egresses.find((e) => e.name === 'other')?.peerIPv4 === fresh);
+      await eventually(
+        'tunnel to the new ClusterIP',
+        () =>
+          nat
+            .reconcilesOf(running.path)
+            .at(-1)
+            ?.egresses.find((e) => e.name === 'other')?.peerIPv4 === fresh,
+      );
     }
     const saved = await egresses.get('other');
     await egresses.delete('other');
@@ -181,14 +228,21 @@ describe('coild --enable-egress', () => {
     await new Promise((r) => setTimeout(r, 700));
     expect(nat.calls.length).toBe(n); // not reconciled with one Egress missing, and no retry loop
     await egresses.create({ metadata: { name: 'other', namespace: egNs }, spec: saved.spec });
-    await eventually('converged once the egress is back', () => {
-      const last = nat.reconcilesOf(running.path).at(-1);
-      return nat.calls.length > n && last?.egresses.map((e) => e.name).join() === 'internet,other'
-        && last.egresses[0]!.destinations.join() === '198.51.100.0/24';
-    }, 30_000);
+    await eventually(
+      'converged once the egress is back',
+      () => {
+        const last = nat.reconcilesOf(running.path).at(-1);
+        return (
+          nat.calls.length > n &&
+          last?.egresses.map((e) => e.name).join() === 'internet,other' &&
+          last.egresses[0]!.destinations.join() === '198.51.100.0/24'
+        );
+      },
+      30_000,
+    );
   });
 
-  it('ADD reads the Pod from the node\'s cache when it holds that very pod (K8S_POD_UID)', async () => {
+  it("ADD reads the Pod from the node's cache when it holds that very pod (K8S_POD_UID)", async () => {
     const p = makePod();
     await podObject(p, { [`egress.coil.cybozu.com/${egNs}`]: 'internet' });
     const created = await pods.get(p.nsName);
@@ -258,7 +312,9 @@ describe('coild --enable-egress', () => {
     expect(first.cfg!.podIPv4).toBe(info.ipv4);
     expect(node.coild.egress!.list().map((c) => [c.podNamespace, c.podName])).toEqual([[clientNs, running.nsName]]);
     await egresses.patch('other', { spec: { destinations: ['192.0.2.0/25'] } });
-    await eventually('live update after restart', () => nat2.reconcilesOf(running.path).some((c) => c.egresses.find((e) => e.name === 'other')?.destinations[0] === '192.0.2.0/25'));
+    await eventually('live update after restart', () =>
+      nat2.reconcilesOf(running.path).some((c) => c.egresses.find((e) => e.name === 'other')?.destinations[0] === '192.0.2.0/25'),
+    );
     expect(await node.registry.metrics()).toContain(`coil_egress_client_pod_count{namespace="${egNs}",egress="other"} 1`);
 
     // DEL: forgotten, metrics drop; a second DEL is fine.

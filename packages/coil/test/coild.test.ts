@@ -11,9 +11,7 @@ import { Registry } from 'prom-client';
 import { ANNOTATION_POOL, FINALIZER, LABEL_NODE, LABEL_POOL, type AddressPool } from '../src/api/types';
 import { IpamController } from '../src/controller/ipam-controller';
 import { clients, eventually, installCoilCrds, transport, uname } from './support';
-import {
-  cleanupAll, cni, importRoutes, makeLan, makeNode, makePod, startCoild, stopCoild, type Pod, type TestNode,
-} from './topology';
+import { cleanupAll, cni, importRoutes, makeLan, makeNode, makePod, startCoild, stopCoild, type Pod, type TestNode } from './topology';
 
 jest.setTimeout(90_000);
 
@@ -78,7 +76,10 @@ describe('two nodes', () => {
   });
 
   it('pods on different nodes talk (IPv4 and dual-stack) through imported table-119 routes', async () => {
-    const a = makePod(), b = makePod(), da = makePod(), db = makePod();
+    const a = makePod(),
+      b = makePod(),
+      da = makePod(),
+      db = makePod();
     pods.push([a, n1, nsDefault], [b, n2, nsDefault], [da, n1, nsDual], [db, n2, nsDual]);
     const ra = await cni(n1, a, { command: 'ADD', namespace: nsDefault });
     expect(ra.code).toBe(0);
@@ -88,7 +89,8 @@ describe('two nodes', () => {
     expect(rda.code).toBe(0);
     const rdb = await cni(n2, db, { command: 'ADD', namespace: nsDual });
     expect(rdb.code).toBe(0);
-    const ipA = ipOf(ra.out, 4)!, ipB = ipOf(rb.out, 4)!;
+    const ipA = ipOf(ra.out, 4)!,
+      ipB = ipOf(rb.out, 4)!;
     expect(ipA).toMatch(/^10\.120\./);
     expect(ipB).toMatch(/^10\.120\./);
     expect(ipOf(rda.out, 6)).toMatch(/^fd00:121::/);
@@ -115,7 +117,10 @@ describe('two nodes', () => {
     sh(n2.ns, `ping -c 1 -W 2 ${ipA}`);
 
     // CHECK verifies addresses and routes.
-    for (const [p, n, r, ns] of [[a, n1, ra, nsDefault], [db, n2, rdb, nsDual]] as const) {
+    for (const [p, n, r, ns] of [
+      [a, n1, ra, nsDefault],
+      [db, n2, rdb, nsDual],
+    ] as const) {
       expect((await cni(n, p, { command: 'CHECK', namespace: ns, extra: { prevResult: r.out } })).code).toBe(0);
     }
     sh(a.ns, 'ip route del default');
@@ -159,7 +164,8 @@ describe('one node', () => {
   });
 
   it('IPAM state survives a coild restart (rebuilt from the kernel), without leaking or duplicating blocks; unused blocks are freed', async () => {
-    const p1 = makePod(), p2 = makePod();
+    const p1 = makePod(),
+      p2 = makePod();
     const r1 = await cni(n1, p1, { command: 'ADD', namespace: nsDefault });
     const blocksBefore = await blocksOf(n1);
     await stopCoild(n1);
@@ -167,7 +173,8 @@ describe('one node', () => {
     // start-up GC deletes it.
     await c.blocks.create({
       metadata: { name: 'default-500', labels: { [LABEL_POOL]: 'default', [LABEL_NODE]: n1.name }, finalizers: [FINALIZER] },
-      index: 500, ipv4: '10.120.15.160/29',
+      index: 500,
+      ipv4: '10.120.15.160/29',
     });
     n1 = await startCoild(t, n1, n1.socket);
     expect(await c.blocks.find('default-500')).toBeUndefined();
@@ -192,9 +199,13 @@ describe('one node', () => {
     const nsWait = uname('nswait');
     await new ResourceClient(t, Namespaces).create({ metadata: { name: nsWait, annotations: { [ANNOTATION_POOL]: waitPool } } });
     await ctl.stop(); // nobody answers BlockRequests now
-    const slow = makePod(), fast = makePod();
+    const slow = makePod(),
+      fast = makePod();
     let slowDone = false;
-    const slowAdd = cni(n1, slow, { command: 'ADD', namespace: nsWait }).then((r) => { slowDone = true; return r; });
+    const slowAdd = cni(n1, slow, { command: 'ADD', namespace: nsWait }).then((r) => {
+      slowDone = true;
+      return r;
+    });
     await new Promise((r) => setTimeout(r, 300));
     const fastAdd = await cni(n1, fast, { command: 'ADD', namespace: nsDefault });
     expect(fastAdd.code).toBe(0);
@@ -204,7 +215,11 @@ describe('one node', () => {
     const r = await slowAdd;
     expect(r.code).toBe(0);
     expect(ipOf(r.out, 4)).toMatch(/^10\.124\.0\./);
-    for (const [p, ns] of [[pin, nsDefault], [fast, nsDefault], [slow, nsWait]] as const) {
+    for (const [p, ns] of [
+      [pin, nsDefault],
+      [fast, nsDefault],
+      [slow, nsWait],
+    ] as const) {
       expect((await cni(n1, p, { command: 'DEL', namespace: ns })).code).toBe(0);
       p.cleanup();
     }
@@ -220,7 +235,8 @@ describe('one node', () => {
     const unknown = await cni(n1, p, { command: 'ADD', namespace: nsUnknown });
     expect(unknown).toMatchObject({ code: 1, out: { code: 7, msg: 'address pool not found' } });
     // The tiny pool holds two addresses (two /32 blocks): the third ADD finds it exhausted.
-    const q1 = makePod(), q2 = makePod();
+    const q1 = makePod(),
+      q2 = makePod();
     expect((await cni(n1, q1, { command: 'ADD', namespace: nsTiny })).code).toBe(0);
     expect((await cni(n1, q2, { command: 'ADD', namespace: nsTiny })).code).toBe(0);
     const full = await cni(n1, p, { command: 'ADD', namespace: nsTiny });
@@ -255,13 +271,16 @@ describe('one node', () => {
   });
 
   it('GC removes attachments not in valid-attachments; STATUS answers; metrics are exported', async () => {
-    const keep = makePod(), drop = makePod();
+    const keep = makePod(),
+      drop = makePod();
     const rk = await cni(n1, keep, { command: 'ADD', namespace: nsDefault });
     expect((await cni(n1, drop, { command: 'ADD', namespace: nsDefault })).code).toBe(0);
     const gc = await cni(n1, undefined, {
-      command: 'GC', extra: {
+      command: 'GC',
+      extra: {
         'cni.dev/valid-attachments': [
-          { containerID: keep.containerId, ifname: 'eth0' }, ...(await otherPods(drop.containerId)),
+          { containerID: keep.containerId, ifname: 'eth0' },
+          ...(await otherPods(drop.containerId)),
           // ~250 KB of request: several HTTP/2 frames and window updates on the way to coild
           ...Array.from({ length: 4000 }, (_, i) => ({ containerID: `elsewhere-${i}-${'x'.repeat(20)}`, ifname: 'eth0' })),
         ],
@@ -276,7 +295,9 @@ describe('one node', () => {
     const down = await cni({ ...n1, socket: '/tmp/coil-no-such.sock' }, undefined, { command: 'STATUS' });
     expect(down.out?.['code']).toBe(50);
     const text = await n1.registry.metrics();
-    expect(text).toMatch(/grpc_server_handled_total\{grpc_type="unary",grpc_service="pkg.cnirpc.CNI",grpc_method="Add",grpc_code="OK"\} \d+/);
+    expect(text).toMatch(
+      /grpc_server_handled_total\{grpc_type="unary",grpc_service="pkg.cnirpc.CNI",grpc_method="Add",grpc_code="OK"\} \d+/,
+    );
     expect(text).toContain('grpc_server_handling_seconds_bucket');
     expect((await cni(n1, keep, { command: 'DEL', namespace: nsDefault })).code).toBe(0);
     void rk;
@@ -287,7 +308,9 @@ describe('one node', () => {
 
 /** Attachments of the pods other tests left on node 1 (GC must keep them). */
 async function otherPods(except: string): Promise<{ containerID: string; ifname: string }[]> {
-  return (await n1.coild.podNetwork.list()).filter((p) => p.containerId !== except).map((p) => ({ containerID: p.containerId, ifname: p.ifname }));
+  return (await n1.coild.podNetwork.list())
+    .filter((p) => p.containerId !== except)
+    .map((p) => ({ containerID: p.containerId, ifname: p.ifname }));
 }
 
 describe.each(['0.3.1', '0.4.0', '1.0.0', '1.1.0'])('coil [%s]', (version) => {

@@ -38,13 +38,18 @@ describe('AddressPool validation (CEL)', () => {
 
   it('defaults blockSizeBits to 5; keeps it immutable; subnets append-only', async () => {
     const name = uname('val');
-    const p = await c.pools.create({ metadata: { name }, spec: { subnets: [{ ipv4: '10.100.0.0/24', ipv6: 'fd00:100::/120' }] } as AddressPool['spec'] });
+    const p = await c.pools.create({
+      metadata: { name },
+      spec: { subnets: [{ ipv4: '10.100.0.0/24', ipv6: 'fd00:100::/120' }] } as AddressPool['spec'],
+    });
     expect(p.spec.blockSizeBits).toBe(5);
     const bad1 = await c.pools.patch(name, { spec: { blockSizeBits: 4 } }).catch((e: unknown) => e);
     expect(isInvalid(bad1)).toBe(true);
     const bad2 = await c.pools.patch(name, { spec: { subnets: [{ ipv4: '10.101.0.0/24' }] } }).catch((e: unknown) => e);
     expect(isInvalid(bad2)).toBe(true);
-    const ok = await c.pools.patch(name, { spec: { subnets: [{ ipv4: '10.100.0.0/24', ipv6: 'fd00:100::/120' }, { ipv4: '10.101.0.0/24' }] } });
+    const ok = await c.pools.patch(name, {
+      spec: { subnets: [{ ipv4: '10.100.0.0/24', ipv6: 'fd00:100::/120' }, { ipv4: '10.101.0.0/24' }] },
+    });
     expect(ok.spec.subnets).toHaveLength(2);
     await c.pools.delete(name);
   });
@@ -67,7 +72,9 @@ describe('coil-ipam-controller', () => {
     const req = await c.requests.create({
       metadata: {
         name: requestName(poolName, nodeName),
-        ownerReferences: [{ apiVersion: 'v1', kind: 'Node', name: nodeName, uid: node.metadata.uid!, controller: false, blockOwnerDeletion: false }],
+        ownerReferences: [
+          { apiVersion: 'v1', kind: 'Node', name: nodeName, uid: node.metadata.uid!, controller: false, blockOwnerDeletion: false },
+        ],
       },
       spec: { nodeName, poolName },
     });
@@ -82,7 +89,9 @@ describe('coil-ipam-controller', () => {
   it('carves IPv4, IPv6 and dual-stack blocks in order, not reusing a freed index at once', async () => {
     const node = uname('n');
     await createNode(t, node);
-    const p4 = uname('p'), p6 = uname('p'), pd = uname('p');
+    const p4 = uname('p'),
+      p6 = uname('p'),
+      pd = uname('p');
     await c.pools.create(pool(p4, { blockSizeBits: 5, subnets: [{ ipv4: '10.110.0.0/26' }, { ipv4: '10.111.0.0/27' }] }));
     await c.pools.create(pool(p6, { blockSizeBits: 4, subnets: [{ ipv6: 'fd00:110::/120' }] }));
     await c.pools.create(pool(pd, { blockSizeBits: 5, subnets: [{ ipv4: '10.112.0.0/24', ipv6: 'fd00:112::/120' }] }));
@@ -102,9 +111,9 @@ describe('coil-ipam-controller', () => {
     await c.blocks.patch(`${p4}-0`, { metadata: { finalizers: [] } });
     await c.blocks.delete(`${p4}-0`);
     const r3 = await request(p4, node);
-    expect((await c.blocks.get(r3.status!.addressBlockName!))).toMatchObject({ index: 2, ipv4: '10.111.0.0/27' });
+    expect(await c.blocks.get(r3.status!.addressBlockName!)).toMatchObject({ index: 2, ipv4: '10.111.0.0/27' });
     const r4 = await request(p4, node);
-    expect((await c.blocks.get(r4.status!.addressBlockName!))).toMatchObject({ index: 0 });
+    expect(await c.blocks.get(r4.status!.addressBlockName!)).toMatchObject({ index: 0 });
     const r5 = await request(p4, node);
     expect(requestOutcome(r5)).toMatchObject({ type: 'Failed', reason: 'PoolExhausted' });
 
@@ -121,7 +130,9 @@ describe('coil-ipam-controller', () => {
     // Metrics.
     await eventually('metrics', async () => {
       const text = await registry.metrics();
-      return text.includes(`coil_controller_max_blocks{pool="${p4}"} 3`) && text.includes(`coil_controller_allocated_blocks{pool="${p4}"} 3`);
+      return (
+        text.includes(`coil_controller_max_blocks{pool="${p4}"} 3`) && text.includes(`coil_controller_allocated_blocks{pool="${p4}"} 3`)
+      );
     });
   });
 
@@ -162,7 +173,8 @@ describe('coil-ipam-controller', () => {
     void pl;
     await c.blocks.create({
       metadata: { name: `${p}-7`, labels: { [LABEL_POOL]: p, [LABEL_NODE]: 'no-such-node' }, finalizers: [FINALIZER] },
-      index: 7, ipv4: '10.115.0.224/27',
+      index: 7,
+      ipv4: '10.115.0.224/27',
     });
     expect(await ctl.gcDangling()).toBeGreaterThanOrEqual(1);
     await eventually('dangling block gone', async () => !(await c.blocks.find(`${p}-7`)));
@@ -176,8 +188,17 @@ describe('leader election', () => {
     const make = (id: string): { ctl: IpamController; runner: LeaderRunner } => {
       const ctl = new IpamController({ transport: t, registry: new Registry() });
       const runner = new LeaderRunner(ipamLeaderTask(ctl), {
-        transport: t, namespace: 'default', name: lease, identity: id, leaseDurationMs: 4000, renewDeadlineMs: 3000, retryPeriodMs: 500,
-        onLost: () => lost.push(id), onStartFailed: (err) => { throw err; },
+        transport: t,
+        namespace: 'default',
+        name: lease,
+        identity: id,
+        leaseDurationMs: 4000,
+        renewDeadlineMs: 3000,
+        retryPeriodMs: 500,
+        onLost: () => lost.push(id),
+        onStartFailed: (err) => {
+          throw err;
+        },
       });
       return { ctl, runner };
     };
@@ -196,10 +217,14 @@ describe('leader election', () => {
         metadata: { name: requestName(p, node), ownerReferences: [{ apiVersion: 'v1', kind: 'Node', name: node, uid: n.metadata.uid! }] },
         spec: { nodeName: node, poolName: p },
       });
-      const done = await eventually('answered', async () => {
-        const r = await c.requests.get(requestName(p, node));
-        return requestOutcome(r) ? r : undefined;
-      }, 20_000);
+      const done = await eventually(
+        'answered',
+        async () => {
+          const r = await c.requests.get(requestName(p, node));
+          return requestOutcome(r) ? r : undefined;
+        },
+        20_000,
+      );
       await c.requests.delete(requestName(p, node));
       return done;
     };

@@ -34,7 +34,9 @@ describe('clients of an Egress', () => {
       pod('host', ann, ['192.168.0.10'], { spec: { containers: [], hostNetwork: true } }),
       pod('done', ann, ['10.64.0.3'], { status: { phase: 'Succeeded', podIPs: [{ ip: '10.64.0.3' }] } }),
       pod('pending', ann, []),
-      pod('terminating', ann, ['10.64.0.4'], { metadata: { name: 'terminating', namespace: 'app', annotations: ann, deletionTimestamp: '2026-01-01T00:00:00Z' } }),
+      pod('terminating', ann, ['10.64.0.4'], {
+        metadata: { name: 'terminating', namespace: 'app', annotations: ann, deletionTimestamp: '2026-01-01T00:00:00Z' },
+      }),
       pod('old-style', ann, [], { status: { phase: 'Running', podIP: '10.64.0.5' } }),
     ];
     expect(clientAddresses(pods, 'internet', 'egress')).toEqual(['10.64.0.4', '10.64.0.5', '10.64.0.65', '10.64.0.66', 'fd00:64::66']);
@@ -55,7 +57,14 @@ describe('metrics', () => {
     fs.writeFileSync(path.join(dir, 'nf_conntrack_max'), '262144\n');
     const registry = new Registry();
     let clients = 3;
-    registerEgressMetrics({ registry, namespace: 'internet', pod: 'egress-0', egress: 'egress', clients: () => clients, netfilterDir: dir });
+    registerEgressMetrics({
+      registry,
+      namespace: 'internet',
+      pod: 'egress-0',
+      egress: 'egress',
+      clients: () => clients,
+      netfilterDir: dir,
+    });
     let text = await registry.metrics();
     expect(text).toContain('coil_egress_nf_conntrack_entries_count{namespace="internet",pod="egress-0"} 42');
     expect(text).toContain('coil_egress_nf_conntrack_entries_limit{namespace="internet",pod="egress-0"} 262144');
@@ -66,7 +75,14 @@ describe('metrics', () => {
     expect(text).toContain('coil_egress_nf_conntrack_entries_count{namespace="internet",pod="egress-0"} 43');
     expect(text).toContain('coil_egress_client_count{namespace="internet",pod="egress-0",egress="egress"} 1');
     const empty = new Registry();
-    registerEgressMetrics({ registry: empty, namespace: 'n', pod: 'p', egress: 'e', clients: () => 0, netfilterDir: path.join(dir, 'absent') });
+    registerEgressMetrics({
+      registry: empty,
+      namespace: 'n',
+      pod: 'p',
+      egress: 'e',
+      clients: () => 0,
+      netfilterDir: path.join(dir, 'absent'),
+    });
     expect(await empty.metrics()).not.toMatch(/coil_egress_nf_conntrack_entries_count\{/);
     fs.rmSync(dir, { recursive: true });
   });

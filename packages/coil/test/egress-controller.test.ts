@@ -6,11 +6,29 @@ import * as fs from 'node:fs';
 import * as http from 'node:http';
 import * as path from 'node:path';
 import {
-  ApiError, HealthServer, KubeMetrics, Namespaces, ResourceClient, defineResource, isAlreadyExists, isInvalid, parseManifests, type KubeObject, type KubeTransport,
+  ApiError,
+  HealthServer,
+  KubeMetrics,
+  Namespaces,
+  ResourceClient,
+  defineResource,
+  isAlreadyExists,
+  isInvalid,
+  parseManifests,
+  type KubeObject,
+  type KubeTransport,
 } from '@cnikit/kube';
 import { Registry } from 'prom-client';
 import {
-  ClusterRoleBindings, Deployments, Egresses, PodDisruptionBudgets, ServiceAccounts, Services, egressSelector, type Egress, type EgressSpec,
+  ClusterRoleBindings,
+  Deployments,
+  Egresses,
+  PodDisruptionBudgets,
+  ServiceAccounts,
+  Services,
+  egressSelector,
+  type Egress,
+  type EgressSpec,
 } from '../src/api/egress';
 import { EgressController } from '../src/egress-controller/egress-controller';
 import { LeaderRunner } from '../src/controller/leader';
@@ -29,7 +47,10 @@ beforeAll(async () => {
   egresses = new ResourceClient(t, Egresses, { namespace: ns });
 });
 
-const egress = (name: string, spec: Partial<EgressSpec>): Egress => ({ metadata: { name, namespace: ns }, spec: { destinations: ['0.0.0.0/0'], ...spec } });
+const egress = (name: string, spec: Partial<EgressSpec>): Egress => ({
+  metadata: { name, namespace: ns },
+  spec: { destinations: ['0.0.0.0/0'], ...spec },
+});
 
 describe('Egress CRD', () => {
   it.each([
@@ -43,7 +64,11 @@ describe('Egress CRD', () => {
     ['PDB percentage above 100', { podDisruptionBudget: { maxUnavailable: '150%' } }, 'spec.podDisruptionBudget.maxUnavailable'],
     ['negative PDB bound', { podDisruptionBudget: { minAvailable: -1 } }, 'spec.podDisruptionBudget.minAvailable'],
     ['unknown strategy', { strategy: { type: 'BlueGreen' } }, 'spec.strategy.type'],
-    ['affinity timeout too long', { sessionAffinityConfig: { clientIP: { timeoutSeconds: 100000 } } }, 'spec.sessionAffinityConfig.clientIP.timeoutSeconds'],
+    [
+      'affinity timeout too long',
+      { sessionAffinityConfig: { clientIP: { timeoutSeconds: 100000 } } },
+      'spec.sessionAffinityConfig.clientIP.timeoutSeconds',
+    ],
   ])('rejects %s', async (_what, spec, field) => {
     const err = await egresses.create(egress(uname('bad'), spec as Partial<EgressSpec>)).catch((e: unknown) => e);
     expect(isInvalid(err)).toBe(true);
@@ -52,7 +77,9 @@ describe('Egress CRD', () => {
 
   it('defaults replicas and sessionAffinity; the scale subresource sets spec.replicas', async () => {
     const name = uname('def');
-    const e = await egresses.create(egress(name, { destinations: ['0.0.0.0/0', '2001:db8::/32'], podDisruptionBudget: { maxUnavailable: '50%' } }));
+    const e = await egresses.create(
+      egress(name, { destinations: ['0.0.0.0/0', '2001:db8::/32'], podDisruptionBudget: { maxUnavailable: '50%' } }),
+    );
     expect(e.spec.replicas).toBe(1);
     expect(e.spec.sessionAffinity).toBe('ClientIP');
     const scale = await egresses.scale(name, 3);
@@ -82,23 +109,43 @@ describe('coil-egress-controller', () => {
     const svc = new ResourceClient(t, Services, { namespace: ns });
     const pdb = new ResourceClient(t, PodDisruptionBudgets, { namespace: ns });
     const name = uname('eg');
-    const e = await egresses.create(egress(name, {
-      replicas: 2,
-      strategy: { type: 'Recreate' },
-      sessionAffinityConfig: { clientIP: { timeoutSeconds: 43200 } },
-      template: {
-        metadata: { labels: { name: 'coil-egress' }, annotations: { foo: 'bar' } },
-        spec: {
-          affinity: { podAntiAffinity: { preferredDuringSchedulingIgnoredDuringExecution: [{ weight: 1, podAffinityTerm: { labelSelector: { matchLabels: { name: 'coil-egress' } }, topologyKey: 'kubernetes.io/hostname' } }] } },
-          containers: [{ name: 'egress', env: [{ name: 'EXTRA', value: '1' }], resources: { requests: { cpu: '10m' } } }, { name: 'sidecar', image: 'busybox' }],
+    const e = await egresses.create(
+      egress(name, {
+        replicas: 2,
+        strategy: { type: 'Recreate' },
+        sessionAffinityConfig: { clientIP: { timeoutSeconds: 43200 } },
+        template: {
+          metadata: { labels: { name: 'coil-egress' }, annotations: { foo: 'bar' } },
+          spec: {
+            affinity: {
+              podAntiAffinity: {
+                preferredDuringSchedulingIgnoredDuringExecution: [
+                  {
+                    weight: 1,
+                    podAffinityTerm: { labelSelector: { matchLabels: { name: 'coil-egress' } }, topologyKey: 'kubernetes.io/hostname' },
+                  },
+                ],
+              },
+            },
+            containers: [
+              { name: 'egress', env: [{ name: 'EXTRA', value: '1' }], resources: { requests: { cpu: '10m' } } },
+              { name: 'sidecar', image: 'busybox' },
+            ],
+          },
         },
-      },
-      podDisruptionBudget: { minAvailable: 1 },
-    }));
+        podDisruptionBudget: { minAvailable: 1 },
+      }),
+    );
 
     const d = await eventually('deployment', () => dep.find(name));
-    expect(d.metadata.labels).toEqual({ 'app.kubernetes.io/name': 'coil', 'app.kubernetes.io/component': 'egress', 'app.kubernetes.io/instance': name });
-    expect(d.metadata.ownerReferences).toEqual([expect.objectContaining({ kind: 'Egress', name, uid: e.metadata.uid, controller: true, blockOwnerDeletion: true })]);
+    expect(d.metadata.labels).toEqual({
+      'app.kubernetes.io/name': 'coil',
+      'app.kubernetes.io/component': 'egress',
+      'app.kubernetes.io/instance': name,
+    });
+    expect(d.metadata.ownerReferences).toEqual([
+      expect.objectContaining({ kind: 'Egress', name, uid: e.metadata.uid, controller: true, blockOwnerDeletion: true }),
+    ]);
     expect(d.spec.replicas).toBe(2);
     expect(d.spec.strategy).toMatchObject({ type: 'Recreate' });
     expect(d.spec.template.metadata?.labels).toMatchObject({ name: 'coil-egress', 'app.kubernetes.io/instance': name });
@@ -107,20 +154,37 @@ describe('coil-egress-controller', () => {
     expect(d.spec.template.spec.serviceAccountName).toBe('coil-egress');
     const [main, side] = d.spec.template.spec.containers!;
     expect(side?.name).toBe('sidecar');
-    expect(main).toMatchObject({ name: 'egress', image: 'cnikit/coil:test', command: ['coil-egress'], args: ['--fou-port', '5555'], resources: { requests: { cpu: '10m' } } });
+    expect(main).toMatchObject({
+      name: 'egress',
+      image: 'cnikit/coil:test',
+      command: ['coil-egress'],
+      args: ['--fou-port', '5555'],
+      resources: { requests: { cpu: '10m' } },
+    });
     expect(main!.securityContext?.capabilities?.add).toEqual(['NET_ADMIN']);
     const env = Object.fromEntries((main!.env ?? []).map((v) => [v.name, v.value ?? v.valueFrom?.fieldRef?.fieldPath]));
-    expect(env).toEqual({ EXTRA: '1', COIL_POD_NAMESPACE: 'metadata.namespace', COIL_POD_NAME: 'metadata.name', COIL_EGRESS_NAME: name, COIL_POD_ADDRESSES: 'status.podIPs' });
-    expect(main!.ports).toEqual(expect.arrayContaining([
-      expect.objectContaining({ name: 'fou', containerPort: 5555, protocol: 'UDP' }),
-      expect.objectContaining({ name: 'metrics', containerPort: 8080 }),
-      expect.objectContaining({ name: 'health', containerPort: 8081 }),
-    ]));
+    expect(env).toEqual({
+      EXTRA: '1',
+      COIL_POD_NAMESPACE: 'metadata.namespace',
+      COIL_POD_NAME: 'metadata.name',
+      COIL_EGRESS_NAME: name,
+      COIL_POD_ADDRESSES: 'status.podIPs',
+    });
+    expect(main!.ports).toEqual(
+      expect.arrayContaining([
+        expect.objectContaining({ name: 'fou', containerPort: 5555, protocol: 'UDP' }),
+        expect.objectContaining({ name: 'metrics', containerPort: 8080 }),
+        expect.objectContaining({ name: 'health', containerPort: 8081 }),
+      ]),
+    );
     expect(main!.livenessProbe).toMatchObject({ httpGet: { path: '/healthz', port: 'health' } });
 
     const s = await eventually('service', () => svc.find(name));
     expect(s.spec).toMatchObject({
-      type: 'ClusterIP', selector: d.spec.selector.matchLabels, ipFamilyPolicy: 'PreferDualStack', sessionAffinity: 'ClientIP',
+      type: 'ClusterIP',
+      selector: d.spec.selector.matchLabels,
+      ipFamilyPolicy: 'PreferDualStack',
+      sessionAffinity: 'ClientIP',
       sessionAffinityConfig: { clientIP: { timeoutSeconds: 43200 } },
     });
     expect(s.spec.ports).toEqual([expect.objectContaining({ port: 5555, protocol: 'UDP', targetPort: 5555 })]);
@@ -138,7 +202,9 @@ describe('coil-egress-controller', () => {
     // Edits: scale, session affinity off, PDB switched to maxUnavailable, then removed; template change.
     await egresses.scale(name, 4);
     await eventually('deployment scaled', async () => (await dep.get(name)).spec.replicas === 4);
-    await egresses.patch(name, { spec: { sessionAffinity: 'None', sessionAffinityConfig: null, podDisruptionBudget: { minAvailable: null, maxUnavailable: '25%' } } });
+    await egresses.patch(name, {
+      spec: { sessionAffinity: 'None', sessionAffinityConfig: null, podDisruptionBudget: { minAvailable: null, maxUnavailable: '25%' } },
+    });
     await eventually('service affinity None', async () => (await svc.get(name)).spec.sessionAffinity === 'None');
     await eventually('pdb maxUnavailable', async () => {
       const x = await pdb.get(name);
@@ -158,11 +224,13 @@ describe('coil-egress-controller', () => {
     await eventually('service gone', async () => !(await svc.find(name)), 60_000);
 
     const text = await new Promise<string>((resolve, reject) => {
-      http.get(`${server.url}/metrics`, (res) => {
-        let body = '';
-        res.on('data', (c: Buffer) => (body += c.toString()));
-        res.on('end', () => resolve(body));
-      }).on('error', reject);
+      http
+        .get(`${server.url}/metrics`, (res) => {
+          let body = '';
+          res.on('data', (c: Buffer) => (body += c.toString()));
+          res.on('end', () => resolve(body));
+        })
+        .on('error', reject);
     });
     expect(text).toMatch(/controller_runtime_reconcile_total\{controller="egress",result="success"\} [1-9]/);
     expect(text).toContain('workqueue_adds_total{name="egress"}');
@@ -190,7 +258,13 @@ describe('RBAC for router pods', () => {
     const kinds: Record<string, ReturnType<typeof defineResource>> = {
       ServiceAccount: ServiceAccounts,
       ClusterRoleBinding: ClusterRoleBindings,
-      ClusterRole: defineResource({ group: 'rbac.authorization.k8s.io', version: 'v1', kind: 'ClusterRole', plural: 'clusterroles', namespaced: false }),
+      ClusterRole: defineResource({
+        group: 'rbac.authorization.k8s.io',
+        version: 'v1',
+        kind: 'ClusterRole',
+        plural: 'clusterroles',
+        namespaced: false,
+      }),
     };
     for (const doc of parseManifests(fs.readFileSync(path.join(__dirname, '../config/rbac.yaml'), 'utf8'))) {
       await new ResourceClient<KubeObject>(t, kinds[doc.kind!]!).create(doc).catch((err: unknown) => {
@@ -202,7 +276,10 @@ describe('RBAC for router pods', () => {
     const ctl = new EgressController({ transport: t, image: 'cnikit/coil:test' });
     await ctl.start();
     try {
-      await new ResourceClient(t, Egresses, { namespace: other }).create({ metadata: { name: 'x', namespace: other }, spec: { destinations: ['0.0.0.0/0'] } });
+      await new ResourceClient(t, Egresses, { namespace: other }).create({
+        metadata: { name: 'x', namespace: other },
+        spec: { destinations: ['0.0.0.0/0'] },
+      });
       await egresses.create(egress(uname('rb'), {}));
       await eventually('service account', () => new ResourceClient(t, ServiceAccounts).find('coil-egress', { namespace: other }));
       const crbs = new ResourceClient(t, ClusterRoleBindings);
@@ -211,7 +288,10 @@ describe('RBAC for router pods', () => {
         return [ns, other].every((n) => subjects.some((s) => s.kind === 'ServiceAccount' && s.name === 'coil-egress' && s.namespace === n));
       });
       await new ResourceClient(t, Egresses, { namespace: other }).delete('x');
-      await eventually('namespace dropped from the binding', async () => !((await crbs.get('coil-egress')).subjects ?? []).some((s) => s.namespace === other));
+      await eventually(
+        'namespace dropped from the binding',
+        async () => !((await crbs.get('coil-egress')).subjects ?? []).some((s) => s.namespace === other),
+      );
     } finally {
       await ctl.stop();
     }
@@ -224,8 +304,19 @@ describe('leader election', () => {
     const make = (id: string): { ctl: EgressController; runner: LeaderRunner } => {
       const c = new EgressController({ transport: t, image: `img-${id}` });
       const runner = new LeaderRunner(c, {
-        transport: t, namespace: 'default', name: lease, identity: id, leaseDurationMs: 4000, renewDeadlineMs: 3000, retryPeriodMs: 500,
-        onLost: () => { throw new Error(`${id} lost the lease`); }, onStartFailed: (err) => { throw err; },
+        transport: t,
+        namespace: 'default',
+        name: lease,
+        identity: id,
+        leaseDurationMs: 4000,
+        renewDeadlineMs: 3000,
+        retryPeriodMs: 500,
+        onLost: () => {
+          throw new Error(`${id} lost the lease`);
+        },
+        onStartFailed: (err) => {
+          throw err;
+        },
       });
       return { ctl: c, runner };
     };

@@ -49,9 +49,22 @@ test('annotated pods become clients; sport follows the Egress; deleted pods are 
   const egressNs = await namespace('egr');
   const appNs = await namespace('app');
   const egresses = new ResourceClient(t, Egresses, { namespace: egressNs });
-  await egresses.create({ metadata: { name: 'nat', namespace: egressNs }, spec: { destinations: ['0.0.0.0/0'], fouSourcePortAuto: false } });
+  await egresses.create({
+    metadata: { name: 'nat', namespace: egressNs },
+    spec: { destinations: ['0.0.0.0/0'], fouSourcePortAuto: false },
+  });
   const dp = recorder();
-  const d = new RouterDaemon({ transport: t, ns: hostNetns(), namespace: egressNs, podName: 'nat-0', egressName: 'nat', podIPv4: '10.72.49.1', backend: 'iptables', datapath: dp, resyncMs: 60_000 });
+  const d = new RouterDaemon({
+    transport: t,
+    ns: hostNetns(),
+    namespace: egressNs,
+    podName: 'nat-0',
+    egressName: 'nat',
+    podIPv4: '10.72.49.1',
+    backend: 'iptables',
+    datapath: dp,
+    resyncMs: 60_000,
+  });
   await d.start();
   try {
     expect(dp.snat).toBe(1);
@@ -78,7 +91,16 @@ test('annotated pods become clients; sport follows the Egress; deleted pods are 
 test('no Egress object: fixed source port', async () => {
   const egressNs = await namespace('egr');
   const dp = recorder();
-  const d = new RouterDaemon({ transport: t, ns: hostNetns(), namespace: egressNs, podName: 'x-0', egressName: 'missing', podIPv4: '10.72.49.2', backend: 'nftables', datapath: dp });
+  const d = new RouterDaemon({
+    transport: t,
+    ns: hostNetns(),
+    namespace: egressNs,
+    podName: 'x-0',
+    egressName: 'missing',
+    podIPv4: '10.72.49.2',
+    backend: 'nftables',
+    datapath: dp,
+  });
   await d.start();
   try {
     await eventually('first pass', () => last(dp));

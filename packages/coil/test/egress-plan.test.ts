@@ -46,7 +46,12 @@ describe('client rules and tables', () => {
   });
 
   test('IPv6 rules: fe80::/10 and fc00::/7', () => {
-    expect(clientRules(6).map((r) => `${r.priority} ${r.dst ?? 'all'} ${r.table}`)).toEqual(['1800 fe80::/10 254', '1900 all 117', '2000 fc00::/7 254', '2100 all 118']);
+    expect(clientRules(6).map((r) => `${r.priority} ${r.dst ?? 'all'} ${r.table}`)).toEqual([
+      '1800 fe80::/10 254',
+      '1900 all 117',
+      '2000 fc00::/7 254',
+      '2100 all 118',
+    ]);
   });
 
   test.each([
@@ -71,12 +76,23 @@ describe('client rules and tables', () => {
 });
 
 const egress = (o: Partial<NatClientConfig['egresses'][number]> = {}): NatClientConfig['egresses'][number] => ({
-  namespace: 'internet', name: 'egress', peerIPv4: '10.96.0.10', peerIPv6: 'fd00:96::10', destinations: ['0.0.0.0/0', '::/0'], fouSourcePortAuto: false, ...o,
+  namespace: 'internet',
+  name: 'egress',
+  peerIPv4: '10.96.0.10',
+  peerIPv6: 'fd00:96::10',
+  destinations: ['0.0.0.0/0', '::/0'],
+  fouSourcePortAuto: false,
+  ...o,
 });
 
 describe('planClient', () => {
   test('dual-stack pod, one Egress: both families, one tunnel each, routes split by family and table', () => {
-    const p = planClient({ fouPort: 5555, podIPv4: '10.64.0.65', podIPv6: 'fd00:64::65', egresses: [egress({ destinations: ['0.0.0.0/0', '10.8.0.0/16', '::/0', 'fd20::/64'] })] });
+    const p = planClient({
+      fouPort: 5555,
+      podIPv4: '10.64.0.65',
+      podIPv6: 'fd00:64::65',
+      egresses: [egress({ destinations: ['0.0.0.0/0', '10.8.0.0/16', '::/0', 'fd20::/64'] })],
+    });
     expect(p.families).toEqual([4, 6]);
     expect(p.rules).toHaveLength(10);
     const t6 = fouLinkName('fd00:96::10');
@@ -93,8 +109,14 @@ describe('planClient', () => {
   });
 
   test('fouSourcePortAuto: sport 0; another fouPort moves dport and fixed sport', () => {
-    expect(planClient({ fouPort: 5555, podIPv4: '10.64.0.65', egresses: [egress({ fouSourcePortAuto: true })] }).tunnels[0]).toMatchObject({ sport: 0, dport: 5555 });
-    expect(planClient({ fouPort: 6000, podIPv4: '10.64.0.65', egresses: [egress()] }).tunnels[0]).toMatchObject({ sport: 6000, dport: 6000 });
+    expect(planClient({ fouPort: 5555, podIPv4: '10.64.0.65', egresses: [egress({ fouSourcePortAuto: true })] }).tunnels[0]).toMatchObject({
+      sport: 0,
+      dport: 5555,
+    });
+    expect(planClient({ fouPort: 6000, podIPv4: '10.64.0.65', egresses: [egress()] }).tunnels[0]).toMatchObject({
+      sport: 6000,
+      dport: 6000,
+    });
   });
 
   test('IPv4-only pod: no IPv6 rules, tunnel or routes even if the Egress has an IPv6 peer', () => {
@@ -113,8 +135,12 @@ describe('planClient', () => {
 
   test('two Egresses: two tunnels; a destination both name goes to the first', () => {
     const p = planClient({
-      fouPort: 5555, podIPv4: '10.64.0.65',
-      egresses: [egress({ destinations: ['203.0.113.0/24'] }), egress({ name: 'other', peerIPv4: '10.96.0.11', destinations: ['203.0.113.0/24', '198.51.100.0/24'] })],
+      fouPort: 5555,
+      podIPv4: '10.64.0.65',
+      egresses: [
+        egress({ destinations: ['203.0.113.0/24'] }),
+        egress({ name: 'other', peerIPv4: '10.96.0.11', destinations: ['203.0.113.0/24', '198.51.100.0/24'] }),
+      ],
     });
     expect(p.tunnels.map((t) => t.name)).toEqual(['fou4_0a60000a', 'fou4_0a60000b']);
     expect(p.routes).toEqual([
@@ -124,23 +150,41 @@ describe('planClient', () => {
   });
 
   test('no Egress = nothing at all (the caller removes everything)', () => {
-    expect(planClient({ fouPort: 5555, podIPv4: '10.64.0.65', egresses: [] })).toEqual({ families: [], fouPort: 5555, rules: [], tunnels: [], routes: [] });
+    expect(planClient({ fouPort: 5555, podIPv4: '10.64.0.65', egresses: [] })).toEqual({
+      families: [],
+      fouPort: 5555,
+      rules: [],
+      tunnels: [],
+      routes: [],
+    });
   });
 
   test('a peer of the wrong family names the Egress and the field', () => {
-    expect(() => planClient({ fouPort: 5555, podIPv4: '10.64.0.65', egresses: [egress({ peerIPv4: 'fd00::1' })] })).toThrow(/egress internet\/egress: peerIPv4 "fd00::1"/);
+    expect(() => planClient({ fouPort: 5555, podIPv4: '10.64.0.65', egresses: [egress({ peerIPv4: 'fd00::1' })] })).toThrow(
+      /egress internet\/egress: peerIPv4 "fd00::1"/,
+    );
   });
 });
 
 describe('planRouter', () => {
   test('one tunnel and host route per client, rule iif uplink -> 118, sport per mode', () => {
-    const p = planRouter({ fouPort: 5555, podIPv4: '10.72.49.1', podIPv6: 'fd00:72::1', sportAuto: true, clients: ['10.64.0.65', 'fd00:64::65', '10.64.0.66', '10.64.0.65'] });
+    const p = planRouter({
+      fouPort: 5555,
+      podIPv4: '10.72.49.1',
+      podIPv6: 'fd00:72::1',
+      sportAuto: true,
+      clients: ['10.64.0.65', 'fd00:64::65', '10.64.0.66', '10.64.0.65'],
+    });
     expect(p.tunnels.map((t) => [t.name, t.local, t.remote, t.sport])).toEqual([
       ['fou4_0a400041', '10.72.49.1', '10.64.0.65', 0],
       [fouLinkName('fd00:64::65'), 'fd00:72::1', 'fd00:64::65', 0],
       ['fou4_0a400042', '10.72.49.1', '10.64.0.66', 0],
     ]);
-    expect(p.routes.map((r) => `${r.dst} ${r.table} ${r.dev}`)).toEqual(['10.64.0.65/32 118 fou4_0a400041', `fd00:64::65/128 118 ${fouLinkName('fd00:64::65')}`, '10.64.0.66/32 118 fou4_0a400042']);
+    expect(p.routes.map((r) => `${r.dst} ${r.table} ${r.dev}`)).toEqual([
+      '10.64.0.65/32 118 fou4_0a400041',
+      `fd00:64::65/128 118 ${fouLinkName('fd00:64::65')}`,
+      '10.64.0.66/32 118 fou4_0a400042',
+    ]);
     expect(p.rules).toEqual([
       { family: 4, priority: 2000, table: 118, iif: 'eth0' },
       { family: 6, priority: 2000, table: 118, iif: 'eth0' },
@@ -148,7 +192,13 @@ describe('planRouter', () => {
   });
 
   test('fixed sport = FoU port; clients of a family the router lacks are skipped', () => {
-    const p = planRouter({ fouPort: 5555, podIPv4: '10.72.49.1', sportAuto: false, clients: ['fd00:64::65', '10.64.0.65'], uplink: 'net1' });
+    const p = planRouter({
+      fouPort: 5555,
+      podIPv4: '10.72.49.1',
+      sportAuto: false,
+      clients: ['fd00:64::65', '10.64.0.65'],
+      uplink: 'net1',
+    });
     expect(p.tunnels.map((t) => [t.remote, t.sport])).toEqual([['10.64.0.65', 5555]]);
     expect(p.rules).toEqual([{ family: 4, priority: 2000, table: 118, iif: 'net1' }]);
   });
@@ -157,7 +207,21 @@ describe('planRouter', () => {
 describe('diffByKey', () => {
   test('adds the missing and the different, removes the unwanted, keeps the same', () => {
     const key = (x: { k: string }): string => x.k;
-    const d = diffByKey([{ k: 'a', v: 1 }, { k: 'b', v: 2 }, { k: 'c', v: 3 }], [{ k: 'b', v: 2 }, { k: 'c', v: 9 }, { k: 'd', v: 4 }], key, key, (w, h) => w.v === h.v);
+    const d = diffByKey(
+      [
+        { k: 'a', v: 1 },
+        { k: 'b', v: 2 },
+        { k: 'c', v: 3 },
+      ],
+      [
+        { k: 'b', v: 2 },
+        { k: 'c', v: 9 },
+        { k: 'd', v: 4 },
+      ],
+      key,
+      key,
+      (w, h) => w.v === h.v,
+    );
     expect(d.add.map(key)).toEqual(['a', 'c']);
     expect(d.remove.map(key)).toEqual(['d']);
   });
@@ -165,10 +229,23 @@ describe('diffByKey', () => {
 
 describe('tunnelMatches (what makes reconcile change a device)', () => {
   const want = { name: 'fou4_0a60000a', family: 4 as const, local: '10.64.0.65', remote: '10.96.0.10', dport: 5555, sport: 0 };
-  const have = (o: { kind?: string; tunnel?: Record<string, unknown> } = {}): tunnel.LinkDetails => ({
-    index: 7, name: want.name, kind: o.kind ?? 'ipip', mtu: 1472, mac: '', up: true,
-    tunnel: { ttl: 225, external: false, remote: '10.96.0.10', local: '10.64.0.65', encap: { type: 'fou', dport: 5555, sport: 0, csum: false, csum6: false, remcsum: false }, ...o.tunnel },
-  }) as tunnel.LinkDetails;
+  const have = (o: { kind?: string; tunnel?: Record<string, unknown> } = {}): tunnel.LinkDetails =>
+    ({
+      index: 7,
+      name: want.name,
+      kind: o.kind ?? 'ipip',
+      mtu: 1472,
+      mac: '',
+      up: true,
+      tunnel: {
+        ttl: 225,
+        external: false,
+        remote: '10.96.0.10',
+        local: '10.64.0.65',
+        encap: { type: 'fou', dport: 5555, sport: 0, csum: false, csum6: false, remcsum: false },
+        ...o.tunnel,
+      },
+    }) as tunnel.LinkDetails;
 
   test('the same tunnel matches; absent does not', () => {
     expect(tunnelMatches(want, have())).toBe(true);
@@ -190,7 +267,8 @@ describe('tunnelMatches (what makes reconcile change a device)', () => {
 
   test('IPv6: ip6tnl in ip6ip6 mode only', () => {
     const w6 = { ...want, name: 'fou6_01234567', family: 6 as const, local: 'fd00:64::65', remote: 'fd00:96::10' };
-    const h6 = (proto: string): tunnel.LinkDetails => have({ kind: 'ip6tnl', tunnel: { proto, local: 'fd00:64::65', remote: 'fd00:96::10' } });
+    const h6 = (proto: string): tunnel.LinkDetails =>
+      have({ kind: 'ip6tnl', tunnel: { proto, local: 'fd00:64::65', remote: 'fd00:96::10' } });
     expect(tunnelMatches(w6, h6('ip6ip6'))).toBe(true);
     expect(tunnelMatches(w6, h6('any'))).toBe(false);
   });

@@ -8,9 +8,13 @@ import { ensureSnat, iptablesArgs, nftDigest, nftScript, parseNftTable, readNftT
 const cfg = { uplink: 'eth0', podIPv4: '10.72.49.1', podIPv6: 'FD00:72:0::1' };
 
 describe('pure', () => {
-  test('iptables arguments: Coil\'s rule, /32 and /128', () => {
-    expect(iptablesArgs('-A', '10.72.49.1', 4, 'eth0').join(' ')).toBe('-w 5 -t nat -A POSTROUTING ! -s 10.72.49.1/32 -o eth0 -j MASQUERADE');
-    expect(iptablesArgs('-C', 'fd00:72::1', 6, 'eth0').join(' ')).toBe('-w 5 -t nat -C POSTROUTING ! -s fd00:72::1/128 -o eth0 -j MASQUERADE');
+  test("iptables arguments: Coil's rule, /32 and /128", () => {
+    expect(iptablesArgs('-A', '10.72.49.1', 4, 'eth0').join(' ')).toBe(
+      '-w 5 -t nat -A POSTROUTING ! -s 10.72.49.1/32 -o eth0 -j MASQUERADE',
+    );
+    expect(iptablesArgs('-C', 'fd00:72::1', 6, 'eth0').join(' ')).toBe(
+      '-w 5 -t nat -C POSTROUTING ! -s fd00:72::1/128 -o eth0 -j MASQUERADE',
+    );
   });
 
   test('nft script: one transaction, canonical addresses, digest as the comment', () => {
@@ -23,7 +27,8 @@ describe('pure', () => {
   });
 
   test('parses nft list output (with and without handles)', () => {
-    const text = 'table inet coil-egress { # handle 4\n\tcomment "coil-egress 0123"\n\tchain postrouting { # handle 1\n\t\ttype nat hook postrouting priority srcnat; policy accept;\n\t\toifname "eth0" ip saddr != 10.72.49.1 masquerade # handle 2\n\t}\n}\n';
+    const text =
+      'table inet coil-egress { # handle 4\n\tcomment "coil-egress 0123"\n\tchain postrouting { # handle 1\n\t\ttype nat hook postrouting priority srcnat; policy accept;\n\t\toifname "eth0" ip saddr != 10.72.49.1 masquerade # handle 2\n\t}\n}\n';
     expect(parseNftTable(text)).toEqual({ comment: 'coil-egress 0123', rules: ['oifname "eth0" ip saddr != 10.72.49.1 masquerade'] });
     expect(parseNftTable('table inet coil-egress {\n}\n')).toEqual({ rules: [] });
   });
@@ -53,7 +58,10 @@ describe('in a network namespace', () => {
     expect(await ensureSnat(t.ns, 'nftables', cfg)).toBe(false);
     const cur = await readNftTable(t.ns);
     expect(cur?.comment).toBe(nftDigest(cfg));
-    expect(cur?.rules.sort()).toEqual(['oifname "eth0" ip saddr != 10.72.49.1 masquerade', 'oifname "eth0" ip6 saddr != fd00:72::1 masquerade']);
+    expect(cur?.rules.sort()).toEqual([
+      'oifname "eth0" ip saddr != 10.72.49.1 masquerade',
+      'oifname "eth0" ip6 saddr != fd00:72::1 masquerade',
+    ]);
     // Someone flushes the chain: the next pass puts the rules back.
     expect((await execInNetns(t.ns, 'nft', ['flush', 'chain', 'inet', 'coil-egress', 'postrouting'])).code).toBe(0);
     expect((await readNftTable(t.ns))?.rules).toEqual([]);

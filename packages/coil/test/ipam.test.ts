@@ -73,13 +73,24 @@ describe('helpers', () => {
     const order: string[] = [];
     const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
     await Promise.all([
-      m.run('a', async () => { await sleep(30); order.push('a1'); }),
-      m.run('a', async () => { order.push('a2'); }),
-      m.run('b', async () => { order.push('b1'); }),
+      m.run('a', async () => {
+        await sleep(30);
+        order.push('a1');
+      }),
+      m.run('a', async () => {
+        order.push('a2');
+      }),
+      m.run('b', async () => {
+        order.push('b1');
+      }),
     ]);
     expect(order).toEqual(['b1', 'a1', 'a2']);
     expect(m.size).toBe(0);
-    await expect(m.run('a', async () => { throw new Error('x'); })).rejects.toThrow('x');
+    await expect(
+      m.run('a', async () => {
+        throw new Error('x');
+      }),
+    ).rejects.toThrow('x');
     await expect(m.run('a', async () => 5)).resolves.toBe(5);
   });
   it('durations and listen addresses', () => {
@@ -112,7 +123,8 @@ describe('config/ manifests', () => {
 describe('pod network names', () => {
   const { hostVethName, parseAlias, podAlias } = jest.requireActual('../src/coild/podnetwork');
   it('host veth names: random, or Calico-compatible from namespace.pod', () => {
-    const a = hostVethName(false), b = hostVethName(false);
+    const a = hostVethName(false),
+      b = hostVethName(false);
     expect(a).toMatch(/^veth[0-9a-f]{11}$/);
     expect(a).not.toBe(b);
     // the first 11 hex digits of sha1("default.nginx")

@@ -19,7 +19,10 @@ export function installCoilCrds(t: KubeTransport): Promise<void> {
 }
 
 export function clients(t: KubeTransport): {
-  pools: ResourceClient<AddressPool>; blocks: ResourceClient<AddressBlock>; requests: ResourceClient<BlockRequest>; nodes: ResourceClient<Node>;
+  pools: ResourceClient<AddressPool>;
+  blocks: ResourceClient<AddressBlock>;
+  requests: ResourceClient<BlockRequest>;
+  nodes: ResourceClient<Node>;
 } {
   return {
     pools: new ResourceClient(t, AddressPools),

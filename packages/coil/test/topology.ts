@@ -46,25 +46,39 @@ export function makeLan(): string {
   return lan.name;
 }
 
-export async function makeNode(t: KubeTransport, lan: string, i: number): Promise<{ name: string; nsName: string; ns: Netns; ip: string; ip6: string }> {
+export async function makeNode(
+  t: KubeTransport,
+  lan: string,
+  i: number,
+): Promise<{ name: string; nsName: string; ns: Netns; ip: string; ip6: string }> {
   const n = newNs(`coiln${i}`);
   cleanups.push(() => n.cleanup());
   const ip4 = `10.99.0.${i}`;
   const ip6 = `fd00:99::${i}`;
   sh(n.ns, `ip link add eth0 type veth peer name n${i}-${n.name.slice(-4)} && ip link set n${i}-${n.name.slice(-4)} netns ${lan}`);
   sh(lan, `ip link set n${i}-${n.name.slice(-4)} master br0 up`);
-  sh(n.ns, [
-    // No forwarding here: the namespace starts with ip_forward=0, and coild must turn it on itself.
-    'sysctl -qw net.ipv6.conf.all.disable_ipv6=0', 'sysctl -qw net.ipv6.conf.default.disable_ipv6=0',
-    'sysctl -qw net.ipv6.conf.eth0.disable_ipv6=0',
-    `ip addr add ${ip4}/24 dev eth0`, `ip addr add ${ip6}/64 dev eth0 nodad`, 'ip link set eth0 up',
-  ].join(' && '));
+  sh(
+    n.ns,
+    [
+      // No forwarding here: the namespace starts with ip_forward=0, and coild must turn it on itself.
+      'sysctl -qw net.ipv6.conf.all.disable_ipv6=0',
+      'sysctl -qw net.ipv6.conf.default.disable_ipv6=0',
+      'sysctl -qw net.ipv6.conf.eth0.disable_ipv6=0',
+      `ip addr add ${ip4}/24 dev eth0`,
+      `ip addr add ${ip6}/64 dev eth0 nodad`,
+      'ip link set eth0 up',
+    ].join(' && '),
+  );
   const name = uname(`node${i}-`);
   await createNode(t, name, ip4, ip6);
   return { name, nsName: n.name, ns: n.ns, ip: ip4, ip6 };
 }
 
-export async function startCoild(t: KubeTransport, n: { name: string; nsName: string; ns: Netns; ip: string; ip6: string }, socket?: string): Promise<TestNode> {
+export async function startCoild(
+  t: KubeTransport,
+  n: { name: string; nsName: string; ns: Netns; ip: string; ip6: string },
+  socket?: string,
+): Promise<TestNode> {
   const registry = new Registry();
   const coild = new Coild({ transport: t, nodeName: n.name, hostNs: n.ns, gcIntervalMs: 3_600_000 });
   await coild.start();
@@ -97,7 +111,11 @@ export interface CallOpts {
   netns?: string;
 }
 
-export async function cni(node: TestNode, pod: Pod | undefined, o: CallOpts): Promise<{ code: number; out: Record<string, unknown> | undefined }> {
+export async function cni(
+  node: TestNode,
+  pod: Pod | undefined,
+  o: CallOpts,
+): Promise<{ code: number; out: Record<string, unknown> | undefined }> {
   const conf = { cniVersion: o.version ?? '1.1.0', name: 'k8s-pod-network', type: 'coil', socket: node.socket, ...o.extra };
   const env: Record<string, string> = {
     CNI_COMMAND: o.command,

@@ -7,8 +7,16 @@
 import { ip as ipmath, CniError } from '@cnikit/netlib';
 import { KubeLite, isAlreadyExists, isNotFound } from './kube-lite';
 import {
-  ALLOC_PLURAL, API_VERSION, LABEL_NODE, LABEL_POOL, POOL_PLURAL, allocationName, labelValue,
-  type IPAllocation, type IPAllocationSpec, type IPPool,
+  ALLOC_PLURAL,
+  API_VERSION,
+  LABEL_NODE,
+  LABEL_POOL,
+  POOL_PLURAL,
+  allocationName,
+  labelValue,
+  type IPAllocation,
+  type IPAllocationSpec,
+  type IPPool,
 } from './types';
 
 const BASE = `/apis/${API_VERSION}`;
@@ -28,7 +36,9 @@ export function reservedIps(cidr: string): Set<string> {
   return new Set([ipmath.nthAddress(cidr, 0), ipmath.nthAddress(cidr, 1), ipmath.nthAddress(cidr, -1)]);
 }
 
-export function gatewayOf(cidr: string): string { return ipmath.nthAddress(cidr, 1); }
+export function gatewayOf(cidr: string): string {
+  return ipmath.nthAddress(cidr, 1);
+}
 
 /** Number of addresses handed out at most (size minus network, gateway and broadcast). */
 export function capacityOf(cidr: string): number {
@@ -37,7 +47,10 @@ export function capacityOf(cidr: string): number {
 
 export type Owner = Omit<IPAllocationSpec, 'pool' | 'ip' | 'allocatedAt' | 'phase'>;
 
-export interface ClaimStats { attempts: number; listed: boolean }
+export interface ClaimStats {
+  attempts: number;
+  listed: boolean;
+}
 
 export async function getPool(kube: KubeLite, name: string): Promise<IPPool> {
   return kube.request<IPPool>('GET', poolPath(name));
@@ -45,7 +58,8 @@ export async function getPool(kube: KubeLite, name: string): Promise<IPPool> {
 
 function allocationObject(pool: string, ip: string, owner: Owner, extra: Partial<IPAllocationSpec> = {}): IPAllocation {
   return {
-    apiVersion: API_VERSION, kind: 'IPAllocation',
+    apiVersion: API_VERSION,
+    kind: 'IPAllocation',
     metadata: { name: allocationName(pool, ip), labels: { [LABEL_POOL]: labelValue(pool), [LABEL_NODE]: labelValue(owner.nodeName) } },
     spec: { pool, ip, ...owner, allocatedAt: new Date().toISOString(), phase: 'Allocated', ...extra },
   };
@@ -62,9 +76,16 @@ export async function tryClaim(kube: KubeLite, pool: string, ip: string, owner: 
 }
 
 export async function listAllocations(kube: KubeLite, selector: { pool?: string; node?: string }): Promise<IPAllocation[]> {
-  const sel = [selector.pool ? `${LABEL_POOL}=${labelValue(selector.pool)}` : '', selector.node ? `${LABEL_NODE}=${labelValue(selector.node)}` : '']
-    .filter(Boolean).join(',');
-  const list = await kube.request<{ items: IPAllocation[] }>('GET', `${allocPath()}${sel ? `?labelSelector=${encodeURIComponent(sel)}` : ''}`);
+  const sel = [
+    selector.pool ? `${LABEL_POOL}=${labelValue(selector.pool)}` : '',
+    selector.node ? `${LABEL_NODE}=${labelValue(selector.node)}` : '',
+  ]
+    .filter(Boolean)
+    .join(',');
+  const list = await kube.request<{ items: IPAllocation[] }>(
+    'GET',
+    `${allocPath()}${sel ? `?labelSelector=${encodeURIComponent(sel)}` : ''}`,
+  );
   return list.items.filter((a) => !selector.pool || a.spec.pool === selector.pool);
 }
 
@@ -80,7 +101,12 @@ const randomHost = (cidr: string, reserved: Set<string>): string => {
  * Claims a free IP of the pool for owner. Random probes first (each one POST), then one list and random picks
  * from the free set, re-listing while others keep taking them.
  */
-export async function claim(kube: KubeLite, pool: IPPool, owner: Owner, opts: { randomProbes?: number } = {}): Promise<{ alloc: IPAllocation; stats: ClaimStats }> {
+export async function claim(
+  kube: KubeLite,
+  pool: IPPool,
+  owner: Owner,
+  opts: { randomProbes?: number } = {},
+): Promise<{ alloc: IPAllocation; stats: ClaimStats }> {
   const cidr = pool.spec.cidr;
   const name = pool.metadata.name;
   const reserved = reservedIps(cidr);
@@ -132,7 +158,9 @@ export async function replaceAllocation(kube: KubeLite, alloc: IPAllocation): Pr
 export async function deleteAllocation(kube: KubeLite, alloc: IPAllocation): Promise<void> {
   try {
     await kube.request('DELETE', allocPath(alloc.metadata.name), {
-      apiVersion: 'v1', kind: 'DeleteOptions', preconditions: { uid: alloc.metadata.uid, resourceVersion: alloc.metadata.resourceVersion },
+      apiVersion: 'v1',
+      kind: 'DeleteOptions',
+      preconditions: { uid: alloc.metadata.uid, resourceVersion: alloc.metadata.resourceVersion },
     });
   } catch (err) {
     if (!isNotFound(err)) throw err;
@@ -143,7 +171,10 @@ export async function deleteAllocation(kube: KubeLite, alloc: IPAllocation): Pro
 export async function refreshPoolStatus(kube: KubeLite, pool: IPPool): Promise<IPPool> {
   const allocated = (await listAllocations(kube, { pool: pool.metadata.name })).length;
   const capacity = capacityOf(pool.spec.cidr);
-  return kube.request<IPPool>('PATCH', `${poolPath(pool.metadata.name)}/status`,
+  return kube.request<IPPool>(
+    'PATCH',
+    `${poolPath(pool.metadata.name)}/status`,
     { status: { capacity, allocated, available: Math.max(0, capacity - allocated), lastUpdated: new Date().toISOString() } },
-    'application/merge-patch+json');
+    'application/merge-patch+json',
+  );
 }

@@ -19,9 +19,24 @@ import { randomUUID } from 'node:crypto';
 import { acquireFileLock, LockTimeoutError, TransientError, CniError } from '@cnikit/netlib';
 import { GceClient, GceError, type AliasIpRange } from './gce';
 
-export interface AliasChange { op: 'add' | 'remove'; ip: string; rangeName?: string }
-interface PendingRequest extends AliasChange { id: string; pid: number; at: number }
-interface RequestResult { ok: boolean; code?: number; msg?: string; details?: string; calls?: number; batch?: number }
+export interface AliasChange {
+  op: 'add' | 'remove';
+  ip: string;
+  rangeName?: string;
+}
+interface PendingRequest extends AliasChange {
+  id: string;
+  pid: number;
+  at: number;
+}
+interface RequestResult {
+  ok: boolean;
+  code?: number;
+  msg?: string;
+  details?: string;
+  calls?: number;
+  batch?: number;
+}
 
 export interface CoalescerOptions {
   stateDir: string;
@@ -35,11 +50,20 @@ export interface CoalescerOptions {
   timeoutMs?: number;
 }
 
-export interface ApplyOutcome { calls: number; batch: number; flushed: boolean }
+export interface ApplyOutcome {
+  calls: number;
+  batch: number;
+  flushed: boolean;
+}
 
 const alive = (pid: number): boolean => {
   if (pid === process.pid) return true;
-  try { process.kill(pid, 0); return true; } catch (e) { return (e as NodeJS.ErrnoException).code === 'EPERM'; }
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch (e) {
+    return (e as NodeJS.ErrnoException).code === 'EPERM';
+  }
 };
 
 const cidr32 = (ip: string): string => (ip.includes('/') ? ip : `${ip}/32`);
@@ -50,8 +74,14 @@ export function applyChanges(current: AliasIpRange[], changes: AliasChange[]): A
   let changed = false;
   for (const c of changes) {
     const i = next.findIndex((a) => a.ipCidrRange === cidr32(c.ip));
-    if (c.op === 'add' && i < 0) { next.push({ ipCidrRange: cidr32(c.ip), ...(c.rangeName ? { subnetworkRangeName: c.rangeName } : {}) }); changed = true; }
-    if (c.op === 'remove' && i >= 0) { next.splice(i, 1); changed = true; }
+    if (c.op === 'add' && i < 0) {
+      next.push({ ipCidrRange: cidr32(c.ip), ...(c.rangeName ? { subnetworkRangeName: c.rangeName } : {}) });
+      changed = true;
+    }
+    if (c.op === 'remove' && i >= 0) {
+      next.splice(i, 1);
+      changed = true;
+    }
   }
   return changed ? next : undefined;
 }
@@ -80,7 +110,11 @@ export class AliasCoalescer {
       if (r) return this.outcome(r, change, false);
       const left = deadline - Date.now();
       if (left <= 0) {
-        try { fs.unlinkSync(path.join(pending, `${id}.json`)); } catch { /* taken by a flusher */ }
+        try {
+          fs.unlinkSync(path.join(pending, `${id}.json`));
+        } catch {
+          /* taken by a flusher */
+        }
         throw new TransientError('gcp-ipam: alias update timed out', `${change.op} ${change.ip} on ${this.o.instance}`);
       }
       const batch = await this.tryLead();
@@ -155,7 +189,9 @@ export class AliasCoalescer {
         const r = JSON.parse(fs.readFileSync(file, 'utf8')) as PendingRequest;
         if (alive(r.pid)) reqs.push(r);
         else fs.unlinkSync(file);
-      } catch { /* half-written or gone */ }
+      } catch {
+        /* half-written or gone */
+      }
     }
     if (reqs.length === 0) return 0;
     reqs.sort((a, b) => a.at - b.at);
@@ -169,7 +205,9 @@ export class AliasCoalescer {
           try {
             const calls = await this.o.gce.updateAliases(this.o.zone, this.o.instance, this.o.nic, (cur) => applyChanges(cur, [r]));
             results.set(r.id, { ok: true, calls, batch: 1 });
-          } catch (e) { results.set(r.id, errorResult(e)); }
+          } catch (e) {
+            results.set(r.id, errorResult(e));
+          }
         }
       } else for (const r of reqs) results.set(r.id, errorResult(err));
     }
@@ -178,7 +216,11 @@ export class AliasCoalescer {
       const tmp = path.join(doneDir, `.${r.id}.tmp`);
       fs.writeFileSync(tmp, JSON.stringify(results.get(r.id)));
       fs.renameSync(tmp, path.join(doneDir, `${r.id}.json`));
-      try { fs.unlinkSync(path.join(pendingDir, `${r.id}.json`)); } catch { /* gone */ }
+      try {
+        fs.unlinkSync(path.join(pendingDir, `${r.id}.json`));
+      } catch {
+        /* gone */
+      }
     }
     return reqs.length;
   }
@@ -188,10 +230,16 @@ export class AliasCoalescer {
 function waitForFile(dir: string, name: string, ms: number): Promise<void> {
   return new Promise((resolve) => {
     let watcher: fs.FSWatcher | undefined;
-    const finish = (): void => { clearTimeout(timer); watcher?.close(); resolve(); };
+    const finish = (): void => {
+      clearTimeout(timer);
+      watcher?.close();
+      resolve();
+    };
     const timer = setTimeout(finish, ms);
     try {
-      watcher = fs.watch(dir, (_event, file) => { if (file === name) finish(); });
+      watcher = fs.watch(dir, (_event, file) => {
+        if (file === name) finish();
+      });
       watcher.on('error', finish);
     } catch {
       // no inotify: fall back to the timer
@@ -213,6 +261,7 @@ function readResult(file: string): RequestResult | undefined {
 /** Maps cloud errors to CNI codes: rate limits and transport failures are transient (11); the rest 120. */
 export function errorResult(err: unknown): RequestResult {
   if (err instanceof CniError) return { ok: false, code: err.code, msg: err.msg, details: err.details };
-  if (err instanceof GceError && (err.rateLimited || err.transient || err.busy)) return { ok: false, code: 11, msg: 'gcp-ipam: cloud API unavailable, try again', details: err.message };
+  if (err instanceof GceError && (err.rateLimited || err.transient || err.busy))
+    return { ok: false, code: 11, msg: 'gcp-ipam: cloud API unavailable, try again', details: err.message };
   return { ok: false, code: 120, msg: 'gcp-ipam: alias update failed', details: (err as Error).message };
 }

@@ -30,8 +30,26 @@ export interface IpamConfig {
   logFile?: string;
 }
 
-const KNOWN = new Set(['type', 'kubeconfig', 'pool', 'project', 'zone', 'instance', 'nodeName', 'networkInterface', 'computeEndpoint',
-  'networkConnectivityEndpoint', 'auth', 'metadataEndpoint', 'stateDir', 'batchWindowMs', 'routes', 'operationTimeoutMs', 'rateLimitBackoffMs', 'logFile']);
+const KNOWN = new Set([
+  'type',
+  'kubeconfig',
+  'pool',
+  'project',
+  'zone',
+  'instance',
+  'nodeName',
+  'networkInterface',
+  'computeEndpoint',
+  'networkConnectivityEndpoint',
+  'auth',
+  'metadataEndpoint',
+  'stateDir',
+  'batchWindowMs',
+  'routes',
+  'operationTimeoutMs',
+  'rateLimitBackoffMs',
+  'logFile',
+]);
 const NAME_RE = /^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$/;
 const GCE_NAME_RE = /^[a-z]([-a-z0-9]{0,61}[a-z0-9])?$/;
 
@@ -54,7 +72,8 @@ export function parseIpamConfig(conf: NetConf): IpamConfig {
   if (auth !== 'metadata' && auth !== 'none') throw new ConfigError('ipam.auth', '"metadata" or "none"', auth);
   const num = (k: string, dflt: number, min: number, max: number): number => {
     const v = ipam[k] ?? dflt;
-    if (typeof v !== 'number' || !Number.isInteger(v) || v < min || v > max) throw new ConfigError(`ipam.${k}`, `an integer in [${min}, ${max}]`, v);
+    if (typeof v !== 'number' || !Number.isInteger(v) || v < min || v > max)
+      throw new ConfigError(`ipam.${k}`, `an integer in [${min}, ${max}]`, v);
     return v;
   };
   let routes: { dst: string }[] = [{ dst: '0.0.0.0/0' }];

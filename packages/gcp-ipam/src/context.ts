@@ -5,7 +5,13 @@ import { kubeFromFile, kubeInCluster, isNotFound, type KubeLite } from './kube-l
 import type { IpamConfig } from './config';
 
 export interface PodLite {
-  metadata: { name: string; namespace: string; uid: string; annotations?: Record<string, string>; ownerReferences?: { uid: string; controller?: boolean }[] };
+  metadata: {
+    name: string;
+    namespace: string;
+    uid: string;
+    annotations?: Record<string, string>;
+    ownerReferences?: { uid: string; controller?: boolean }[];
+  };
 }
 
 export interface Ctx {
@@ -20,11 +26,31 @@ export interface Ctx {
 export function makeCtx(cfg: IpamConfig): Ctx {
   const kube = cfg.kubeconfig ? kubeFromFile(cfg.kubeconfig) : kubeInCluster();
   const gce = new GceClient({
-    project: cfg.project, endpoint: cfg.computeEndpoint, networkConnectivityEndpoint: cfg.networkConnectivityEndpoint,
-    token: cfg.auth === 'metadata' ? metadataToken(cfg.metadataEndpoint) : undefined, operationTimeoutMs: cfg.operationTimeoutMs, rateLimitBackoffMs: cfg.rateLimitBackoffMs,
+    project: cfg.project,
+    endpoint: cfg.computeEndpoint,
+    networkConnectivityEndpoint: cfg.networkConnectivityEndpoint,
+    token: cfg.auth === 'metadata' ? metadataToken(cfg.metadataEndpoint) : undefined,
+    operationTimeoutMs: cfg.operationTimeoutMs,
+    rateLimitBackoffMs: cfg.rateLimitBackoffMs,
   });
-  const coalescer = new AliasCoalescer({ stateDir: cfg.stateDir, gce, zone: cfg.zone, instance: cfg.instance, nic: cfg.networkInterface, batchWindowMs: cfg.batchWindowMs });
-  return { cfg, kube, gce, coalescer, close: () => { kube.close(); gce.close(); } };
+  const coalescer = new AliasCoalescer({
+    stateDir: cfg.stateDir,
+    gce,
+    zone: cfg.zone,
+    instance: cfg.instance,
+    nic: cfg.networkInterface,
+    batchWindowMs: cfg.batchWindowMs,
+  });
+  return {
+    cfg,
+    kube,
+    gce,
+    coalescer,
+    close: () => {
+      kube.close();
+      gce.close();
+    },
+  };
 }
 
 export async function getPod(kube: KubeLite, namespace: string, name: string): Promise<PodLite | undefined> {
@@ -37,5 +63,5 @@ export async function getPod(kube: KubeLite, namespace: string, name: string): P
   }
 }
 
-export const controllerUid = (pod: PodLite | undefined): string | undefined => pod?.metadata.ownerReferences?.find((o) => o.controller)?.uid;
-
+export const controllerUid = (pod: PodLite | undefined): string | undefined =>
+  pod?.metadata.ownerReferences?.find((o) => o.controller)?.uid;

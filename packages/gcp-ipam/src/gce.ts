@@ -12,7 +12,10 @@ import * as http from 'node:http';
 import * as https from 'node:https';
 import { randomUUID } from 'node:crypto';
 
-export interface AliasIpRange { ipCidrRange: string; subnetworkRangeName?: string }
+export interface AliasIpRange {
+  ipCidrRange: string;
+  subnetworkRangeName?: string;
+}
 export interface NetworkInterface {
   name: string;
   network?: string;
@@ -21,7 +24,12 @@ export interface NetworkInterface {
   fingerprint?: string;
   aliasIpRanges?: AliasIpRange[];
 }
-export interface Instance { name: string; zone?: string; selfLink?: string; networkInterfaces: NetworkInterface[] }
+export interface Instance {
+  name: string;
+  zone?: string;
+  selfLink?: string;
+  networkInterfaces: NetworkInterface[];
+}
 export interface Operation {
   kind?: string;
   name: string;
@@ -42,19 +50,32 @@ export class GceError extends Error {
     this.status = status;
     this.reason = reason;
   }
-  get rateLimited(): boolean { return this.status === 429 || (this.status === 403 && /rateLimitExceeded|userRateLimitExceeded|quotaExceeded/.test(this.reason)); }
-  get stale(): boolean { return this.status === 412; }
+  get rateLimited(): boolean {
+    return this.status === 429 || (this.status === 403 && /rateLimitExceeded|userRateLimitExceeded|quotaExceeded/.test(this.reason));
+  }
+  get stale(): boolean {
+    return this.status === 412;
+  }
   /** Worth retrying unchanged (same requestId). */
-  get transient(): boolean { return this.status === 0 || this.status >= 500; }
+  get transient(): boolean {
+    return this.status === 0 || this.status >= 500;
+  }
   /** Another operation runs on the resource (400 resourceNotReady): retry after a pause. */
-  get busy(): boolean { return this.status === 400 && this.reason === 'resourceNotReady'; }
+  get busy(): boolean {
+    return this.status === 400 && this.reason === 'resourceNotReady';
+  }
 }
 
 /** A long-running operation finished with an error. */
 export class GceOperationError extends GceError {
   constructor(op: Operation) {
     const e = op.error?.errors?.[0];
-    super(`operation ${op.name} (${op.operationType ?? '?'})`, op.httpErrorStatusCode ?? 0, e?.code ?? 'OPERATION_FAILED', e?.message ?? 'failed');
+    super(
+      `operation ${op.name} (${op.operationType ?? '?'})`,
+      op.httpErrorStatusCode ?? 0,
+      e?.code ?? 'OPERATION_FAILED',
+      e?.message ?? 'failed',
+    );
     this.name = 'GceOperationError';
   }
 }
@@ -93,14 +114,20 @@ export class GceClient {
     this.ncEndpoint = (opts.networkConnectivityEndpoint ?? 'https://networkconnectivity.googleapis.com/v1').replace(/\/$/, '');
   }
 
-  close(): void { this.agentHttp.destroy(); this.agentHttps.destroy(); }
+  close(): void {
+    this.agentHttp.destroy();
+    this.agentHttps.destroy();
+  }
 
   private async call<T>(what: string, method: string, url: string, body?: unknown): Promise<T> {
     const headers: Record<string, string> = { Accept: 'application/json' };
     const tok = typeof this.opts.token === 'function' ? await this.opts.token() : this.opts.token;
     if (tok) headers.Authorization = `Bearer ${tok}`;
     const data = body === undefined ? undefined : JSON.stringify(body);
-    if (data !== undefined) { headers['Content-Type'] = 'application/json'; headers['Content-Length'] = String(Buffer.byteLength(data)); }
+    if (data !== undefined) {
+      headers['Content-Type'] = 'application/json';
+      headers['Content-Length'] = String(Buffer.byteLength(data));
+    }
     const u = new URL(url);
     const tls = u.protocol === 'https:';
     const timeout = this.opts.timeoutMs ?? 30_000;
@@ -115,7 +142,11 @@ export class GceClient {
           this.opts.onRequest?.(method, u.pathname, status);
           const text = Buffer.concat(chunks).toString('utf8');
           let parsed: unknown;
-          try { parsed = text ? JSON.parse(text) : undefined; } catch { parsed = undefined; }
+          try {
+            parsed = text ? JSON.parse(text) : undefined;
+          } catch {
+            parsed = undefined;
+          }
           if (status >= 400) {
             const e = (parsed as { error?: { message?: string; errors?: { reason?: string }[]; status?: string } } | undefined)?.error;
             reject(new GceError(what, status, e?.errors?.[0]?.reason ?? e?.status ?? 'error', e?.message ?? text.slice(0, 300)));
@@ -123,7 +154,10 @@ export class GceClient {
         });
       });
       const timer = setTimeout(() => req.destroy(new Error(`timeout after ${timeout} ms`)), timeout);
-      req.on('error', (err) => { clearTimeout(timer); reject(new GceError(what, 0, 'transport', err.message, { cause: err })); });
+      req.on('error', (err) => {
+        clearTimeout(timer);
+        reject(new GceError(what, 0, 'transport', err.message, { cause: err }));
+      });
       req.end(data);
     });
   }
@@ -137,7 +171,8 @@ export class GceClient {
       try {
         return await fn();
       } catch (err) {
-        if (retryBusy && err instanceof GceError && err.busy && Date.now() < busyDeadline) { // waits out the other operation
+        if (retryBusy && err instanceof GceError && err.busy && Date.now() < busyDeadline) {
+          // waits out the other operation
           attempt--;
           await sleep(100 + Math.random() * 150);
           continue;
@@ -149,7 +184,9 @@ export class GceClient {
     }
   }
 
-  private zonePath(zone: string): string { return `${this.endpoint}/projects/${this.project}/zones/${zone}`; }
+  private zonePath(zone: string): string {
+    return `${this.endpoint}/projects/${this.project}/zones/${zone}`;
+  }
 
   getInstance(zone: string, instance: string): Promise<Instance> {
     return this.withRetry(() => this.call<Instance>(`instances.get ${instance}`, 'GET', `${this.zonePath(zone)}/instances/${instance}`));
@@ -169,8 +206,11 @@ export class GceClient {
     const deadline = Date.now() + (this.opts.operationTimeoutMs ?? 120_000);
     let cur = op;
     while (cur.status !== 'DONE') {
-      if (Date.now() > deadline) throw new GceError(`operation ${op.name}`, 0, 'timeout', `not DONE after ${this.opts.operationTimeoutMs ?? 120_000} ms`);
-      cur = await this.withRetry(() => this.call<Operation>(`zoneOperations.wait ${op.name}`, 'POST', `${this.zonePath(zone)}/operations/${op.name}/wait`));
+      if (Date.now() > deadline)
+        throw new GceError(`operation ${op.name}`, 0, 'timeout', `not DONE after ${this.opts.operationTimeoutMs ?? 120_000} ms`);
+      cur = await this.withRetry(() =>
+        this.call<Operation>(`zoneOperations.wait ${op.name}`, 'POST', `${this.zonePath(zone)}/operations/${op.name}/wait`),
+      );
     }
     if (cur.error?.errors?.length) throw new GceOperationError(cur);
     return cur;
@@ -185,8 +225,12 @@ export class GceClient {
    * A stale fingerprint (412) reads again and re-applies mutate. mutate returns undefined when nothing changes.
    * Returns the number of update calls made (0 when nothing had to change).
    */
-  async updateAliases(zone: string, instance: string, nicName: string,
-    mutate: (current: AliasIpRange[]) => AliasIpRange[] | undefined): Promise<number> {
+  async updateAliases(
+    zone: string,
+    instance: string,
+    nicName: string,
+    mutate: (current: AliasIpRange[]) => AliasIpRange[] | undefined,
+  ): Promise<number> {
     const max = this.opts.maxAttempts ?? 8;
     const busyDeadline = Date.now() + (this.opts.operationTimeoutMs ?? 120_000);
     let calls = 0;
@@ -216,29 +260,59 @@ export class GceClient {
   // provisioner
 
   getSubnetwork(region: string, name: string): Promise<Subnetwork> {
-    return this.withRetry(() => this.call<Subnetwork>(`subnetworks.get ${name}`, 'GET', `${this.endpoint}/projects/${this.project}/regions/${region}/subnetworks/${name}`));
+    return this.withRetry(() =>
+      this.call<Subnetwork>(
+        `subnetworks.get ${name}`,
+        'GET',
+        `${this.endpoint}/projects/${this.project}/regions/${region}/subnetworks/${name}`,
+      ),
+    );
   }
 
   async patchSubnetwork(region: string, name: string, body: Partial<Subnetwork> & { fingerprint?: string }): Promise<void> {
-    const op = await this.withRetry(() => this.call<Operation>(`subnetworks.patch ${name}`, 'PATCH',
-      `${this.endpoint}/projects/${this.project}/regions/${region}/subnetworks/${name}?requestId=${randomUUID()}`, body));
+    const op = await this.withRetry(() =>
+      this.call<Operation>(
+        `subnetworks.patch ${name}`,
+        'PATCH',
+        `${this.endpoint}/projects/${this.project}/regions/${region}/subnetworks/${name}?requestId=${randomUUID()}`,
+        body,
+      ),
+    );
     let cur = op;
     const deadline = Date.now() + (this.opts.operationTimeoutMs ?? 120_000);
     while (cur.status !== 'DONE') {
       if (Date.now() > deadline) throw new GceError(`operation ${op.name}`, 0, 'timeout', 'not DONE');
-      cur = await this.withRetry(() => this.call<Operation>(`regionOperations.wait ${op.name}`, 'POST', `${this.endpoint}/projects/${this.project}/regions/${region}/operations/${op.name}/wait`));
+      cur = await this.withRetry(() =>
+        this.call<Operation>(
+          `regionOperations.wait ${op.name}`,
+          'POST',
+          `${this.endpoint}/projects/${this.project}/regions/${region}/operations/${op.name}/wait`,
+        ),
+      );
     }
     if (cur.error?.errors?.length) throw new GceOperationError(cur);
   }
 
   getInternalRange(id: string): Promise<InternalRange> {
-    return this.withRetry(() => this.call<InternalRange>(`internalRanges.get ${id}`, 'GET', `${this.ncEndpoint}/projects/${this.project}/locations/global/internalRanges/${id}`));
+    return this.withRetry(() =>
+      this.call<InternalRange>(
+        `internalRanges.get ${id}`,
+        'GET',
+        `${this.ncEndpoint}/projects/${this.project}/locations/global/internalRanges/${id}`,
+      ),
+    );
   }
 
   /** Creates and waits for the long-running operation; returns the range as stored (ipCidrRange filled). */
   async createInternalRange(id: string, body: InternalRange): Promise<InternalRange> {
-    let op = await this.withRetry(() => this.call<{ name: string; done?: boolean; error?: { message: string } }>(`internalRanges.create ${id}`, 'POST',
-      `${this.ncEndpoint}/projects/${this.project}/locations/global/internalRanges?internalRangeId=${id}&requestId=${randomUUID()}`, body));
+    let op = await this.withRetry(() =>
+      this.call<{ name: string; done?: boolean; error?: { message: string } }>(
+        `internalRanges.create ${id}`,
+        'POST',
+        `${this.ncEndpoint}/projects/${this.project}/locations/global/internalRanges?internalRangeId=${id}&requestId=${randomUUID()}`,
+        body,
+      ),
+    );
     const deadline = Date.now() + (this.opts.operationTimeoutMs ?? 120_000);
     while (!op.done) {
       if (Date.now() > deadline) throw new GceError(`operation ${op.name}`, 0, 'timeout', 'not done');
@@ -275,7 +349,9 @@ export function metadataToken(base = 'http://169.254.169.254'): () => Promise<st
   let cached: { token: string; until: number } | undefined;
   return async () => {
     if (cached && Date.now() < cached.until) return cached.token;
-    const res = await fetch(`${base}/computeMetadata/v1/instance/service-accounts/default/token`, { headers: { 'Metadata-Flavor': 'Google' } });
+    const res = await fetch(`${base}/computeMetadata/v1/instance/service-accounts/default/token`, {
+      headers: { 'Metadata-Flavor': 'Google' },
+    });
     if (!res.ok) throw new GceError('metadata token', res.status, 'metadata', await res.text());
     const j = (await res.json()) as { access_token: string; expires_in: number };
     cached = { token: j.access_token, until: Date.now() + (j.expires_in - 60) * 1000 };

@@ -11,8 +11,11 @@ function main(): void {
   const { values, positionals } = parseArgs({
     allowPositionals: true,
     options: {
-      binary: { type: 'string' }, 'bin-dir': { type: 'string', default: '/home/kubernetes/bin' },
-      conf: { type: 'string', default: '/etc/cni/net.d' }, ipam: { type: 'string' }, 'replace-type': { type: 'string' },
+      binary: { type: 'string' },
+      'bin-dir': { type: 'string', default: '/home/kubernetes/bin' },
+      conf: { type: 'string', default: '/etc/cni/net.d' },
+      ipam: { type: 'string' },
+      'replace-type': { type: 'string' },
     },
   });
   const cmd = positionals[0] ?? 'install';
@@ -24,7 +27,13 @@ function main(): void {
   if (!values.binary) throw new Error('--binary is required');
   if (!values.ipam) throw new Error('--ipam (JSON of the ipam section) is required');
   const ipam = JSON.parse(values.ipam) as Record<string, unknown>;
-  const report = install({ binary: values.binary, binDir: values['bin-dir']!, conf: values.conf!, ipam, replaceType: values['replace-type'] });
+  const report = install({
+    binary: values.binary,
+    binDir: values['bin-dir']!,
+    conf: values.conf!,
+    ipam,
+    replaceType: values['replace-type'],
+  });
   process.stdout.write(`${JSON.stringify(report)}\n`);
 }
 

@@ -20,7 +20,13 @@ export interface InstallOptions {
   replaceType?: string;
 }
 
-export interface InstallReport { binaryCopied: boolean; conflist: string; conflistChanged: boolean; backup: string; pluginsRewritten: string[] }
+export interface InstallReport {
+  binaryCopied: boolean;
+  conflist: string;
+  conflistChanged: boolean;
+  backup: string;
+  pluginsRewritten: string[];
+}
 
 const BACKUP_SUFFIX = '.gcp-ipam.bak';
 
@@ -38,7 +44,10 @@ function writeAtomic(file: string, data: string | Buffer, mode: number): void {
 export function findConflist(conf: string): string {
   if (!fs.existsSync(conf)) throw new Error(`installer: ${conf} does not exist`);
   if (fs.statSync(conf).isFile()) return conf;
-  const files = fs.readdirSync(conf).filter((f) => f.endsWith('.conflist')).sort();
+  const files = fs
+    .readdirSync(conf)
+    .filter((f) => f.endsWith('.conflist'))
+    .sort();
   if (!files.length) throw new Error(`installer: no *.conflist in ${conf}`);
   return path.join(conf, files[0]!);
 }

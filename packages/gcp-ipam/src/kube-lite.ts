@@ -31,8 +31,26 @@ export interface KubeLite {
 }
 
 interface KubeconfigFile {
-  clusters?: { name: string; cluster: { server: string; 'certificate-authority'?: string; 'certificate-authority-data'?: string; 'insecure-skip-tls-verify'?: boolean } }[];
-  users?: { name: string; user: { 'client-certificate'?: string; 'client-certificate-data'?: string; 'client-key'?: string; 'client-key-data'?: string; token?: string; tokenFile?: string } }[];
+  clusters?: {
+    name: string;
+    cluster: {
+      server: string;
+      'certificate-authority'?: string;
+      'certificate-authority-data'?: string;
+      'insecure-skip-tls-verify'?: boolean;
+    };
+  }[];
+  users?: {
+    name: string;
+    user: {
+      'client-certificate'?: string;
+      'client-certificate-data'?: string;
+      'client-key'?: string;
+      'client-key-data'?: string;
+      token?: string;
+      tokenFile?: string;
+    };
+  }[];
   contexts?: { name: string; context: { cluster: string; user: string } }[];
   'current-context'?: string;
 }
@@ -66,14 +84,23 @@ export function kubeInCluster(): KubeLite {
   const host = process.env.KUBERNETES_SERVICE_HOST;
   const port = process.env.KUBERNETES_SERVICE_PORT ?? '443';
   if (!host) throw new Error('kube: not in a cluster (KUBERNETES_SERVICE_HOST unset) and no kubeconfig given');
-  return new Client(`https://${host.includes(':') ? `[${host}]` : host}:${port}`,
-    { keepAlive: true, ca: fs.readFileSync(`${sa}/ca.crt`) }, fs.readFileSync(`${sa}/token`, 'utf8').trim(), 15_000);
+  return new Client(
+    `https://${host.includes(':') ? `[${host}]` : host}:${port}`,
+    { keepAlive: true, ca: fs.readFileSync(`${sa}/ca.crt`) },
+    fs.readFileSync(`${sa}/token`, 'utf8').trim(),
+    15_000,
+  );
 }
 
 class Client implements KubeLite {
   private readonly agent: http.Agent;
   private readonly url: URL;
-  constructor(readonly server: string, tls: https.AgentOptions, private readonly token: string | undefined, private readonly timeoutMs: number) {
+  constructor(
+    readonly server: string,
+    tls: https.AgentOptions,
+    private readonly token: string | undefined,
+    private readonly timeoutMs: number,
+  ) {
     this.url = new URL(server);
     this.agent = this.url.protocol === 'https:' ? new https.Agent(tls) : new http.Agent({ keepAlive: true });
   }
@@ -94,7 +121,10 @@ class Client implements KubeLite {
     const data = body === undefined ? undefined : JSON.stringify(body);
     const headers: Record<string, string> = { Accept: 'application/json', 'User-Agent': 'gcp-ipam' };
     if (this.token) headers.Authorization = `Bearer ${this.token}`;
-    if (data !== undefined) { headers['Content-Type'] = contentType; headers['Content-Length'] = String(Buffer.byteLength(data)); }
+    if (data !== undefined) {
+      headers['Content-Type'] = contentType;
+      headers['Content-Length'] = String(Buffer.byteLength(data));
+    }
     const mod = this.url.protocol === 'https:' ? https : http;
     return new Promise<T>((resolve, reject) => {
       const req = mod.request(new URL(urlPath, this.url), { method, headers, agent: this.agent, timeout: this.timeoutMs }, (res) => {
@@ -105,8 +135,13 @@ class Client implements KubeLite {
           const text = Buffer.concat(chunks).toString('utf8');
           const status = res.statusCode ?? 0;
           let parsed: { reason?: string; message?: string } | undefined;
-          try { parsed = text ? JSON.parse(text) : undefined; } catch { parsed = undefined; }
-          if (status >= 400) reject(new KubeApiError(method, urlPath, status, parsed?.reason ?? String(status), parsed?.message ?? text.slice(0, 300)));
+          try {
+            parsed = text ? JSON.parse(text) : undefined;
+          } catch {
+            parsed = undefined;
+          }
+          if (status >= 400)
+            reject(new KubeApiError(method, urlPath, status, parsed?.reason ?? String(status), parsed?.message ?? text.slice(0, 300)));
           else resolve(parsed as T);
         });
       });
@@ -116,5 +151,7 @@ class Client implements KubeLite {
     });
   }
 
-  close(): void { this.agent.destroy(); }
+  close(): void {
+    this.agent.destroy();
+  }
 }

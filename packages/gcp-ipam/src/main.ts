@@ -10,8 +10,11 @@ const plugin = (): typeof import('./plugin') => require('./plugin') as typeof im
 
 pluginMain(
   {
-    add: (a) => plugin().add(a), del: (a) => plugin().del(a), check: (a) => plugin().check(a),
-    gc: (a) => plugin().gc(a), status: (a) => plugin().status(a),
+    add: (a) => plugin().add(a),
+    del: (a) => plugin().del(a),
+    check: (a) => plugin().check(a),
+    gc: (a) => plugin().gc(a),
+    status: (a) => plugin().status(a),
   },
   { about: 'cnikit gcp-ipam: IPPool IPAM with GCP alias IPs and live migration' },
 );

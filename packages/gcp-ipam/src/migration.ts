@@ -15,7 +15,16 @@ import { reservedIps, replaceAllocation, getAllocation, type Owner } from './all
 import { applyChanges } from './coalescer';
 import { isConflict } from './kube-lite';
 import { controllerUid, getPod, type Ctx, type PodLite } from './context';
-import { ANN_IP, ANN_MOVE_OUT_IP, ANN_ORIGINAL_INSTANCE, LABEL_NODE, allocationName, labelValue, type IPAllocation, type IPPool } from './types';
+import {
+  ANN_IP,
+  ANN_MOVE_OUT_IP,
+  ANN_ORIGINAL_INSTANCE,
+  LABEL_NODE,
+  allocationName,
+  labelValue,
+  type IPAllocation,
+  type IPPool,
+} from './types';
 
 /** Code 121: the migration claim does not hold; nothing was changed. */
 export class MigrationRefusedError extends CniError {
@@ -52,33 +61,56 @@ export async function migrateIn(ctx: Ctx, pool: IPPool, pod: PodLite, owner: Own
   }
   const fromRaw = ann[ANN_ORIGINAL_INSTANCE];
   const from = fromRaw === undefined ? undefined : parseInstanceRef(fromRaw);
-  if (!from) throw new MigrationRefusedError(`${ANN_ORIGINAL_INSTANCE} missing or not an instance name`, `pod ${podRef}: ${ANN_ORIGINAL_INSTANCE}=${show(fromRaw ?? '')}`);
+  if (!from)
+    throw new MigrationRefusedError(
+      `${ANN_ORIGINAL_INSTANCE} missing or not an instance name`,
+      `pod ${podRef}: ${ANN_ORIGINAL_INSTANCE}=${show(fromRaw ?? '')}`,
+    );
 
   const name = allocationName(pool.metadata.name, want);
   const alloc = await getAllocation(ctx.kube, name);
   if (!alloc) throw new MigrationRefusedError(`${want} is not allocated: nothing to move`, `pod ${podRef}, IPAllocation ${name} not found`);
   if (alloc.spec.containerID === owner.containerID && alloc.spec.podUID === owner.podUID && alloc.spec.phase === 'Allocated') return alloc; // repeated ADD
-  if (alloc.spec.phase === 'Migrating') throw new TransientError('gcp-ipam: migration in progress', `${want} is being moved by pod ${alloc.spec.podNamespace}/${alloc.spec.podName}`);
+  if (alloc.spec.phase === 'Migrating')
+    throw new TransientError(
+      'gcp-ipam: migration in progress',
+      `${want} is being moved by pod ${alloc.spec.podNamespace}/${alloc.spec.podName}`,
+    );
   const srcZone = alloc.spec.zone || ctx.cfg.zone;
   if (alloc.spec.instance !== from.instance || (from.zone && from.zone !== srcZone)) {
-    throw new MigrationRefusedError(`${want} is not attached to ${fromRaw}`, `it is on ${srcZone}/${alloc.spec.instance} (pod ${alloc.spec.podNamespace}/${alloc.spec.podName})`);
+    throw new MigrationRefusedError(
+      `${want} is not attached to ${fromRaw}`,
+      `it is on ${srcZone}/${alloc.spec.instance} (pod ${alloc.spec.podNamespace}/${alloc.spec.podName})`,
+    );
   }
   if (alloc.spec.podNamespace !== pod.metadata.namespace) {
-    throw new MigrationRefusedError(`${want} belongs to another namespace`, `owner ${alloc.spec.podNamespace}/${alloc.spec.podName}, claimant ${podRef}`);
+    throw new MigrationRefusedError(
+      `${want} belongs to another namespace`,
+      `owner ${alloc.spec.podNamespace}/${alloc.spec.podName}, claimant ${podRef}`,
+    );
   }
   const src = alloc.spec.podName ? await getPod(ctx.kube, alloc.spec.podNamespace, alloc.spec.podName) : undefined;
   const srcIsOwner = src !== undefined && src.metadata.uid === alloc.spec.podUID;
   if (srcIsOwner) {
     if (src.metadata.annotations?.[ANN_MOVE_OUT_IP] !== want) {
-      throw new MigrationRefusedError(`source pod ${alloc.spec.podNamespace}/${alloc.spec.podName} is not marked ${ANN_MOVE_OUT_IP}=${want}`, `claimant ${podRef}`);
+      throw new MigrationRefusedError(
+        `source pod ${alloc.spec.podNamespace}/${alloc.spec.podName} is not marked ${ANN_MOVE_OUT_IP}=${want}`,
+        `claimant ${podRef}`,
+      );
     }
   } else if (!alloc.spec.movingOut) {
-    throw new MigrationRefusedError(`the owner of ${want} was not marked ${ANN_MOVE_OUT_IP}`, `owner ${alloc.spec.podNamespace}/${alloc.spec.podName} (uid ${alloc.spec.podUID}) is gone, claimant ${podRef}`);
+    throw new MigrationRefusedError(
+      `the owner of ${want} was not marked ${ANN_MOVE_OUT_IP}`,
+      `owner ${alloc.spec.podNamespace}/${alloc.spec.podName} (uid ${alloc.spec.podUID}) is gone, claimant ${podRef}`,
+    );
   }
   const srcController = srcIsOwner ? controllerUid(src) : alloc.spec.podOwnerUID;
   const replaces = (srcController !== undefined && srcController === controllerUid(pod)) || alloc.spec.podName === pod.metadata.name;
   if (!replaces) {
-    throw new MigrationRefusedError(`pod ${podRef} does not replace ${alloc.spec.podNamespace}/${alloc.spec.podName}`, 'neither the same controller nor the same name');
+    throw new MigrationRefusedError(
+      `pod ${podRef} does not replace ${alloc.spec.podNamespace}/${alloc.spec.podName}`,
+      'neither the same controller nor the same name',
+    );
   }
 
   // claim the move: one writer wins through the resourceVersion
@@ -89,11 +121,23 @@ export async function migrateIn(ctx: Ctx, pool: IPPool, pod: PodLite, owner: Own
     cur = await replaceAllocation(ctx.kube, {
       ...alloc,
       metadata: { ...alloc.metadata, labels: { ...alloc.metadata.labels, [LABEL_NODE]: labelValue(owner.nodeName) } },
-      spec: { ...before, ...owner, phase: 'Migrating', movingOut: false, allocatedAt: before.allocatedAt,
-        migration: { fromInstance: `${srcZone}/${before.instance}`, fromPod: `${before.podNamespace}/${before.podName}`, fromPodUID: before.podUID, startedAt: new Date().toISOString() } },
+      spec: {
+        ...before,
+        ...owner,
+        phase: 'Migrating',
+        movingOut: false,
+        allocatedAt: before.allocatedAt,
+        migration: {
+          fromInstance: `${srcZone}/${before.instance}`,
+          fromPod: `${before.podNamespace}/${before.podName}`,
+          fromPodUID: before.podUID,
+          startedAt: new Date().toISOString(),
+        },
+      },
     });
   } catch (err) {
-    if (isConflict(err)) throw new TransientError('gcp-ipam: migration raced with another writer', `IPAllocation ${name} changed; retry`, { cause: err });
+    if (isConflict(err))
+      throw new TransientError('gcp-ipam: migration raced with another writer', `IPAllocation ${name} changed; retry`, { cause: err });
     throw err;
   }
   const restore = async (): Promise<void> => {
@@ -114,7 +158,12 @@ export async function migrateIn(ctx: Ctx, pool: IPPool, pod: PodLite, owner: Own
       await ctx.gce.updateAliases(srcZone, before.instance, ctx.cfg.networkInterface, (c) => applyChanges(c, [{ op: 'remove', ip: want }]));
     } catch (err) {
       await restore();
-      throw new CniError(120, 'gcp-ipam: migration: detach from source failed, nothing moved', `${want} from ${srcZone}/${before.instance}: ${(err as Error).message}`, { cause: err });
+      throw new CniError(
+        120,
+        'gcp-ipam: migration: detach from source failed, nothing moved',
+        `${want} from ${srcZone}/${before.instance}: ${(err as Error).message}`,
+        { cause: err },
+      );
     }
   }
   try {
@@ -123,14 +172,20 @@ export async function migrateIn(ctx: Ctx, pool: IPPool, pod: PodLite, owner: Own
     let back = 'reattached to the source';
     if (!sameVm) {
       try {
-        await ctx.gce.updateAliases(srcZone, before.instance, ctx.cfg.networkInterface,
-          (c) => applyChanges(c, [{ op: 'add', ip: want, rangeName: pool.spec.secondaryRangeName }]));
+        await ctx.gce.updateAliases(srcZone, before.instance, ctx.cfg.networkInterface, (c) =>
+          applyChanges(c, [{ op: 'add', ip: want, rangeName: pool.spec.secondaryRangeName }]),
+        );
       } catch (e2) {
         back = `reattach to the source failed too (${(e2 as Error).message}); the allocation stays with the source owner`;
       }
     }
     await restore();
-    throw new CniError(120, 'gcp-ipam: migration: attach failed, IP returned to its source', `${want}: ${(err as Error).message}; ${back}`, { cause: err });
+    throw new CniError(
+      120,
+      'gcp-ipam: migration: attach failed, IP returned to its source',
+      `${want}: ${(err as Error).message}; ${back}`,
+      { cause: err },
+    );
   }
   const { migration: _m, ...rest } = cur.spec;
   void _m;

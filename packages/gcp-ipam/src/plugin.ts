@@ -8,7 +8,17 @@
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { CniError, TransientError, createLogger, ip as ipmath, validAttachments, type CmdArgs, type Result } from '@cnikit/netlib';
-import { claim, deleteAllocation, gatewayOf, getAllocation, getPool, listAllocations, refreshPoolStatus, replaceAllocation, type Owner } from './allocator';
+import {
+  claim,
+  deleteAllocation,
+  gatewayOf,
+  getAllocation,
+  getPool,
+  listAllocations,
+  refreshPoolStatus,
+  replaceAllocation,
+  type Owner,
+} from './allocator';
 import { kubeFromFile, kubeInCluster, type KubeLite } from './kube-lite';
 import { controllerUid, getPod, makeCtx, type Ctx, type PodLite } from './context';
 import { parseIpamConfig, type IpamConfig } from './config';
@@ -17,7 +27,11 @@ import { ANN_IP, ANN_MOVE_OUT_IP, type IPAllocation, type IPPool } from './types
 
 async function withCtx<T>(a: CmdArgs, fn: (ctx: Ctx) => Promise<T>): Promise<T> {
   const cfg = parseIpamConfig(a.conf);
-  const log = createLogger({ file: cfg.logFile, module: 'gcp-ipam', fields: { containerId: a.containerId, ifName: a.ifName, command: a.command } });
+  const log = createLogger({
+    file: cfg.logFile,
+    module: 'gcp-ipam',
+    fields: { containerId: a.containerId, ifName: a.ifName, command: a.command },
+  });
   const ctx = makeCtx(cfg);
   const t0 = Date.now();
   try {
@@ -37,19 +51,30 @@ async function withCtx<T>(a: CmdArgs, fn: (ctx: Ctx) => Promise<T>): Promise<T> 
 function toCniError(err: unknown): unknown {
   if (err instanceof CniError) return err;
   const e = err as Error & { status?: number };
-  if (e?.name === 'KubeApiError' && e.status !== undefined && e.status >= 500) return new TransientError('gcp-ipam: API server unavailable', e.message, { cause: err });
-  if (e?.name === 'GceError' && ((e as unknown as { rateLimited: boolean }).rateLimited || (e as unknown as { transient: boolean }).transient)) {
+  if (e?.name === 'KubeApiError' && e.status !== undefined && e.status >= 500)
+    return new TransientError('gcp-ipam: API server unavailable', e.message, { cause: err });
+  if (
+    e?.name === 'GceError' &&
+    ((e as unknown as { rateLimited: boolean }).rateLimited || (e as unknown as { transient: boolean }).transient)
+  ) {
     return new TransientError('gcp-ipam: cloud API unavailable', e.message, { cause: err });
   }
-  if (e instanceof Error && /ECONNREFUSED|ETIMEDOUT|ECONNRESET|timeout/.test(e.message)) return new TransientError('gcp-ipam: unreachable', e.message, { cause: err });
+  if (e instanceof Error && /ECONNREFUSED|ETIMEDOUT|ECONNRESET|timeout/.test(e.message))
+    return new TransientError('gcp-ipam: unreachable', e.message, { cause: err });
   return err;
 }
 
 // node-local record: container -> allocation (DEL/CHECK/GC find their IP without a list)
 
 /** `network` is the conflist's name (absent in records written before it was kept): GC is per network. */
-interface LocalRecord { allocation: string; ip: string; pool: string; network?: string }
-const recordPath = (cfg: IpamConfig, containerId: string, ifName: string): string => path.join(cfg.stateDir, 'containers', `${containerId}_${ifName}`);
+interface LocalRecord {
+  allocation: string;
+  ip: string;
+  pool: string;
+  network?: string;
+}
+const recordPath = (cfg: IpamConfig, containerId: string, ifName: string): string =>
+  path.join(cfg.stateDir, 'containers', `${containerId}_${ifName}`);
 function writeRecord(cfg: IpamConfig, a: CmdArgs, rec: LocalRecord): void {
   const file = recordPath(cfg, a.containerId, a.ifName);
   fs.mkdirSync(path.dirname(file), { recursive: true });
@@ -57,7 +82,11 @@ function writeRecord(cfg: IpamConfig, a: CmdArgs, rec: LocalRecord): void {
   fs.renameSync(`${file}.tmp`, file);
 }
 function readRecord(cfg: IpamConfig, containerId: string, ifName: string): LocalRecord | undefined {
-  try { return JSON.parse(fs.readFileSync(recordPath(cfg, containerId, ifName), 'utf8')) as LocalRecord; } catch { return undefined; }
+  try {
+    return JSON.parse(fs.readFileSync(recordPath(cfg, containerId, ifName), 'utf8')) as LocalRecord;
+  } catch {
+    return undefined;
+  }
 }
 function removeRecord(cfg: IpamConfig, containerId: string, ifName: string): void {
   fs.rmSync(recordPath(cfg, containerId, ifName), { force: true });
@@ -66,9 +95,15 @@ function removeRecord(cfg: IpamConfig, containerId: string, ifName: string): voi
 function ownerOf(ctx: Ctx, a: CmdArgs, pod: PodLite | undefined): Owner {
   const k8s = Boolean(a.args.K8S_POD_NAMESPACE && a.args.K8S_POD_NAME); // podman sends K8S_POD_NAME alone
   return {
-    podName: k8s ? a.args.K8S_POD_NAME! : '', podNamespace: k8s ? a.args.K8S_POD_NAMESPACE! : '', podUID: pod?.metadata.uid ?? a.args.K8S_POD_UID ?? '',
-    podOwnerUID: controllerUid(pod), nodeName: ctx.cfg.nodeName, instance: ctx.cfg.instance, zone: ctx.cfg.zone,
-    containerID: a.containerId, ifName: a.ifName,
+    podName: k8s ? a.args.K8S_POD_NAME! : '',
+    podNamespace: k8s ? a.args.K8S_POD_NAMESPACE! : '',
+    podUID: pod?.metadata.uid ?? a.args.K8S_POD_UID ?? '',
+    podOwnerUID: controllerUid(pod),
+    nodeName: ctx.cfg.nodeName,
+    instance: ctx.cfg.instance,
+    zone: ctx.cfg.zone,
+    containerID: a.containerId,
+    ifName: a.ifName,
   };
 }
 
@@ -86,7 +121,10 @@ export async function add(a: CmdArgs): Promise<Result> {
   return withCtx(a, async (ctx) => {
     const ns = a.args.K8S_POD_NAMESPACE;
     const name = a.args.K8S_POD_NAME;
-    const [pod, pool] = await Promise.all([ns && name ? getPod(ctx.kube, ns, name) : Promise.resolve(undefined), getPool(ctx.kube, ctx.cfg.pool)]);
+    const [pod, pool] = await Promise.all([
+      ns && name ? getPod(ctx.kube, ns, name) : Promise.resolve(undefined),
+      getPool(ctx.kube, ctx.cfg.pool),
+    ]);
     const owner = ownerOf(ctx, a, pod);
     if (pod?.metadata.annotations?.[ANN_IP] !== undefined) {
       const alloc = await migrateIn(ctx, pool, pod, owner);
@@ -143,12 +181,20 @@ export async function check(a: CmdArgs): Promise<void> {
   return withCtx(a, async (ctx) => {
     const alloc = await findOwnAllocation(ctx, a.containerId, a.ifName);
     if (!alloc || alloc.spec.containerID !== a.containerId) {
-      throw new CniError(122, 'gcp-ipam: no allocation for this container', `container ${a.containerId} ifname ${a.ifName} in pool ${ctx.cfg.pool}`);
+      throw new CniError(
+        122,
+        'gcp-ipam: no allocation for this container',
+        `container ${a.containerId} ifname ${a.ifName} in pool ${ctx.cfg.pool}`,
+      );
     }
     const inst = await ctx.gce.getInstance(ctx.cfg.zone, ctx.cfg.instance);
     const nic = inst.networkInterfaces.find((n) => n.name === ctx.cfg.networkInterface);
     if (!nic?.aliasIpRanges?.some((r) => r.ipCidrRange === `${alloc.spec.ip}/32`)) {
-      throw new CniError(123, 'gcp-ipam: alias IP not attached', `${alloc.spec.ip}/32 missing on ${ctx.cfg.instance}/${ctx.cfg.networkInterface}`);
+      throw new CniError(
+        123,
+        'gcp-ipam: alias IP not attached',
+        `${alloc.spec.ip}/32 missing on ${ctx.cfg.instance}/${ctx.cfg.networkInterface}`,
+      );
     }
   });
 }
@@ -180,8 +226,17 @@ export async function gc(a: CmdArgs): Promise<void> {
     }
     for (const alloc of await listAllocations(ctx.kube, { pool: ctx.cfg.pool, node: ctx.cfg.nodeName })) {
       const key = `${alloc.spec.containerID}_${alloc.spec.ifName}`;
-      if (valid.has(key) || seen.has(key) || alloc.spec.phase !== 'Allocated' || alloc.spec.movingOut || alloc.spec.nodeName !== ctx.cfg.nodeName) continue;
-      await release(ctx, alloc.spec.containerID, alloc.spec.ifName, { checkMoveOut: true }).catch((e: Error) => errors.push(`${key}: ${e.message}`));
+      if (
+        valid.has(key) ||
+        seen.has(key) ||
+        alloc.spec.phase !== 'Allocated' ||
+        alloc.spec.movingOut ||
+        alloc.spec.nodeName !== ctx.cfg.nodeName
+      )
+        continue;
+      await release(ctx, alloc.spec.containerID, alloc.spec.ifName, { checkMoveOut: true }).catch((e: Error) =>
+        errors.push(`${key}: ${e.message}`),
+      );
     }
     await refreshPoolStatus(ctx.kube, await getPool(ctx.kube, ctx.cfg.pool)).catch((e: Error) => errors.push(`pool status: ${e.message}`));
     if (errors.length) throw new CniError(124, 'gcp-ipam: GC incomplete', errors.join('; '));

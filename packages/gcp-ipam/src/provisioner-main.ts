@@ -15,10 +15,18 @@ async function main(): Promise<void> {
   const { values, positionals } = parseArgs({
     allowPositionals: true,
     options: {
-      project: { type: 'string' }, region: { type: 'string' }, subnet: { type: 'string' }, 'range-name': { type: 'string', default: 'live' },
-      prefix: { type: 'string', default: '16' }, target: { type: 'string', default: '10.0.0.0/8' }, pool: { type: 'string' },
-      kubeconfig: { type: 'string' }, 'compute-endpoint': { type: 'string' }, 'network-connectivity-endpoint': { type: 'string' },
-      auth: { type: 'string' }, 'no-crds': { type: 'boolean', default: false },
+      project: { type: 'string' },
+      region: { type: 'string' },
+      subnet: { type: 'string' },
+      'range-name': { type: 'string', default: 'live' },
+      prefix: { type: 'string', default: '16' },
+      target: { type: 'string', default: '10.0.0.0/8' },
+      pool: { type: 'string' },
+      kubeconfig: { type: 'string' },
+      'compute-endpoint': { type: 'string' },
+      'network-connectivity-endpoint': { type: 'string' },
+      auth: { type: 'string' },
+      'no-crds': { type: 'boolean', default: false },
     },
   });
   const kube = values.kubeconfig ? kubeFromFile(values.kubeconfig) : kubeInCluster();
@@ -32,13 +40,23 @@ async function main(): Promise<void> {
     for (const k of ['project', 'region', 'subnet'] as const) if (!values[k]) throw new Error(`--${k} is required`);
     const auth = values.auth ?? (values['compute-endpoint'] ? 'none' : 'metadata');
     const gce = new GceClient({
-      project: values.project!, endpoint: values['compute-endpoint'], networkConnectivityEndpoint: values['network-connectivity-endpoint'],
+      project: values.project!,
+      endpoint: values['compute-endpoint'],
+      networkConnectivityEndpoint: values['network-connectivity-endpoint'],
       token: auth === 'metadata' ? metadataToken() : undefined,
     });
     try {
       const report = await provision({
-        gce, kube, region: values.region!, subnet: values.subnet!, rangeName: values['range-name'], prefixLength: Number(values.prefix),
-        targetCidrRange: values.target, poolName: values.pool, installCrds: !values['no-crds'], log: (m) => process.stderr.write(`${m}\n`),
+        gce,
+        kube,
+        region: values.region!,
+        subnet: values.subnet!,
+        rangeName: values['range-name'],
+        prefixLength: Number(values.prefix),
+        targetCidrRange: values.target,
+        poolName: values.pool,
+        installCrds: !values['no-crds'],
+        log: (m) => process.stderr.write(`${m}\n`),
       });
       process.stdout.write(`${JSON.stringify(report)}\n`);
     } finally {

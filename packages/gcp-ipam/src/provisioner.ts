@@ -24,7 +24,13 @@ export interface ProvisionOptions {
   log?: (msg: string) => void;
 }
 
-export interface ProvisionReport { cidr: string; pool: string; createdRange: boolean; patchedSubnet: boolean; createdPool: boolean }
+export interface ProvisionReport {
+  cidr: string;
+  pool: string;
+  createdRange: boolean;
+  patchedSubnet: boolean;
+  createdPool: boolean;
+}
 
 export async function ensureCrds(kube: KubeLite, timeoutMs = 30_000): Promise<void> {
   for (const crd of crds) {
@@ -65,8 +71,12 @@ export async function provision(o: ProvisionOptions): Promise<ProvisionReport> {
     } catch (err) {
       if (!(err instanceof GceError && err.status === 404)) throw err;
       ir = await o.gce.createInternalRange(rangeId, {
-        network: sn.network ?? '', prefixLength: o.prefixLength ?? 16, targetCidrRange: [o.targetCidrRange ?? '10.0.0.0/8'],
-        usage: 'FOR_VPC', peering: 'FOR_SELF', description: `gcp-ipam pod IPs (${o.subnet}/${rangeName})`,
+        network: sn.network ?? '',
+        prefixLength: o.prefixLength ?? 16,
+        targetCidrRange: [o.targetCidrRange ?? '10.0.0.0/8'],
+        usage: 'FOR_VPC',
+        peering: 'FOR_SELF',
+        description: `gcp-ipam pod IPs (${o.subnet}/${rangeName})`,
       });
       report.createdRange = true;
       log(`reserved internal range ${rangeId} = ${ir.ipCidrRange}`);
@@ -74,7 +84,10 @@ export async function provision(o: ProvisionOptions): Promise<ProvisionReport> {
     try {
       await o.gce.patchSubnetwork(o.region, o.subnet, {
         fingerprint: sn.fingerprint,
-        secondaryIpRanges: [...(sn.secondaryIpRanges ?? []), { rangeName, reservedInternalRange: `https://networkconnectivity.googleapis.com/v1/${ir.name}` }],
+        secondaryIpRanges: [
+          ...(sn.secondaryIpRanges ?? []),
+          { rangeName, reservedInternalRange: `https://networkconnectivity.googleapis.com/v1/${ir.name}` },
+        ],
       });
     } catch (err) {
       if (err instanceof GceError && err.stale && attempt < 5) continue;
@@ -87,14 +100,24 @@ export async function provision(o: ProvisionOptions): Promise<ProvisionReport> {
   }
 
   if (o.installCrds ?? true) await ensureCrds(o.kube);
-  const spec = { cidr: report.cidr, subnet: `projects/${o.gce.project}/regions/${o.region}/subnetworks/${o.subnet}`, secondaryRangeName: rangeName };
+  const spec = {
+    cidr: report.cidr,
+    subnet: `projects/${o.gce.project}/regions/${o.region}/subnetworks/${o.subnet}`,
+    secondaryRangeName: rangeName,
+  };
   let pool: IPPool;
   try {
     pool = await o.kube.request<IPPool>('GET', poolPath(poolName));
-    if (pool.spec.cidr !== spec.cidr) throw new Error(`provisioner: IPPool ${poolName} exists with cidr ${pool.spec.cidr}, the subnet's range is ${spec.cidr}`);
+    if (pool.spec.cidr !== spec.cidr)
+      throw new Error(`provisioner: IPPool ${poolName} exists with cidr ${pool.spec.cidr}, the subnet's range is ${spec.cidr}`);
   } catch (err) {
     if (!isNotFound(err)) throw err;
-    pool = await o.kube.request<IPPool>('POST', `/apis/${API_VERSION}/${POOL_PLURAL}`, { apiVersion: API_VERSION, kind: 'IPPool', metadata: { name: poolName }, spec });
+    pool = await o.kube.request<IPPool>('POST', `/apis/${API_VERSION}/${POOL_PLURAL}`, {
+      apiVersion: API_VERSION,
+      kind: 'IPPool',
+      metadata: { name: poolName },
+      spec,
+    });
     report.createdPool = true;
     log(`created IPPool ${poolName} (${spec.cidr})`);
   }

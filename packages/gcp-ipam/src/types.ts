@@ -94,6 +94,9 @@ export function allocationName(pool: string, ip: string): string {
 
 /** Label values: at most 63 characters of [A-Za-z0-9._-], starting and ending alphanumeric. */
 export function labelValue(v: string): string {
-  const s = v.replace(/[^A-Za-z0-9._-]/g, '-').slice(0, 63).replace(/^[^A-Za-z0-9]+|[^A-Za-z0-9]+$/g, '');
+  const s = v
+    .replace(/[^A-Za-z0-9._-]/g, '-')
+    .slice(0, 63)
+    .replace(/^[^A-Za-z0-9]+|[^A-Za-z0-9]+$/g, '');
   return s || 'none';
 }

@@ -11,7 +11,8 @@ const ZONE = 'europe-west1-b';
 let fake: FakeGce;
 let gce: GceClient;
 let stateDir: string;
-const coalescer = (window = 25): AliasCoalescer => new AliasCoalescer({ stateDir, gce, zone: ZONE, instance: 'vm-a', nic: 'nic0', batchWindowMs: window });
+const coalescer = (window = 25): AliasCoalescer =>
+  new AliasCoalescer({ stateDir, gce, zone: ZONE, instance: 'vm-a', nic: 'nic0', batchWindowMs: window });
 const pendingDir = (): string => path.join(stateDir, 'alias', 'vm-a.nic0', 'pending');
 
 beforeEach(async () => {
@@ -31,8 +32,12 @@ test('applyChanges: idempotent adds and removes, undefined when nothing changes'
   const cur = [{ ipCidrRange: '10.1.0.5/32', subnetworkRangeName: 'live' }];
   expect(applyChanges(cur, [{ op: 'add', ip: '10.1.0.5' }])).toBeUndefined();
   expect(applyChanges(cur, [{ op: 'remove', ip: '10.1.0.6' }])).toBeUndefined();
-  expect(applyChanges(cur, [{ op: 'add', ip: '10.1.0.6', rangeName: 'live' }, { op: 'remove', ip: '10.1.0.5' }]))
-    .toEqual([{ ipCidrRange: '10.1.0.6/32', subnetworkRangeName: 'live' }]);
+  expect(
+    applyChanges(cur, [
+      { op: 'add', ip: '10.1.0.6', rangeName: 'live' },
+      { op: 'remove', ip: '10.1.0.5' },
+    ]),
+  ).toEqual([{ ipCidrRange: '10.1.0.6/32', subnetworkRangeName: 'live' }]);
 });
 
 test('20 concurrent changes in one process: one or two calls, all applied', async () => {
@@ -56,9 +61,15 @@ test('one bad alias in a batch fails only its own request', async () => {
 test('requests of dead processes are dropped; requests a dead flusher left queued are carried by the next one', async () => {
   fs.mkdirSync(pendingDir(), { recursive: true });
   // a request whose process is gone (its runtime will call DEL): dropped
-  fs.writeFileSync(path.join(pendingDir(), '1-dead.json'), JSON.stringify({ id: '1-dead', op: 'add', ip: '10.1.0.50', pid: 2 ** 22 + 12345, at: 1 }));
+  fs.writeFileSync(
+    path.join(pendingDir(), '1-dead.json'),
+    JSON.stringify({ id: '1-dead', op: 'add', ip: '10.1.0.50', pid: 2 ** 22 + 12345, at: 1 }),
+  );
   // a live process's request left behind by a flusher that died before writing results: carried
-  fs.writeFileSync(path.join(pendingDir(), '2-orphan.json'), JSON.stringify({ id: '2-orphan', op: 'add', ip: '10.1.0.51', pid: process.pid, at: 2 }));
+  fs.writeFileSync(
+    path.join(pendingDir(), '2-orphan.json'),
+    JSON.stringify({ id: '2-orphan', op: 'add', ip: '10.1.0.51', pid: process.pid, at: 2 }),
+  );
   await coalescer().apply({ op: 'add', ip: '10.1.0.52' });
   expect(fake.aliasesOf(ZONE, 'vm-a').sort()).toEqual(['10.1.0.51/32', '10.1.0.52/32']);
   expect(fs.readdirSync(pendingDir())).toEqual([]);

@@ -10,14 +10,40 @@
 import * as http from 'node:http';
 import { createHash, randomUUID } from 'node:crypto';
 
-export interface FakeAlias { ipCidrRange: string; subnetworkRangeName?: string }
-export interface FakeNic { name: string; network: string; subnetwork: string; networkIP: string; fingerprint: string; aliasIpRanges: FakeAlias[] }
-export interface FakeInstance { name: string; zone: string; networkInterfaces: FakeNic[]; busyUntil: number }
-interface FakeOp {
-  name: string; zone?: string; region?: string; operationType: string; targetLink: string; doneAt: number;
-  apply?: () => string | undefined; error?: { code: string; message: string }; done: boolean;
+export interface FakeAlias {
+  ipCidrRange: string;
+  subnetworkRangeName?: string;
 }
-export interface Injected { status: number; reason: string; message?: string }
+export interface FakeNic {
+  name: string;
+  network: string;
+  subnetwork: string;
+  networkIP: string;
+  fingerprint: string;
+  aliasIpRanges: FakeAlias[];
+}
+export interface FakeInstance {
+  name: string;
+  zone: string;
+  networkInterfaces: FakeNic[];
+  busyUntil: number;
+}
+interface FakeOp {
+  name: string;
+  zone?: string;
+  region?: string;
+  operationType: string;
+  targetLink: string;
+  doneAt: number;
+  apply?: () => string | undefined;
+  error?: { code: string; message: string };
+  done: boolean;
+}
+export interface Injected {
+  status: number;
+  reason: string;
+  message?: string;
+}
 export interface FakeGceOptions {
   project?: string;
   /** How long each updateNetworkInterface / subnetworks.patch operation stays RUNNING. Default 3000 ms. */
@@ -28,7 +54,11 @@ export interface FakeGceOptions {
   rejectWhileBusy?: boolean;
 }
 
-const fp = (v: unknown): string => createHash('sha256').update(JSON.stringify(v) + randomUUID()).digest('base64').slice(0, 12);
+const fp = (v: unknown): string =>
+  createHash('sha256')
+    .update(JSON.stringify(v) + randomUUID())
+    .digest('base64')
+    .slice(0, 12);
 
 export class FakeGce {
   readonly project: string;
@@ -36,8 +66,21 @@ export class FakeGce {
   mutateQps: number;
   rejectWhileBusy: boolean;
   readonly instances = new Map<string, FakeInstance>();
-  readonly subnets = new Map<string, { name: string; region: string; network: string; ipCidrRange: string; fingerprint: string; secondaryIpRanges: { rangeName: string; ipCidrRange?: string; reservedInternalRange?: string }[] }>();
-  readonly internalRanges = new Map<string, { name: string; network: string; ipCidrRange: string; prefixLength?: number; usage?: string }>();
+  readonly subnets = new Map<
+    string,
+    {
+      name: string;
+      region: string;
+      network: string;
+      ipCidrRange: string;
+      fingerprint: string;
+      secondaryIpRanges: { rangeName: string; ipCidrRange?: string; reservedInternalRange?: string }[];
+    }
+  >();
+  readonly internalRanges = new Map<
+    string,
+    { name: string; network: string; ipCidrRange: string; prefixLength?: number; usage?: string }
+  >();
   readonly ops = new Map<string, FakeOp>();
   readonly requestIds = new Map<string, string>();
   /** Calls per kind: "instances.get", "instances.updateNetworkInterface", "zoneOperations.wait", ... */
@@ -59,9 +102,19 @@ export class FakeGce {
 
   addInstance(zone: string, name: string, networkIP = '10.0.0.2'): FakeInstance {
     const inst: FakeInstance = {
-      name, zone, busyUntil: 0,
-      networkInterfaces: [{ name: 'nic0', network: `projects/${this.project}/global/networks/default`,
-        subnetwork: `projects/${this.project}/regions/${zone.replace(/-[a-z]$/, '')}/subnetworks/default`, networkIP, fingerprint: fp(name), aliasIpRanges: [] }],
+      name,
+      zone,
+      busyUntil: 0,
+      networkInterfaces: [
+        {
+          name: 'nic0',
+          network: `projects/${this.project}/global/networks/default`,
+          subnetwork: `projects/${this.project}/regions/${zone.replace(/-[a-z]$/, '')}/subnetworks/default`,
+          networkIP,
+          fingerprint: fp(name),
+          aliasIpRanges: [],
+        },
+      ],
     };
     this.instances.set(`${zone}/${name}`, inst);
     return inst;
@@ -89,7 +142,9 @@ export class FakeGce {
   }
 
   async start(port = 0): Promise<string> {
-    this.server = http.createServer((req, res) => { this.handle(req, res).catch((err: Error) => this.send(res, 500, errorBody(500, 'backendError', err.message))); });
+    this.server = http.createServer((req, res) => {
+      this.handle(req, res).catch((err: Error) => this.send(res, 500, errorBody(500, 'backendError', err.message)));
+    });
     this.server.keepAliveTimeout = 60_000;
     await new Promise<void>((resolve) => this.server!.listen(port, '127.0.0.1', () => resolve()));
     const addr = this.server.address() as { port: number };
@@ -98,8 +153,12 @@ export class FakeGce {
   }
 
   /** Compute API base for GceClient's `endpoint`. */
-  get computeEndpoint(): string { return `${this.url}/compute/v1`; }
-  get networkConnectivityEndpoint(): string { return `${this.url}/v1`; }
+  get computeEndpoint(): string {
+    return `${this.url}/compute/v1`;
+  }
+  get networkConnectivityEndpoint(): string {
+    return `${this.url}/v1`;
+  }
 
   async stop(): Promise<void> {
     if (!this.server) return;
@@ -130,7 +189,15 @@ export class FakeGce {
   }
 
   private newOp(kind: string, target: string, where: { zone?: string; region?: string }, apply?: () => string | undefined): FakeOp {
-    const op: FakeOp = { name: `operation-${Date.now()}-${++this.opSeq}`, operationType: kind, targetLink: target, doneAt: Date.now() + this.opDurationMs, apply, done: false, ...where };
+    const op: FakeOp = {
+      name: `operation-${Date.now()}-${++this.opSeq}`,
+      operationType: kind,
+      targetLink: target,
+      doneAt: Date.now() + this.opDurationMs,
+      apply,
+      done: false,
+      ...where,
+    };
     this.ops.set(op.name, op);
     return op;
   }
@@ -150,8 +217,13 @@ export class FakeGce {
     this.settle(op);
     const base = `${this.url}/compute/v1/projects/${this.project}/${op.zone ? `zones/${op.zone}` : `regions/${op.region}`}/operations/${op.name}`;
     return {
-      kind: 'compute#operation', name: op.name, operationType: op.operationType, targetLink: op.targetLink, selfLink: base,
-      status: op.done ? 'DONE' : 'RUNNING', ...(op.zone ? { zone: op.zone } : { region: op.region }),
+      kind: 'compute#operation',
+      name: op.name,
+      operationType: op.operationType,
+      targetLink: op.targetLink,
+      selfLink: base,
+      status: op.done ? 'DONE' : 'RUNNING',
+      ...(op.zone ? { zone: op.zone } : { region: op.region }),
       ...(op.error ? { error: { errors: [op.error] }, httpErrorStatusCode: 400 } : {}),
     };
   }
@@ -179,15 +251,24 @@ export class FakeGce {
     if ((m = p.match(/^\/compute\/v1\/projects\/([^/]+)\/zones\/([^/]+)\/instances\/([^/]+)$/)) && method === 'GET') {
       if (fail(this.count('instances.get'))) return;
       const inst = this.instances.get(`${m[2]}/${m[3]}`);
-      if (!inst) return this.send(res, 404, errorBody(404, 'notFound', `The resource 'projects/${m[1]}/zones/${m[2]}/instances/${m[3]}' was not found`));
+      if (!inst)
+        return this.send(
+          res,
+          404,
+          errorBody(404, 'notFound', `The resource 'projects/${m[1]}/zones/${m[2]}/instances/${m[3]}' was not found`),
+        );
       return this.send(res, 200, { kind: 'compute#instance', name: inst.name, zone: inst.zone, networkInterfaces: inst.networkInterfaces });
     }
-    if ((m = p.match(/^\/compute\/v1\/projects\/([^/]+)\/zones\/([^/]+)\/instances\/([^/]+)\/updateNetworkInterface$/)) && (method === 'PATCH' || method === 'POST')) {
+    if (
+      (m = p.match(/^\/compute\/v1\/projects\/([^/]+)\/zones\/([^/]+)\/instances\/([^/]+)\/updateNetworkInterface$/)) &&
+      (method === 'PATCH' || method === 'POST')
+    ) {
       const body = await this.body(req);
       if (fail(this.count('instances.updateNetworkInterface'))) return;
       if (this.rateLimited()) return this.send(res, 403, errorBody(403, 'rateLimitExceeded', 'Rate Limit Exceeded'));
       const requestId = u.searchParams.get('requestId');
-      if (requestId && this.requestIds.has(requestId)) return this.send(res, 200, this.opJson(this.ops.get(this.requestIds.get(requestId)!)!));
+      if (requestId && this.requestIds.has(requestId))
+        return this.send(res, 200, this.opJson(this.ops.get(this.requestIds.get(requestId)!)!));
       const inst = this.instances.get(`${m[2]}/${m[3]}`);
       if (!inst) return this.send(res, 404, errorBody(404, 'notFound', `instance ${m[3]} not found`));
       const nicName = u.searchParams.get('networkInterface');
@@ -198,10 +279,14 @@ export class FakeGce {
         return this.send(res, 400, errorBody(400, 'required', "Required field 'resource.fingerprint' not specified"));
       }
       if (body.fingerprint !== nic.fingerprint) {
-        return this.send(res, 412, errorBody(412, 'conditionNotMet', "Supplied fingerprint does not match current metadata fingerprint."));
+        return this.send(res, 412, errorBody(412, 'conditionNotMet', 'Supplied fingerprint does not match current metadata fingerprint.'));
       }
       if (this.rejectWhileBusy && Date.now() < inst.busyUntil) {
-        return this.send(res, 400, errorBody(400, 'resourceNotReady', `The resource 'projects/${m[1]}/zones/${m[2]}/instances/${m[3]}' is not ready`));
+        return this.send(
+          res,
+          400,
+          errorBody(400, 'resourceNotReady', `The resource 'projects/${m[1]}/zones/${m[2]}/instances/${m[3]}' is not ready`),
+        );
       }
       const aliases = Array.isArray(body.aliasIpRanges) ? (body.aliasIpRanges as FakeAlias[]) : [];
       for (const a of aliases) {
@@ -249,9 +334,13 @@ export class FakeGce {
       const body = await this.body(req);
       if (fail(this.count('subnetworks.patch'))) return;
       if (!sn) return this.send(res, 404, errorBody(404, 'notFound', `subnetwork ${m[3]} not found`));
-      if (typeof body.fingerprint !== 'string') return this.send(res, 400, errorBody(400, 'required', "Required field 'resource.fingerprint' not specified"));
-      if (body.fingerprint !== sn.fingerprint) return this.send(res, 412, errorBody(412, 'conditionNotMet', 'Supplied fingerprint does not match current fingerprint.'));
-      const ranges = (body.secondaryIpRanges as { rangeName: string; ipCidrRange?: string; reservedInternalRange?: string }[] | undefined) ?? sn.secondaryIpRanges;
+      if (typeof body.fingerprint !== 'string')
+        return this.send(res, 400, errorBody(400, 'required', "Required field 'resource.fingerprint' not specified"));
+      if (body.fingerprint !== sn.fingerprint)
+        return this.send(res, 412, errorBody(412, 'conditionNotMet', 'Supplied fingerprint does not match current fingerprint.'));
+      const ranges =
+        (body.secondaryIpRanges as { rangeName: string; ipCidrRange?: string; reservedInternalRange?: string }[] | undefined) ??
+        sn.secondaryIpRanges;
       for (const r of ranges) {
         if (r.reservedInternalRange && !r.ipCidrRange) {
           const id = r.reservedInternalRange.split('/').pop()!;
@@ -282,7 +371,13 @@ export class FakeGce {
       const cidr = this.freeRange(target, prefix);
       if (!cidr) return this.send(res, 400, errorBody(400, 'FAILED_PRECONDITION', `no free /${prefix} in ${target}`));
       const name = `projects/${m[1]}/locations/global/internalRanges/${id}`;
-      this.internalRanges.set(id, { name, network: String(body.network), ipCidrRange: cidr, prefixLength: prefix, usage: String(body.usage ?? 'FOR_VPC') });
+      this.internalRanges.set(id, {
+        name,
+        network: String(body.network),
+        ipCidrRange: cidr,
+        prefixLength: prefix,
+        usage: String(body.usage ?? 'FOR_VPC'),
+      });
       return this.send(res, 200, { name: `projects/${m[1]}/locations/global/operations/op-${id}`, done: true, response: { name } });
     }
     if ((m = p.match(/^\/v1\/(projects\/[^/]+\/locations\/global\/operations\/[^/]+)$/))) {
@@ -307,7 +402,8 @@ export class FakeGce {
       const aSize = 2 ** (32 - Number(ap));
       return aStart < bStart + bSize && bStart < aStart + aSize;
     };
-    for (let i = 1; i < count; i++) { // skip the first block, like a real reservation avoiding 10.0.0.0/16
+    for (let i = 1; i < count; i++) {
+      // skip the first block, like a real reservation avoiding 10.0.0.0/16
       const s = start + i * size;
       if (!taken.some((t) => overlaps(t, s, size))) return `${toIp(s)}/${prefix}`;
     }

@@ -28,9 +28,15 @@ test('updateNetworkInterface without a fingerprint is refused with 400', async (
 test('a stale fingerprint gets 412; updateAliases re-reads and succeeds', async () => {
   const inst = await gce.getInstance(ZONE, 'vm-a');
   const fp = inst.networkInterfaces[0]!.fingerprint!;
-  const op = await gce.updateNetworkInterface(ZONE, 'vm-a', { name: 'nic0', fingerprint: fp, aliasIpRanges: [{ ipCidrRange: '10.111.0.5/32' }] });
+  const op = await gce.updateNetworkInterface(ZONE, 'vm-a', {
+    name: 'nic0',
+    fingerprint: fp,
+    aliasIpRanges: [{ ipCidrRange: '10.111.0.5/32' }],
+  });
   await gce.waitZoneOperation(ZONE, op);
-  const stale = await gce.updateNetworkInterface(ZONE, 'vm-a', { name: 'nic0', fingerprint: fp, aliasIpRanges: [] }).catch((e: unknown) => e);
+  const stale = await gce
+    .updateNetworkInterface(ZONE, 'vm-a', { name: 'nic0', fingerprint: fp, aliasIpRanges: [] })
+    .catch((e: unknown) => e);
   expect((stale as GceError).status).toBe(412);
   expect((stale as GceError).stale).toBe(true);
   fake.inject('instances.updateNetworkInterface', { status: 412, reason: 'conditionNotMet' });
@@ -52,7 +58,11 @@ test('operations stay RUNNING for the configured duration; wait returns DONE', a
   fake.opDurationMs = 300;
   const fp = (await gce.getInstance(ZONE, 'vm-a')).networkInterfaces[0]!.fingerprint!;
   const t0 = Date.now();
-  const op = await gce.updateNetworkInterface(ZONE, 'vm-a', { name: 'nic0', fingerprint: fp, aliasIpRanges: [{ ipCidrRange: '10.111.0.8/32' }] });
+  const op = await gce.updateNetworkInterface(ZONE, 'vm-a', {
+    name: 'nic0',
+    fingerprint: fp,
+    aliasIpRanges: [{ ipCidrRange: '10.111.0.8/32' }],
+  });
   expect(op.status).toBe('RUNNING');
   expect((await gce.getZoneOperation(ZONE, op.name)).status).toBe('RUNNING');
   expect(fake.aliasesOf(ZONE, 'vm-a')).toEqual([]);
@@ -76,7 +86,9 @@ test('403 rateLimitExceeded is retried with backoff, then gives up', async () =>
 test('a mutation rate above the QPS limit gets 403 rateLimitExceeded', async () => {
   fake.mutateQps = 0; // every mutation is over the limit: deterministic on a loaded machine
   const raw = new GceClient({ project: fake.project, endpoint: fake.computeEndpoint, maxAttempts: 1 });
-  const err = await raw.updateNetworkInterface(ZONE, 'vm-b', { name: 'nic0', fingerprint: 'x', aliasIpRanges: [] }).catch((e: unknown) => e);
+  const err = await raw
+    .updateNetworkInterface(ZONE, 'vm-b', { name: 'nic0', fingerprint: 'x', aliasIpRanges: [] })
+    .catch((e: unknown) => e);
   raw.close();
   expect((err as GceError).status).toBe(403);
   expect((err as GceError).reason).toBe('rateLimitExceeded');

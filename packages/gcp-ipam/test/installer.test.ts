@@ -5,7 +5,8 @@ import { install, uninstall } from '../src/installer';
 import { tmpDir } from './support';
 
 const CONFLIST = {
-  cniVersion: '1.0.0', name: 'k8s-pod-network',
+  cniVersion: '1.0.0',
+  name: 'k8s-pod-network',
   plugins: [
     { type: 'ptp', mtu: 1460, ipam: { type: 'host-local', ranges: [[{ subnet: '10.64.0.0/24' }]], routes: [{ dst: '0.0.0.0/0' }] } },
     { type: 'portmap', capabilities: { portMappings: true } },

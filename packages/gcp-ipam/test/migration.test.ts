@@ -3,7 +3,20 @@
 // a consistent owner.
 import { API_VERSION, ANN_IP, ANN_MOVE_OUT_IP, ANN_ORIGINAL_INSTANCE, allocationName, type IPAllocation, type IPPool } from '../src/types';
 import {
-  annotatePod, callPlugin, closeKube, createPod, createPool, installCrds, ipamConf, kube, netConf, newFake, parseOut, tmpDir, uniqueName, ZONE,
+  annotatePod,
+  callPlugin,
+  closeKube,
+  createPod,
+  createPool,
+  installCrds,
+  ipamConf,
+  kube,
+  netConf,
+  newFake,
+  parseOut,
+  tmpDir,
+  uniqueName,
+  ZONE,
   type NodeSetup,
 } from './support';
 import type { FakeGce } from './fake-gce';
@@ -14,7 +27,9 @@ let dst: NodeSetup;
 let pool: IPPool;
 let ns: string;
 
-beforeAll(async () => { await installCrds(); });
+beforeAll(async () => {
+  await installCrds();
+});
 afterAll(() => closeKube());
 beforeEach(async () => {
   fake = await newFake({ opDurationMs: 100 });
@@ -27,10 +42,13 @@ beforeEach(async () => {
   pool = await createPool('10.115.0.0/24');
   ns = uniqueName('mig');
 });
-afterEach(async () => { await fake.stop(); });
+afterEach(async () => {
+  await fake.stop();
+});
 
 const conf = (n: NodeSetup): string => netConf(ipamConf(fake, pool.metadata.name, n));
-const getAlloc = (ip: string): Promise<IPAllocation> => kube().request<IPAllocation>('GET', `/apis/${API_VERSION}/ipallocations/${allocationName(pool.metadata.name, ip)}`);
+const getAlloc = (ip: string): Promise<IPAllocation> =>
+  kube().request<IPAllocation>('GET', `/apis/${API_VERSION}/ipallocations/${allocationName(pool.metadata.name, ip)}`);
 
 /** A source pod with an IP on vm-src. */
 async function source(owner = 'rs-uid-1'): Promise<{ name: string; ip: string; containerId: string }> {
@@ -80,11 +98,29 @@ test('source deleted first (DEL sees move-out): the entry is kept, and the repla
 });
 
 describe('hostile and malformed claims are refused (code 121) and change nothing', () => {
-  const cases: [string, (s: { ip: string; name: string }) => { ann: Record<string, string>; mark?: boolean; owner?: string; podName?: string; namespace?: string }, RegExp][] = [
+  const cases: [
+    string,
+    (s: { ip: string; name: string }) => {
+      ann: Record<string, string>;
+      mark?: boolean;
+      owner?: string;
+      podName?: string;
+      namespace?: string;
+    },
+    RegExp,
+  ][] = [
     ['source not marked move-out', (s) => ({ ann: { [ANN_IP]: s.ip, [ANN_ORIGINAL_INSTANCE]: src.instance }, mark: false }), /not marked/],
     ['wrong original instance', (s) => ({ ann: { [ANN_IP]: s.ip, [ANN_ORIGINAL_INSTANCE]: 'some-other-vm' } }), /not attached to/],
-    ['pod of another controller', (s) => ({ ann: { [ANN_IP]: s.ip, [ANN_ORIGINAL_INSTANCE]: src.instance }, owner: 'rs-evil' }), /does not replace/],
-    ['pod in another namespace', (s) => ({ ann: { [ANN_IP]: s.ip, [ANN_ORIGINAL_INSTANCE]: src.instance }, namespace: uniqueName('evil') }), /another namespace/],
+    [
+      'pod of another controller',
+      (s) => ({ ann: { [ANN_IP]: s.ip, [ANN_ORIGINAL_INSTANCE]: src.instance }, owner: 'rs-evil' }),
+      /does not replace/,
+    ],
+    [
+      'pod in another namespace',
+      (s) => ({ ann: { [ANN_IP]: s.ip, [ANN_ORIGINAL_INSTANCE]: src.instance }, namespace: uniqueName('evil') }),
+      /another namespace/,
+    ],
     ['IP not allocated', () => ({ ann: { [ANN_IP]: '10.115.0.250', [ANN_ORIGINAL_INSTANCE]: src.instance } }), /not allocated/],
     ['IP outside the pool', () => ({ ann: { [ANN_IP]: '10.0.0.2', [ANN_ORIGINAL_INSTANCE]: src.instance } }), /not a host address/],
     ['the gateway', () => ({ ann: { [ANN_IP]: '10.115.0.1', [ANN_ORIGINAL_INSTANCE]: src.instance } }), /not a host address/],
@@ -92,7 +128,11 @@ describe('hostile and malformed claims are refused (code 121) and change nothing
     ['garbage IP', () => ({ ann: { [ANN_IP]: '10.115.0.5; rm -rf /', [ANN_ORIGINAL_INSTANCE]: src.instance } }), /not an IPv4 address/],
     ['empty IP', () => ({ ann: { [ANN_IP]: '', [ANN_ORIGINAL_INSTANCE]: src.instance } }), /not an IPv4 address/],
     ['missing original instance', (s) => ({ ann: { [ANN_IP]: s.ip } }), /original-instance missing/],
-    ['path traversal in the instance', (s) => ({ ann: { [ANN_IP]: s.ip, [ANN_ORIGINAL_INSTANCE]: '../../projects/x/zones/y/instances/z' } }), /original-instance missing or not/],
+    [
+      'path traversal in the instance',
+      (s) => ({ ann: { [ANN_IP]: s.ip, [ANN_ORIGINAL_INSTANCE]: '../../projects/x/zones/y/instances/z' } }),
+      /original-instance missing or not/,
+    ],
   ];
   for (const [title, make, expected] of cases) {
     test(title, async () => {
@@ -147,8 +187,11 @@ test('two claimants race for one IP: exactly one wins', async () => {
   const s = await source('rs-uid-6');
   await annotatePod(ns, s.name, { [ANN_MOVE_OUT_IP]: s.ip });
   const names = [uniqueName('a'), uniqueName('b')];
-  for (const n of names) await createPod(ns, n, { ownerUid: 'rs-uid-6', annotations: { [ANN_IP]: s.ip, [ANN_ORIGINAL_INSTANCE]: src.instance } });
-  const outs = await Promise.all(names.map((n) => callPlugin('ADD', conf(dst), { containerId: `race-${n}`, pod: { namespace: ns, name: n } })));
+  for (const n of names)
+    await createPod(ns, n, { ownerUid: 'rs-uid-6', annotations: { [ANN_IP]: s.ip, [ANN_ORIGINAL_INSTANCE]: src.instance } });
+  const outs = await Promise.all(
+    names.map((n) => callPlugin('ADD', conf(dst), { containerId: `race-${n}`, pod: { namespace: ns, name: n } })),
+  );
   const ok = outs.filter((o) => o.exitCode === 0);
   expect(ok).toHaveLength(1);
   expect([11, 121]).toContain(parseOut(outs.find((o) => o.exitCode !== 0)!).code);

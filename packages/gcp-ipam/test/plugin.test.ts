@@ -2,16 +2,34 @@
 // GCE: ADD/DEL/CHECK/GC/STATUS in every CNI version that has them, coalescing, cloud errors, rollback.
 import { API_VERSION, type IPAllocation } from '../src/types';
 import {
-  callPlugin, closeKube, createPod, createPool, installCrds, ipamConf, kube, netConf, newFake, parseOut, tmpDir, uniqueName, ZONE,
+  callPlugin,
+  closeKube,
+  createPod,
+  createPool,
+  installCrds,
+  ipamConf,
+  kube,
+  netConf,
+  newFake,
+  parseOut,
+  tmpDir,
+  uniqueName,
+  ZONE,
   type NodeSetup,
 } from './support';
 import type { FakeGce } from './fake-gce';
 
 let fake: FakeGce;
-beforeAll(async () => { await installCrds(); });
+beforeAll(async () => {
+  await installCrds();
+});
 afterAll(() => closeKube());
-beforeEach(async () => { fake = await newFake({ opDurationMs: 100 }); });
-afterEach(async () => { await fake.stop(); });
+beforeEach(async () => {
+  fake = await newFake({ opDurationMs: 100 });
+});
+afterEach(async () => {
+  await fake.stop();
+});
 
 function node(name = uniqueName('node')): NodeSetup {
   fake.addInstance(ZONE, name);
@@ -42,7 +60,14 @@ for (const v of ['0.4.0', '1.0.0', '1.1.0']) {
     expect(fake.aliasesOf(ZONE, n.instance)).toEqual([`${ip}/32`]);
     const allocs = await allocations(pool.metadata.name);
     expect(allocs).toHaveLength(1);
-    expect(allocs[0]!.spec).toMatchObject({ ip, podName: pod.metadata.name, podNamespace: 'default', podUID: pod.metadata.uid, nodeName: n.node, phase: 'Allocated' });
+    expect(allocs[0]!.spec).toMatchObject({
+      ip,
+      podName: pod.metadata.name,
+      podNamespace: 'default',
+      podUID: pod.metadata.uid,
+      nodeName: n.node,
+      phase: 'Allocated',
+    });
 
     const prev = netConf(ipamConf(fake, pool.metadata.name, n), v, { prevResult: JSON.parse(out.stdout) });
     expect((await callPlugin('CHECK', prev, o)).exitCode).toBe(0);
@@ -104,7 +129,11 @@ test('cloud errors: 403 rateLimitExceeded and 412 are retried; a 400 fails ADD a
   expect(ok.stdout).not.toMatch(/"code"/);
   fake.inject('instances.updateNetworkInterface', { status: 412, reason: 'conditionNotMet' }, 2);
   expect((await callPlugin('ADD', stdin, { containerId: 'st-1' })).stdout).not.toMatch(/"code"/);
-  fake.inject('instances.updateNetworkInterface', { status: 400, reason: 'invalid', message: 'Invalid value for field resource.aliasIpRanges' }, 1);
+  fake.inject(
+    'instances.updateNetworkInterface',
+    { status: 400, reason: 'invalid', message: 'Invalid value for field resource.aliasIpRanges' },
+    1,
+  );
   const bad = parseOut(await callPlugin('ADD', stdin, { containerId: 'bad-1' }));
   expect(bad.code).toBe(120);
   expect(bad.details).toMatch(/Invalid value/);
@@ -127,7 +156,9 @@ test('GC releases allocations the runtime no longer knows, keeps the valid ones,
   const n = node();
   const stdin = netConf(ipamConf(fake, pool.metadata.name, n));
   for (const id of ['g1', 'g2', 'g3']) expect((await callPlugin('ADD', stdin, { containerId: id })).exitCode).toBe(0);
-  const gcConf = netConf(ipamConf(fake, pool.metadata.name, n), '1.1.0', { 'cni.dev/valid-attachments': [{ containerID: 'g2', ifname: 'eth0' }] });
+  const gcConf = netConf(ipamConf(fake, pool.metadata.name, n), '1.1.0', {
+    'cni.dev/valid-attachments': [{ containerID: 'g2', ifname: 'eth0' }],
+  });
   const out = await callPlugin('GC', gcConf, { containerId: '' });
   expect(out.stdout).toBe('');
   const left = await allocations(pool.metadata.name);
@@ -147,7 +178,10 @@ test('GC of one network leaves the attachments of another network sharing the st
   const aliasesOfA = (await allocations(poolP.metadata.name)).map((a) => `${a.spec.ip}/32`);
 
   // Network B's GC lists B's live attachments only: b2 is stale, A's are not B's to judge.
-  const gcB = netConf(ipamConf(fake, poolQ.metadata.name, n), '1.1.0', { name: 'net-b', 'cni.dev/valid-attachments': [{ containerID: 'b1', ifname: 'eth0' }] });
+  const gcB = netConf(ipamConf(fake, poolQ.metadata.name, n), '1.1.0', {
+    name: 'net-b',
+    'cni.dev/valid-attachments': [{ containerID: 'b1', ifname: 'eth0' }],
+  });
   expect((await callPlugin('GC', gcB, { containerId: '' })).stdout).toBe('');
   expect((await allocations(poolQ.metadata.name)).map((a) => a.spec.containerID)).toEqual(['b1']);
   expect((await allocations(poolP.metadata.name)).map((a) => a.spec.containerID).sort()).toEqual(['a1', 'a2']);
@@ -175,7 +209,14 @@ test('a /29 pool hands out its 5 addresses, then ADD fails with code 110; STATUS
 
 test('bad configuration is refused with code 7 naming the field', async () => {
   const n = node();
-  for (const [field, value] of [['pool', ''], ['zone', 'mars'], ['project', 'X'], ['batchWindowMs', -1], ['computeEndpoint', 'ftp://x'], ['bogus', 1]] as const) {
+  for (const [field, value] of [
+    ['pool', ''],
+    ['zone', 'mars'],
+    ['project', 'X'],
+    ['batchWindowMs', -1],
+    ['computeEndpoint', 'ftp://x'],
+    ['bogus', 1],
+  ] as const) {
     const r = parseOut(await callPlugin('ADD', netConf(ipamConf(fake, 'p', n, { [field]: value })), { containerId: 'cfg' }));
     expect(r.code).toBe(7);
     expect(r.msg).toContain(`ipam.${field}`);
@@ -193,7 +234,14 @@ test('runtimes outside Kubernetes (podman: K8S_POD_NAME without a namespace) can
   const out = await callPlugin('DEL', stdin, o);
   expect(out.stdout).toBe('');
   expect(await allocations(pool.metadata.name)).toHaveLength(0);
-  const lines = (await import('node:fs')).readFileSync(logFile, 'utf8').trim().split('\n').map((l) => JSON.parse(l));
-  expect(lines.map((l) => [l.command, l.msg])).toEqual([['ADD', 'done'], ['DEL', 'done']]);
+  const lines = (await import('node:fs'))
+    .readFileSync(logFile, 'utf8')
+    .trim()
+    .split('\n')
+    .map((l) => JSON.parse(l));
+  expect(lines.map((l) => [l.command, l.msg])).toEqual([
+    ['ADD', 'done'],
+    ['DEL', 'done'],
+  ]);
   expect(lines[0].containerId).toBe('podman-1');
 });

@@ -13,7 +13,11 @@ import { kubeconfig, newFake, uniqueName } from './support';
 test('provision: reserves a /16 in 10/8, adds secondary range "live", creates the IPPool; a second run changes nothing', async () => {
   const fake = await newFake();
   const kube = kubeFromFile(kubeconfig);
-  const gce = new GceClient({ project: fake.project, endpoint: fake.computeEndpoint, networkConnectivityEndpoint: fake.networkConnectivityEndpoint });
+  const gce = new GceClient({
+    project: fake.project,
+    endpoint: fake.computeEndpoint,
+    networkConnectivityEndpoint: fake.networkConnectivityEndpoint,
+  });
   try {
     const subnet = uniqueName('subnet');
     fake.addSubnet('europe-west1', subnet, '10.0.0.0/20');
@@ -25,7 +29,11 @@ test('provision: reserves a /16 in 10/8, adds secondary range "live", creates th
     const sn = fake.subnets.get(`europe-west1/${subnet}`)!;
     expect(sn.secondaryIpRanges).toEqual([expect.objectContaining({ rangeName: 'live', ipCidrRange: r.cidr })]);
     const pool = await kube.request<IPPool>('GET', `/apis/${API_VERSION}/ippools/ippool-${subnet}`);
-    expect(pool.spec).toEqual({ cidr: r.cidr, subnet: `projects/${fake.project}/regions/europe-west1/subnetworks/${subnet}`, secondaryRangeName: 'live' });
+    expect(pool.spec).toEqual({
+      cidr: r.cidr,
+      subnet: `projects/${fake.project}/regions/europe-west1/subnetworks/${subnet}`,
+      secondaryRangeName: 'live',
+    });
     expect(pool.status).toMatchObject({ capacity: 65533, allocated: 0, available: 65533 });
     const again = await provision({ gce, kube, region: 'europe-west1', subnet });
     expect(again).toMatchObject({ cidr: r.cidr, createdRange: false, patchedSubnet: false, createdPool: false });

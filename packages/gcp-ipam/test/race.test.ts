@@ -4,9 +4,25 @@
 import { claim, type Owner } from '../src/allocator';
 import { kubeFromFile, isConflict } from '../src/kube-lite';
 import { API_VERSION, type IPAllocation } from '../src/types';
-import { callPlugin, closeKube, createPool, installCrds, ipamConf, kube, kubeconfig, netConf, newFake, parseOut, tmpDir, uniqueName, ZONE } from './support';
+import {
+  callPlugin,
+  closeKube,
+  createPool,
+  installCrds,
+  ipamConf,
+  kube,
+  kubeconfig,
+  netConf,
+  newFake,
+  parseOut,
+  tmpDir,
+  uniqueName,
+  ZONE,
+} from './support';
 
-beforeAll(async () => { await installCrds(); });
+beforeAll(async () => {
+  await installCrds();
+});
 afterAll(() => closeKube());
 
 test('200 ADDs across 20 nodes at once: no duplicate IP, every alias on exactly one VM', async () => {
@@ -19,10 +35,12 @@ test('200 ADDs across 20 nodes at once: no duplicate IP, every alias on exactly 
       return { node: name, instance: name, stateDir: tmpDir() };
     });
     const t0 = Date.now();
-    const outs = await Promise.all(Array.from({ length: 200 }, (_, i) => {
-      const n = nodes[i % 20]!;
-      return callPlugin('ADD', netConf(ipamConf(fake, pool.metadata.name, n)), { containerId: `race-${i}` });
-    }));
+    const outs = await Promise.all(
+      Array.from({ length: 200 }, (_, i) => {
+        const n = nodes[i % 20]!;
+        return callPlugin('ADD', netConf(ipamConf(fake, pool.metadata.name, n)), { containerId: `race-${i}` });
+      }),
+    );
     const ms = Date.now() - t0;
     const errors = outs.filter((o) => o.exitCode !== 0).map((o) => o.stdout);
     expect(errors).toEqual([]);
@@ -33,7 +51,9 @@ test('200 ADDs across 20 nodes at once: no duplicate IP, every alias on exactly 
     expect(new Set(attached).size).toBe(200);
     const list = await kube().request<{ items: IPAllocation[] }>('GET', `/apis/${API_VERSION}/ipallocations`);
     expect(list.items.filter((a) => a.spec.pool === pool.metadata.name)).toHaveLength(200);
-    process.stderr.write(`race: 200 ADDs on 20 nodes (200 ms operations): ${ms} ms, ${fake.calls['instances.updateNetworkInterface']} updateNetworkInterface calls\n`);
+    process.stderr.write(
+      `race: 200 ADDs on 20 nodes (200 ms operations): ${ms} ms, ${fake.calls['instances.updateNetworkInterface']} updateNetworkInterface calls\n`,
+    );
   } finally {
     await fake.stop();
   }
@@ -44,7 +64,16 @@ test('measure: 200 concurrent claims, per-IP objects vs one IPPool object with o
   try {
     // per-IP objects (this design)
     const pool = await createPool('10.113.0.0/16');
-    const owner = (i: number): Owner => ({ podName: `p${i}`, podNamespace: 'default', podUID: `u${i}`, nodeName: `n${i % 20}`, instance: `n${i % 20}`, zone: ZONE, containerID: `c${i}`, ifName: 'eth0' });
+    const owner = (i: number): Owner => ({
+      podName: `p${i}`,
+      podNamespace: 'default',
+      podUID: `u${i}`,
+      nodeName: `n${i % 20}`,
+      instance: `n${i % 20}`,
+      zone: ZONE,
+      containerID: `c${i}`,
+      ifName: 'eth0',
+    });
     let t0 = Date.now();
     const res = await Promise.all(Array.from({ length: 200 }, (_, i) => claim(k, pool, owner(i))));
     const perIpMs = Date.now() - t0;
@@ -55,7 +84,9 @@ test('measure: 200 concurrent claims, per-IP objects vs one IPPool object with o
     // Its exponential backoff makes this take up to ~100 s whatever the count, so it runs on request only:
     // GCP_IPAM_MEASURE_N=200 npx jest -c packages/gcp-ipam/jest.config.js race (the figure in docs/gcp-ipam.md).
     if (!process.env.GCP_IPAM_MEASURE_N) {
-      process.stderr.write(`measure: 200 concurrent claims: per-IP objects ${perIpMs} ms (${attempts} creates); single-object side skipped (set GCP_IPAM_MEASURE_N)\n`);
+      process.stderr.write(
+        `measure: 200 concurrent claims: per-IP objects ${perIpMs} ms (${attempts} creates); single-object side skipped (set GCP_IPAM_MEASURE_N)\n`,
+      );
       return;
     }
     const single = await createPool('10.114.0.0/16');
@@ -65,10 +96,25 @@ test('measure: 200 concurrent claims, per-IP objects vs one IPPool object with o
     const anchorClaim = async (i: number): Promise<string | undefined> => {
       let backoff = 100;
       for (let attempt = 0; attempt < 10; attempt++) {
-        const cur = await k.request<{ metadata: Record<string, unknown>; spec: Record<string, unknown> & { allocations?: Record<string, unknown> } }>('GET', path);
-        const taken = new Set(Object.keys((cur.metadata.annotations as Record<string, string> | undefined)?.['allocations'] ? JSON.parse((cur.metadata.annotations as Record<string, string>).allocations!) : {}));
+        const cur = await k.request<{
+          metadata: Record<string, unknown>;
+          spec: Record<string, unknown> & { allocations?: Record<string, unknown> };
+        }>('GET', path);
+        const taken = new Set(
+          Object.keys(
+            (cur.metadata.annotations as Record<string, string> | undefined)?.['allocations']
+              ? JSON.parse((cur.metadata.annotations as Record<string, string>).allocations!)
+              : {},
+          ),
+        );
         let ip = '';
-        for (let n = 2; n < 65_534; n++) { const c = `10.114.${n >> 8}.${n & 255}`; if (!taken.has(c)) { ip = c; break; } }
+        for (let n = 2; n < 65_534; n++) {
+          const c = `10.114.${n >> 8}.${n & 255}`;
+          if (!taken.has(c)) {
+            ip = c;
+            break;
+          }
+        }
         const allocs = Object.fromEntries([...taken].map((t) => [t, 1]));
         allocs[ip] = i;
         // the CRD here has no spec.allocations (pruned): keep the map in an annotation, same single-object contention
@@ -92,8 +138,10 @@ test('measure: 200 concurrent claims, per-IP objects vs one IPPool object with o
     const singleMs = Date.now() - t0;
     const ok = got.filter(Boolean);
     expect(new Set(ok).size).toBe(ok.length); // the lock itself is sound; it is slow and gives up
-    process.stderr.write(`measure: 200 concurrent claims: per-IP objects ${perIpMs} ms (${attempts} creates, ${attempts - 200} AlreadyExists); `
-      + `single object (${n} claims) ${singleMs} ms, ${conflicts} conflicts, ${failed} gave up after 10 retries\n`);
+    process.stderr.write(
+      `measure: 200 concurrent claims: per-IP objects ${perIpMs} ms (${attempts} creates, ${attempts - 200} AlreadyExists); ` +
+        `single object (${n} claims) ${singleMs} ms, ${conflicts} conflicts, ${failed} gave up after 10 retries\n`,
+    );
   } finally {
     k.close();
   }

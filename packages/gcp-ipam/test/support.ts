@@ -18,7 +18,10 @@ export function kube(): KubeTransport {
   transport ??= transportFor(cluster);
   return transport;
 }
-export function closeKube(): void { transport?.close(); transport = undefined; }
+export function closeKube(): void {
+  transport?.close();
+  transport = undefined;
+}
 
 export async function installCrds(): Promise<void> {
   for (const c of crds) await installCrd(kube(), c);
@@ -28,10 +31,14 @@ export const ZONE = 'europe-west1-b';
 export const PROJECT = 'test-project';
 
 export async function createPool(cidr: string, name = uniqueName('pool')): Promise<IPPool> {
-  return kube().request<IPPool>('POST', `/apis/${API_VERSION}/ippools`, { body: {
-    apiVersion: API_VERSION, kind: 'IPPool', metadata: { name },
-    spec: { cidr, subnet: `projects/${PROJECT}/regions/europe-west1/subnetworks/default`, secondaryRangeName: 'live' },
-  } });
+  return kube().request<IPPool>('POST', `/apis/${API_VERSION}/ippools`, {
+    body: {
+      apiVersion: API_VERSION,
+      kind: 'IPPool',
+      metadata: { name },
+      spec: { cidr, subnet: `projects/${PROJECT}/regions/europe-west1/subnetworks/default`, secondaryRangeName: 'live' },
+    },
+  });
 }
 
 export async function ensureNamespace(name: string): Promise<void> {
@@ -42,12 +49,20 @@ export async function ensureNamespace(name: string): Promise<void> {
   }
 }
 
-export async function createPod(namespace: string, name: string, opts: { annotations?: Record<string, string>; ownerUid?: string } = {}): Promise<Pod> {
+export async function createPod(
+  namespace: string,
+  name: string,
+  opts: { annotations?: Record<string, string>; ownerUid?: string } = {},
+): Promise<Pod> {
   await ensureNamespace(namespace);
   return new ResourceClient(kube(), Pods, { namespace }).create({
     metadata: {
-      name, namespace, annotations: opts.annotations,
-      ownerReferences: opts.ownerUid ? [{ apiVersion: 'apps/v1', kind: 'ReplicaSet', name: 'rs', uid: opts.ownerUid, controller: true }] : undefined,
+      name,
+      namespace,
+      annotations: opts.annotations,
+      ownerReferences: opts.ownerUid
+        ? [{ apiVersion: 'apps/v1', kind: 'ReplicaSet', name: 'rs', uid: opts.ownerUid, controller: true }]
+        : undefined,
     },
     spec: { containers: [{ name: 'c', image: 'busybox' }] },
   });
@@ -61,12 +76,26 @@ export function tmpDir(prefix = 'gcp-ipam-test-'): string {
   return fs.mkdtempSync(path.join(os.tmpdir(), prefix));
 }
 
-export interface NodeSetup { node: string; instance: string; stateDir: string }
+export interface NodeSetup {
+  node: string;
+  instance: string;
+  stateDir: string;
+}
 
 export function ipamConf(fake: FakeGce, pool: string, n: NodeSetup, extra: Record<string, unknown> = {}): Record<string, unknown> {
   return {
-    type: 'gcp-ipam', kubeconfig, pool, project: PROJECT, zone: ZONE, instance: n.instance, nodeName: n.node,
-    computeEndpoint: fake.computeEndpoint, auth: 'none', stateDir: n.stateDir, batchWindowMs: 20, ...extra,
+    type: 'gcp-ipam',
+    kubeconfig,
+    pool,
+    project: PROJECT,
+    zone: ZONE,
+    instance: n.instance,
+    nodeName: n.node,
+    computeEndpoint: fake.computeEndpoint,
+    auth: 'none',
+    stateDir: n.stateDir,
+    batchWindowMs: 20,
+    ...extra,
   };
 }
 
@@ -74,20 +103,44 @@ export function netConf(ipam: Record<string, unknown>, cniVersion = '1.1.0', ext
   return JSON.stringify({ cniVersion, name: 'gcp-net', type: 'ptp', ipam, ...extra });
 }
 
-export interface CallOpts { containerId: string; ifName?: string; pod?: { namespace: string; name: string; uid?: string }; cniArgs?: string }
-
-export function callPlugin(command: string, stdin: string, o: CallOpts): Promise<PluginOutput> {
-  const args = o.cniArgs !== undefined ? o.cniArgs : o.pod ? `IgnoreUnknown=1;K8S_POD_NAMESPACE=${o.pod.namespace};K8S_POD_NAME=${o.pod.name}${o.pod.uid ? `;K8S_POD_UID=${o.pod.uid}` : ''}` : '';
-  return runPlugin({ add, del, check, gc, status }, { about: 'gcp-ipam test' }, {
-    env: {
-      CNI_COMMAND: command, CNI_CONTAINERID: o.containerId, CNI_NETNS: command === 'ADD' || command === 'CHECK' ? '/var/run/netns/none' : '',
-      CNI_IFNAME: o.ifName ?? 'eth0', CNI_PATH: '/opt/cni/bin', CNI_ARGS: args,
-    },
-    stdin,
-  });
+export interface CallOpts {
+  containerId: string;
+  ifName?: string;
+  pod?: { namespace: string; name: string; uid?: string };
+  cniArgs?: string;
 }
 
-export function parseOut(out: PluginOutput): { ips?: { address: string; gateway?: string }[]; routes?: { dst: string; gw?: string }[]; code?: number; msg?: string; details?: string } {
+export function callPlugin(command: string, stdin: string, o: CallOpts): Promise<PluginOutput> {
+  const args =
+    o.cniArgs !== undefined
+      ? o.cniArgs
+      : o.pod
+        ? `IgnoreUnknown=1;K8S_POD_NAMESPACE=${o.pod.namespace};K8S_POD_NAME=${o.pod.name}${o.pod.uid ? `;K8S_POD_UID=${o.pod.uid}` : ''}`
+        : '';
+  return runPlugin(
+    { add, del, check, gc, status },
+    { about: 'gcp-ipam test' },
+    {
+      env: {
+        CNI_COMMAND: command,
+        CNI_CONTAINERID: o.containerId,
+        CNI_NETNS: command === 'ADD' || command === 'CHECK' ? '/var/run/netns/none' : '',
+        CNI_IFNAME: o.ifName ?? 'eth0',
+        CNI_PATH: '/opt/cni/bin',
+        CNI_ARGS: args,
+      },
+      stdin,
+    },
+  );
+}
+
+export function parseOut(out: PluginOutput): {
+  ips?: { address: string; gateway?: string }[];
+  routes?: { dst: string; gw?: string }[];
+  code?: number;
+  msg?: string;
+  details?: string;
+} {
   return out.stdout ? JSON.parse(out.stdout) : {};
 }
 

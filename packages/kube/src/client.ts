@@ -73,7 +73,11 @@ export class ResourceClient<T extends KubeObject> {
   /** Namespace used when an object or call names none. */
   readonly namespace: string | undefined;
 
-  constructor(readonly transport: KubeTransport, readonly resource: Resource<T>, opts: { namespace?: string } = {}) {
+  constructor(
+    readonly transport: KubeTransport,
+    readonly resource: Resource<T>,
+    opts: { namespace?: string } = {},
+  ) {
     this.namespace = resource.namespaced ? opts.namespace : undefined;
   }
 
@@ -105,8 +109,12 @@ export class ResourceClient<T extends KubeObject> {
   /** One page (or all, without limit) of the collection; in the client's namespace, or every namespace when it has none. */
   async list(opts: ListOptions & { namespace?: string } = {}): Promise<KubeList<T>> {
     const query: Query = {
-      labelSelector: opts.labelSelector, fieldSelector: opts.fieldSelector, limit: opts.limit, continue: opts.continue,
-      resourceVersion: opts.resourceVersion, resourceVersionMatch: opts.resourceVersionMatch,
+      labelSelector: opts.labelSelector,
+      fieldSelector: opts.fieldSelector,
+      limit: opts.limit,
+      continue: opts.continue,
+      resourceVersion: opts.resourceVersion,
+      resourceVersionMatch: opts.resourceVersionMatch,
     };
     const path = resourcePath(this.resource, { namespace: opts.namespace ?? this.namespace });
     return this.transport.request<KubeList<T>>('GET', path, { query, signal: opts.signal });
@@ -138,7 +146,9 @@ export class ResourceClient<T extends KubeObject> {
   /** PUT: replaces the object; fails with 409 Conflict when metadata.resourceVersion is stale. */
   async update(obj: T, opts: WriteOptions = {}): Promise<T> {
     return this.transport.request<T>('PUT', this.path({ namespace: obj.metadata.namespace, name: this.nameOf(obj) }), {
-      body: this.stamp(obj), query: writeQuery(opts), signal: opts.signal,
+      body: this.stamp(obj),
+      query: writeQuery(opts),
+      signal: opts.signal,
     });
   }
 
@@ -149,12 +159,19 @@ export class ResourceClient<T extends KubeObject> {
   /** Deletes; returns the object when it still exists afterwards (finalizers pending, foreground deletion), else undefined. */
   async delete(name: string, opts: DeleteOptions & { namespace?: string; ignoreNotFound?: boolean } = {}): Promise<T | undefined> {
     const body = {
-      apiVersion: 'v1', kind: 'DeleteOptions',
-      propagationPolicy: opts.propagationPolicy, gracePeriodSeconds: opts.gracePeriodSeconds, preconditions: opts.preconditions,
+      apiVersion: 'v1',
+      kind: 'DeleteOptions',
+      propagationPolicy: opts.propagationPolicy,
+      gracePeriodSeconds: opts.gracePeriodSeconds,
+      preconditions: opts.preconditions,
       dryRun: opts.dryRun ? ['All'] : undefined,
     };
     try {
-      const res = await this.transport.request<KubeObject & { status?: unknown }>('DELETE', this.path({ namespace: opts.namespace, name }), { body, signal: opts.signal });
+      const res = await this.transport.request<KubeObject & { status?: unknown }>(
+        'DELETE',
+        this.path({ namespace: opts.namespace, name }),
+        { body, signal: opts.signal },
+      );
       if (res && res.kind !== 'Status' && res.metadata?.deletionTimestamp) return res as T;
       return undefined;
     } catch (err) {
@@ -164,7 +181,14 @@ export class ResourceClient<T extends KubeObject> {
   }
 
   /** Deletes every object matching the selectors in the client's namespace (or a cluster-scoped collection). */
-  async deleteCollection(opts: { namespace?: string; labelSelector?: string; fieldSelector?: string; propagationPolicy?: DeleteOptions['propagationPolicy'] } = {}): Promise<void> {
+  async deleteCollection(
+    opts: {
+      namespace?: string;
+      labelSelector?: string;
+      fieldSelector?: string;
+      propagationPolicy?: DeleteOptions['propagationPolicy'];
+    } = {},
+  ): Promise<void> {
     await this.transport.request('DELETE', resourcePath(this.resource, { namespace: opts.namespace ?? this.namespace }), {
       query: { labelSelector: opts.labelSelector, fieldSelector: opts.fieldSelector, propagationPolicy: opts.propagationPolicy },
     });
@@ -178,9 +202,15 @@ export class ResourceClient<T extends KubeObject> {
 
   /** PUT .../status: only status is taken from obj; metadata.resourceVersion guards it like update. */
   async updateStatus(obj: T, opts: WriteOptions = {}): Promise<T> {
-    return this.transport.request<T>('PUT', this.path({ namespace: obj.metadata.namespace, name: this.nameOf(obj), subresource: 'status' }), {
-      body: this.stamp(obj), query: writeQuery(opts), signal: opts.signal,
-    });
+    return this.transport.request<T>(
+      'PUT',
+      this.path({ namespace: obj.metadata.namespace, name: this.nameOf(obj), subresource: 'status' }),
+      {
+        body: this.stamp(obj),
+        query: writeQuery(opts),
+        signal: opts.signal,
+      },
+    );
   }
 
   async patchStatus(name: string, patch: unknown, type: PatchType = 'merge', opts: PatchOptions & { namespace?: string } = {}): Promise<T> {
@@ -197,14 +227,19 @@ export class ResourceClient<T extends KubeObject> {
     const name = scale.metadata.name;
     if (!name) throw new KubeConfigError(`${this.resource.kind} scale: metadata.name is required`);
     return this.transport.request<Scale>('PUT', this.path({ namespace: scale.metadata.namespace, name, subresource: 'scale' }), {
-      body: { apiVersion: 'autoscaling/v1', kind: 'Scale', ...scale }, query: writeQuery(opts), signal: opts.signal,
+      body: { apiVersion: 'autoscaling/v1', kind: 'Scale', ...scale },
+      query: writeQuery(opts),
+      signal: opts.signal,
     });
   }
 
   /** Sets spec.replicas through the scale subresource (a merge patch: no read needed). */
   async scale(name: string, replicas: number, opts: WriteOptions & { namespace?: string } = {}): Promise<Scale> {
     return this.transport.request<Scale>('PATCH', this.path({ namespace: opts.namespace, name, subresource: 'scale' }), {
-      body: { spec: { replicas } }, contentType: PATCH_CONTENT_TYPE.merge, query: writeQuery(opts), signal: opts.signal,
+      body: { spec: { replicas } },
+      contentType: PATCH_CONTENT_TYPE.merge,
+      query: writeQuery(opts),
+      signal: opts.signal,
     });
   }
 
@@ -220,16 +255,25 @@ export class ResourceClient<T extends KubeObject> {
    * resourceVersion it read; on 409 Conflict reads again and re-applies mutate (client-go's RetryOnConflict).
    * mutate may return false to skip the write (nothing to change). Returns the stored object.
    */
-  async updateWithRetry(name: string, mutate: (obj: T, attempt: number) => Mutation<T> | Promise<Mutation<T>>,
-    opts: UpdateWithRetryOptions & { namespace?: string } = {}): Promise<T> {
-    return retryOnConflict(async (attempt) => {
-      const current = await this.get(name, { namespace: opts.namespace, signal: opts.signal });
-      const result = await mutate(current, attempt);
-      if (result === false) return current;
-      const next = result ?? current;
-      if (opts.namespace && this.resource.namespaced) next.metadata.namespace ??= opts.namespace;
-      return opts.subresource === 'status' ? this.updateStatus(next, { signal: opts.signal }) : this.update(next, { signal: opts.signal });
-    }, opts.backoff ?? CONFLICT_RETRY, opts.signal);
+  async updateWithRetry(
+    name: string,
+    mutate: (obj: T, attempt: number) => Mutation<T> | Promise<Mutation<T>>,
+    opts: UpdateWithRetryOptions & { namespace?: string } = {},
+  ): Promise<T> {
+    return retryOnConflict(
+      async (attempt) => {
+        const current = await this.get(name, { namespace: opts.namespace, signal: opts.signal });
+        const result = await mutate(current, attempt);
+        if (result === false) return current;
+        const next = result ?? current;
+        if (opts.namespace && this.resource.namespaced) next.metadata.namespace ??= opts.namespace;
+        return opts.subresource === 'status'
+          ? this.updateStatus(next, { signal: opts.signal })
+          : this.update(next, { signal: opts.signal });
+      },
+      opts.backoff ?? CONFLICT_RETRY,
+      opts.signal,
+    );
   }
 
   private async patchPath(path: string, patch: unknown, type: PatchType, opts: PatchOptions): Promise<T> {
@@ -264,7 +308,11 @@ function writeQuery(opts: WriteOptions): Query {
 }
 
 /** Shorthand: a typed client for a resource. */
-export function clientFor<T extends KubeObject>(transport: KubeTransport, resource: Resource<T>, opts: { namespace?: string } = {}): ResourceClient<T> {
+export function clientFor<T extends KubeObject>(
+  transport: KubeTransport,
+  resource: Resource<T>,
+  opts: { namespace?: string } = {},
+): ResourceClient<T> {
   return new ResourceClient(transport, resource, opts);
 }
 

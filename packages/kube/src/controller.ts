@@ -45,10 +45,14 @@ export interface ControllerOptions {
 export type KeyMapper<T extends KubeObject> = (obj: T) => string[];
 
 /** Keys of the owners of `kind` (controller references by default): reconcile the owner when a dependent changes. */
-export function ownerKeyMapper<T extends KubeObject>(ownerKind: string, opts: { controllerOnly?: boolean; ownerNamespaced?: boolean } = {}): KeyMapper<T> {
-  return (obj) => (obj.metadata.ownerReferences ?? [])
-    .filter((r) => r.kind === ownerKind && (opts.controllerOnly === false || r.controller))
-    .map((r) => ((opts.ownerNamespaced ?? true) && obj.metadata.namespace ? `${obj.metadata.namespace}/${r.name}` : r.name));
+export function ownerKeyMapper<T extends KubeObject>(
+  ownerKind: string,
+  opts: { controllerOnly?: boolean; ownerNamespaced?: boolean } = {},
+): KeyMapper<T> {
+  return (obj) =>
+    (obj.metadata.ownerReferences ?? [])
+      .filter((r) => r.kind === ownerKind && (opts.controllerOnly === false || r.controller))
+      .map((r) => ((opts.ownerNamespaced ?? true) && obj.metadata.namespace ? `${obj.metadata.namespace}/${r.name}` : r.name));
 }
 
 export class Controller {

@@ -55,7 +55,10 @@ export interface CrdVersion {
   served: boolean;
   storage: boolean;
   schema?: { openAPIV3Schema: JSONSchemaProps };
-  subresources?: { status?: Record<string, never>; scale?: { specReplicasPath: string; statusReplicasPath: string; labelSelectorPath?: string } };
+  subresources?: {
+    status?: Record<string, never>;
+    scale?: { specReplicasPath: string; statusReplicasPath: string; labelSelectorPath?: string };
+  };
   additionalPrinterColumns?: { name: string; type: string; jsonPath: string; description?: string; priority?: number; format?: string }[];
   selectableFields?: { jsonPath: string }[];
   deprecated?: boolean;
@@ -77,7 +80,11 @@ export interface CustomResourceDefinition extends KubeObject {
 }
 
 export const CustomResourceDefinitions = defineResource<CustomResourceDefinition>({
-  group: 'apiextensions.k8s.io', version: 'v1', kind: 'CustomResourceDefinition', plural: 'customresourcedefinitions', namespaced: false,
+  group: 'apiextensions.k8s.io',
+  version: 'v1',
+  kind: 'CustomResourceDefinition',
+  plural: 'customresourcedefinitions',
+  namespaced: false,
 });
 
 export interface CrdOptions {
@@ -114,7 +121,12 @@ export function crdManifest(res: ResourceDefinition, opts: CrdOptions): CustomRe
   }
   if (opts.printerColumns) version.additionalPrinterColumns = opts.printerColumns;
   if (opts.selectableFields) version.selectableFields = opts.selectableFields.map((jsonPath) => ({ jsonPath }));
-  const names: CustomResourceDefinition['spec']['names'] = { kind: def.kind, listKind: def.listKind, plural: def.plural, singular: def.singular };
+  const names: CustomResourceDefinition['spec']['names'] = {
+    kind: def.kind,
+    listKind: def.listKind,
+    plural: def.plural,
+    singular: def.singular,
+  };
   if (def.shortNames.length) names.shortNames = def.shortNames;
   if (def.categories.length) names.categories = def.categories;
   return {
@@ -129,12 +141,21 @@ export function crdManifest(res: ResourceDefinition, opts: CrdOptions): CustomRe
 export function resourceFromCrd<T extends KubeObject>(crd: CustomResourceDefinition, version?: string): Resource<T> {
   const v = version ?? crd.spec.versions.find((x) => x.storage)?.name ?? crd.spec.versions[0]?.name;
   if (!v || !crd.spec.versions.some((x) => x.name === v)) {
-    throw new KubeConfigError(`crd ${crd.metadata.name}: no version ${JSON.stringify(version)} (has ${crd.spec.versions.map((x) => x.name).join(', ')})`);
+    throw new KubeConfigError(
+      `crd ${crd.metadata.name}: no version ${JSON.stringify(version)} (has ${crd.spec.versions.map((x) => x.name).join(', ')})`,
+    );
   }
   const n = crd.spec.names;
   return defineResource<T>({
-    group: crd.spec.group, version: v, kind: n.kind, plural: n.plural, singular: n.singular, listKind: n.listKind,
-    namespaced: crd.spec.scope === 'Namespaced', shortNames: n.shortNames, categories: n.categories,
+    group: crd.spec.group,
+    version: v,
+    kind: n.kind,
+    plural: n.plural,
+    singular: n.singular,
+    listKind: n.listKind,
+    namespaced: crd.spec.scope === 'Namespaced',
+    shortNames: n.shortNames,
+    categories: n.categories,
   });
 }
 
@@ -145,7 +166,9 @@ export function parseManifests(text: string): KubeObject[] {
 
 /** The CRDs among some manifests. */
 export function crdsIn(docs: KubeObject[]): CustomResourceDefinition[] {
-  return docs.filter((d): d is CustomResourceDefinition => d.apiVersion === 'apiextensions.k8s.io/v1' && d.kind === 'CustomResourceDefinition');
+  return docs.filter(
+    (d): d is CustomResourceDefinition => d.apiVersion === 'apiextensions.k8s.io/v1' && d.kind === 'CustomResourceDefinition',
+  );
 }
 
 /** YAML text of manifests (multi-document). */
@@ -157,7 +180,11 @@ export function toYaml(docs: KubeObject | KubeObject[]): string {
  * Creates or updates a CRD and waits until it is Established (its API is served). Returns the stored CRD.
  * An update keeps the server's resourceVersion (optimistic concurrency, retried on conflict).
  */
-export async function installCrd(transport: KubeTransport, crd: CustomResourceDefinition, opts: { timeoutMs?: number } = {}): Promise<CustomResourceDefinition> {
+export async function installCrd(
+  transport: KubeTransport,
+  crd: CustomResourceDefinition,
+  opts: { timeoutMs?: number } = {},
+): Promise<CustomResourceDefinition> {
   const client = new ResourceClient(transport, CustomResourceDefinitions);
   const name = crd.metadata.name!;
   try {

@@ -58,20 +58,34 @@ export class ApiError extends KubeError {
 
 function reasonForStatus(status: number): string {
   switch (status) {
-    case 400: return 'BadRequest';
-    case 401: return 'Unauthorized';
-    case 403: return 'Forbidden';
-    case 404: return 'NotFound';
-    case 405: return 'MethodNotAllowed';
-    case 409: return 'Conflict';
-    case 410: return 'Gone';
-    case 415: return 'UnsupportedMediaType';
-    case 422: return 'Invalid';
-    case 429: return 'TooManyRequests';
-    case 500: return 'InternalError';
-    case 503: return 'ServiceUnavailable';
-    case 504: return 'Timeout';
-    default: return 'Unknown';
+    case 400:
+      return 'BadRequest';
+    case 401:
+      return 'Unauthorized';
+    case 403:
+      return 'Forbidden';
+    case 404:
+      return 'NotFound';
+    case 405:
+      return 'MethodNotAllowed';
+    case 409:
+      return 'Conflict';
+    case 410:
+      return 'Gone';
+    case 415:
+      return 'UnsupportedMediaType';
+    case 422:
+      return 'Invalid';
+    case 429:
+      return 'TooManyRequests';
+    case 500:
+      return 'InternalError';
+    case 503:
+      return 'ServiceUnavailable';
+    case 504:
+      return 'Timeout';
+    default:
+      return 'Unknown';
   }
 }
 
@@ -91,7 +105,11 @@ export class TransportError extends KubeError {
 export class RetriesExhaustedError extends KubeError {
   readonly attempts: number;
   constructor(what: string, attempts: number, cause: unknown) {
-    super('ERR_KUBE_RETRIES_EXHAUSTED', `kube: ${what}: gave up after ${attempts} attempts: ${(cause as Error)?.message ?? String(cause)}`, { cause });
+    super(
+      'ERR_KUBE_RETRIES_EXHAUSTED',
+      `kube: ${what}: gave up after ${attempts} attempts: ${(cause as Error)?.message ?? String(cause)}`,
+      { cause },
+    );
     this.name = 'RetriesExhaustedError';
     this.attempts = attempts;
   }

@@ -78,7 +78,10 @@ export class Informer<T extends KubeObject> {
   private watchCtl: AbortController | undefined;
   private syncWaiters: (() => void)[] = [];
 
-  constructor(readonly client: ResourceClient<T>, private readonly opts: InformerOptions<T> = {}) {
+  constructor(
+    readonly client: ResourceClient<T>,
+    private readonly opts: InformerOptions<T> = {},
+  ) {
     this.store = new Indexer<T>(opts.indexers ?? {});
     this.namespace = opts.namespace ?? client.namespace;
     this.name = opts.name ?? client.resource.fullName;
@@ -162,7 +165,11 @@ export class Informer<T extends KubeObject> {
         }
         this.stats.watchErrors++;
         const wait = backoff.next();
-        this.log.warn(this.needList ? 'list failed; retrying' : 'watch broke; resuming', { resourceVersion: this.rv, retryInMs: Math.round(wait), error: err });
+        this.log.warn(this.needList ? 'list failed; retrying' : 'watch broke; resuming', {
+          resourceVersion: this.rv,
+          retryInMs: Math.round(wait),
+          error: err,
+        });
         await sleep(wait, stop).catch(() => undefined);
       }
     }
@@ -176,8 +183,13 @@ export class Informer<T extends KubeObject> {
     this.opts.metrics?.informerWatches.inc({ resource: this.name });
     this.log.debug('watch', { resourceVersion: this.rv, timeoutSeconds });
     const events = this.client.watch({
-      namespace: this.namespace, resourceVersion: this.rv, allowWatchBookmarks: this.opts.bookmarks ?? true,
-      labelSelector: this.opts.labelSelector, fieldSelector: this.opts.fieldSelector, timeoutSeconds, signal,
+      namespace: this.namespace,
+      resourceVersion: this.rv,
+      allowWatchBookmarks: this.opts.bookmarks ?? true,
+      labelSelector: this.opts.labelSelector,
+      fieldSelector: this.opts.fieldSelector,
+      timeoutSeconds,
+      signal,
     });
     for await (const ev of events) this.apply(ev);
   }
@@ -208,8 +220,11 @@ export class Informer<T extends KubeObject> {
   private async relist(): Promise<void> {
     const reason = this.stats.lists === 0 ? 'initial' : 'gone';
     const list = await this.client.listAll({
-      namespace: this.namespace, labelSelector: this.opts.labelSelector, fieldSelector: this.opts.fieldSelector,
-      pageSize: this.opts.pageSize ?? 500, signal: this.stopCtl.signal,
+      namespace: this.namespace,
+      labelSelector: this.opts.labelSelector,
+      fieldSelector: this.opts.fieldSelector,
+      pageSize: this.opts.pageSize ?? 500,
+      signal: this.stopCtl.signal,
     });
     this.stats.lists++;
     this.opts.metrics?.informerLists.inc({ resource: this.name, reason });

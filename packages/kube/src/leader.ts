@@ -81,12 +81,17 @@ export class LeaderElector {
     this.renewDeadlineMs = opts.renewDeadlineMs ?? DEFAULT_RENEW_DEADLINE_MS;
     this.retryPeriodMs = opts.retryPeriodMs ?? DEFAULT_RETRY_PERIOD_MS;
     if (!(this.leaseDurationMs > this.renewDeadlineMs)) {
-      throw new KubeConfigError(`leader election: leaseDuration (${this.leaseDurationMs} ms) must exceed renewDeadline (${this.renewDeadlineMs} ms)`);
+      throw new KubeConfigError(
+        `leader election: leaseDuration (${this.leaseDurationMs} ms) must exceed renewDeadline (${this.renewDeadlineMs} ms)`,
+      );
     }
     if (!(this.renewDeadlineMs > this.retryPeriodMs * (1 + JITTER))) {
-      throw new KubeConfigError(`leader election: renewDeadline (${this.renewDeadlineMs} ms) must exceed retryPeriod*${1 + JITTER} (${this.retryPeriodMs} ms)`);
+      throw new KubeConfigError(
+        `leader election: renewDeadline (${this.renewDeadlineMs} ms) must exceed retryPeriod*${1 + JITTER} (${this.retryPeriodMs} ms)`,
+      );
     }
-    if (this.leaseDurationMs % 1000 !== 0) throw new KubeConfigError(`leader election: leaseDuration must be whole seconds, got ${this.leaseDurationMs} ms`);
+    if (this.leaseDurationMs % 1000 !== 0)
+      throw new KubeConfigError(`leader election: leaseDuration must be whole seconds, got ${this.leaseDurationMs} ms`);
     if (!opts.identity) throw new KubeConfigError('leader election: identity is required');
     this.leases = new ResourceClient(opts.transport, Leases, { namespace: opts.namespace });
     this.log = opts.logger ?? traceLogger('kube.leader', { lease: `${opts.namespace}/${opts.name}`, identity: opts.identity });
@@ -175,9 +180,12 @@ export class LeaderElector {
 
   /** Ends leadership at lastRenew + renewDeadline even while a renewal request hangs. */
   private armWatchdog(): NodeJS.Timeout {
-    const t = setTimeout(() => {
-      if (this.leading) this.stopLeading('renew deadline passed');
-    }, Math.max(0, this.lastRenew + this.renewDeadlineMs - performance.now()));
+    const t = setTimeout(
+      () => {
+        if (this.leading) this.stopLeading('renew deadline passed');
+      },
+      Math.max(0, this.lastRenew + this.renewDeadlineMs - performance.now()),
+    );
     t.unref();
     return t;
   }
@@ -215,12 +223,13 @@ export class LeaderElector {
   }
 
   private observe(spec: LeaseSpec): void {
-    const same = this.observed !== undefined
-      && this.observed.holderIdentity === spec.holderIdentity
-      && this.observed.renewTime === spec.renewTime
-      && this.observed.acquireTime === spec.acquireTime
-      && this.observed.leaseDurationSeconds === spec.leaseDurationSeconds
-      && this.observed.leaseTransitions === spec.leaseTransitions;
+    const same =
+      this.observed !== undefined &&
+      this.observed.holderIdentity === spec.holderIdentity &&
+      this.observed.renewTime === spec.renewTime &&
+      this.observed.acquireTime === spec.acquireTime &&
+      this.observed.leaseDurationSeconds === spec.leaseDurationSeconds &&
+      this.observed.leaseTransitions === spec.leaseTransitions;
     if (!same) {
       this.observed = { ...spec };
       this.observedAt = performance.now();
@@ -245,7 +254,13 @@ export class LeaderElector {
       const lease = await this.leases.find(this.opts.name, { signal });
       const now = microTime();
       if (!lease) {
-        const spec: LeaseSpec = { holderIdentity: id, leaseDurationSeconds: durationSeconds, acquireTime: now, renewTime: now, leaseTransitions: 0 };
+        const spec: LeaseSpec = {
+          holderIdentity: id,
+          leaseDurationSeconds: durationSeconds,
+          acquireTime: now,
+          renewTime: now,
+          leaseTransitions: 0,
+        };
         await this.leases.create({ metadata: { name: this.opts.name, namespace: this.opts.namespace }, spec }, { signal });
         this.observe(spec);
         return true;
@@ -263,8 +278,8 @@ export class LeaderElector {
         holderIdentity: id,
         leaseDurationSeconds: durationSeconds,
         renewTime: now,
-        acquireTime: holder === id ? old.acquireTime ?? now : now,
-        leaseTransitions: holder === id ? old.leaseTransitions ?? 0 : (old.leaseTransitions ?? 0) + 1,
+        acquireTime: holder === id ? (old.acquireTime ?? now) : now,
+        leaseTransitions: holder === id ? (old.leaseTransitions ?? 0) : (old.leaseTransitions ?? 0) + 1,
       };
       await this.leases.update({ ...lease, spec }, { signal });
       this.observe(spec);
@@ -281,10 +296,19 @@ export class LeaderElector {
       const lease = await this.leases.get(this.opts.name, { signal: AbortSignal.timeout(this.renewDeadlineMs) });
       if (lease.spec?.holderIdentity !== this.opts.identity) return;
       const now = microTime();
-      await this.leases.update({
-        ...lease,
-        spec: { holderIdentity: '', leaseDurationSeconds: 1, acquireTime: now, renewTime: now, leaseTransitions: lease.spec.leaseTransitions ?? 0 },
-      }, { signal: AbortSignal.timeout(this.renewDeadlineMs) });
+      await this.leases.update(
+        {
+          ...lease,
+          spec: {
+            holderIdentity: '',
+            leaseDurationSeconds: 1,
+            acquireTime: now,
+            renewTime: now,
+            leaseTransitions: lease.spec.leaseTransitions ?? 0,
+          },
+        },
+        { signal: AbortSignal.timeout(this.renewDeadlineMs) },
+      );
       this.log.info('released lease');
     } catch (err) {
       if (!isConflict(err) && !isNotFound(err)) this.log.warn('lease release failed', { error: err });

@@ -37,34 +37,99 @@ export class KubeMetrics {
     const registers = [(this.registry = opts.registry ?? new Registry())];
     if (opts.processMetrics) collectDefaultMetrics({ register: this.registry });
     this.workqueueDepth = new Gauge({ name: 'workqueue_depth', help: 'Current depth of the work queue', labelNames: ['name'], registers });
-    this.workqueueAdds = new Counter({ name: 'workqueue_adds_total', help: 'Keys added to the work queue', labelNames: ['name'], registers });
-    this.workqueueRetries = new Counter({ name: 'workqueue_retries_total', help: 'Rate-limited re-adds (retries)', labelNames: ['name'], registers });
+    this.workqueueAdds = new Counter({
+      name: 'workqueue_adds_total',
+      help: 'Keys added to the work queue',
+      labelNames: ['name'],
+      registers,
+    });
+    this.workqueueRetries = new Counter({
+      name: 'workqueue_retries_total',
+      help: 'Rate-limited re-adds (retries)',
+      labelNames: ['name'],
+      registers,
+    });
     this.workqueueQueueDuration = new Histogram({
-      name: 'workqueue_queue_duration_seconds', help: 'Time a key waits in the queue before being processed',
-      labelNames: ['name'], buckets: DURATION_BUCKETS, registers,
+      name: 'workqueue_queue_duration_seconds',
+      help: 'Time a key waits in the queue before being processed',
+      labelNames: ['name'],
+      buckets: DURATION_BUCKETS,
+      registers,
     });
     this.workqueueWorkDuration = new Histogram({
-      name: 'workqueue_work_duration_seconds', help: 'Time processing a key takes', labelNames: ['name'], buckets: DURATION_BUCKETS, registers,
+      name: 'workqueue_work_duration_seconds',
+      help: 'Time processing a key takes',
+      labelNames: ['name'],
+      buckets: DURATION_BUCKETS,
+      registers,
     });
     this.reconcileTotal = new Counter({
-      name: 'controller_runtime_reconcile_total', help: 'Reconciliations by result (success, error, requeue, requeue_after)',
-      labelNames: ['controller', 'result'], registers,
+      name: 'controller_runtime_reconcile_total',
+      help: 'Reconciliations by result (success, error, requeue, requeue_after)',
+      labelNames: ['controller', 'result'],
+      registers,
     });
-    this.reconcileErrors = new Counter({ name: 'controller_runtime_reconcile_errors_total', help: 'Reconciliations that failed', labelNames: ['controller'], registers });
+    this.reconcileErrors = new Counter({
+      name: 'controller_runtime_reconcile_errors_total',
+      help: 'Reconciliations that failed',
+      labelNames: ['controller'],
+      registers,
+    });
     this.reconcileTime = new Histogram({
-      name: 'controller_runtime_reconcile_time_seconds', help: 'Time per reconciliation', labelNames: ['controller'], buckets: DURATION_BUCKETS, registers,
+      name: 'controller_runtime_reconcile_time_seconds',
+      help: 'Time per reconciliation',
+      labelNames: ['controller'],
+      buckets: DURATION_BUCKETS,
+      registers,
     });
-    this.informerEvents = new Counter({ name: 'informer_events_total', help: 'Watch events applied to the cache', labelNames: ['resource', 'type'], registers });
+    this.informerEvents = new Counter({
+      name: 'informer_events_total',
+      help: 'Watch events applied to the cache',
+      labelNames: ['resource', 'type'],
+      registers,
+    });
     this.informerLists = new Counter({
-      name: 'informer_lists_total', help: 'Full lists (initial, or re-list after 410 Gone)', labelNames: ['resource', 'reason'], registers,
+      name: 'informer_lists_total',
+      help: 'Full lists (initial, or re-list after 410 Gone)',
+      labelNames: ['resource', 'reason'],
+      registers,
     });
-    this.informerWatches = new Counter({ name: 'informer_watches_total', help: 'Watch requests opened (resumes included)', labelNames: ['resource'], registers });
-    this.informerCacheSize = new Gauge({ name: 'informer_cache_objects', help: 'Objects in the informer cache', labelNames: ['resource'], registers });
-    this.leaderStatus = new Gauge({ name: 'leader_election_master_status', help: '1 while this process leads the lease', labelNames: ['name'], registers });
-    this.leaderTransitions = new Counter({ name: 'leader_election_transitions_total', help: 'Times this process acquired or lost leadership', labelNames: ['name'], registers });
-    this.restRequests = new Counter({ name: 'rest_client_requests_total', help: 'API requests by HTTP status code and method', labelNames: ['code', 'method'], registers });
+    this.informerWatches = new Counter({
+      name: 'informer_watches_total',
+      help: 'Watch requests opened (resumes included)',
+      labelNames: ['resource'],
+      registers,
+    });
+    this.informerCacheSize = new Gauge({
+      name: 'informer_cache_objects',
+      help: 'Objects in the informer cache',
+      labelNames: ['resource'],
+      registers,
+    });
+    this.leaderStatus = new Gauge({
+      name: 'leader_election_master_status',
+      help: '1 while this process leads the lease',
+      labelNames: ['name'],
+      registers,
+    });
+    this.leaderTransitions = new Counter({
+      name: 'leader_election_transitions_total',
+      help: 'Times this process acquired or lost leadership',
+      labelNames: ['name'],
+      registers,
+    });
+    this.restRequests = new Counter({
+      name: 'rest_client_requests_total',
+      help: 'API requests by HTTP status code and method',
+      labelNames: ['code', 'method'],
+      registers,
+    });
     this.restLatency = new Histogram({
-      name: 'rest_client_request_duration_seconds', help: 'API request latency', labelNames: ['method'], buckets: DURATION_BUCKETS, registers,
+      name: 'rest_client_request_duration_seconds',
+      help: 'API request latency',
+      labelNames: ['method'],
+      buckets: DURATION_BUCKETS,
+      registers,
     });
   }
 

@@ -13,12 +13,17 @@ export const hasFinalizer = (obj: KubeObject, finalizer: string): boolean => (ob
 /** Adds the finalizer if missing (no write when present). Returns the stored object. */
 export async function addFinalizer<T extends KubeObject>(client: ResourceClient<T>, obj: T, finalizer: string): Promise<T> {
   if (hasFinalizer(obj, finalizer)) return obj;
-  return client.updateWithRetry(nameOf(obj), (cur) => {
-    if (hasFinalizer(cur, finalizer)) return false;
-    if (isBeingDeleted(cur)) throw new KubeConfigError(`${client.resource.kind} ${nameOf(cur)}: being deleted, cannot add finalizer ${finalizer}`);
-    cur.metadata.finalizers = [...(cur.metadata.finalizers ?? []), finalizer];
-    return cur;
-  }, { namespace: obj.metadata.namespace });
+  return client.updateWithRetry(
+    nameOf(obj),
+    (cur) => {
+      if (hasFinalizer(cur, finalizer)) return false;
+      if (isBeingDeleted(cur))
+        throw new KubeConfigError(`${client.resource.kind} ${nameOf(cur)}: being deleted, cannot add finalizer ${finalizer}`);
+      cur.metadata.finalizers = [...(cur.metadata.finalizers ?? []), finalizer];
+      return cur;
+    },
+    { namespace: obj.metadata.namespace },
+  );
 }
 
 /**
@@ -27,11 +32,15 @@ export async function addFinalizer<T extends KubeObject>(client: ResourceClient<
  */
 export async function removeFinalizer<T extends KubeObject>(client: ResourceClient<T>, obj: T, finalizer: string): Promise<T | undefined> {
   try {
-    const res = await client.updateWithRetry(nameOf(obj), (cur) => {
-      if (!hasFinalizer(cur, finalizer)) return false;
-      cur.metadata.finalizers = (cur.metadata.finalizers ?? []).filter((f) => f !== finalizer);
-      return cur;
-    }, { namespace: obj.metadata.namespace });
+    const res = await client.updateWithRetry(
+      nameOf(obj),
+      (cur) => {
+        if (!hasFinalizer(cur, finalizer)) return false;
+        cur.metadata.finalizers = (cur.metadata.finalizers ?? []).filter((f) => f !== finalizer);
+        return cur;
+      },
+      { namespace: obj.metadata.namespace },
+    );
     return res;
   } catch (err) {
     if (isNotFound(err)) return undefined;
@@ -44,7 +53,9 @@ export function ownerReference(owner: KubeObject, opts: { controller?: boolean; 
   const { apiVersion, kind } = owner;
   const { name, uid } = owner.metadata;
   if (!apiVersion || !kind || !name || !uid) {
-    throw new KubeConfigError(`ownerReference: owner needs apiVersion, kind, metadata.name and metadata.uid (got ${JSON.stringify({ apiVersion, kind, name, uid })})`);
+    throw new KubeConfigError(
+      `ownerReference: owner needs apiVersion, kind, metadata.name and metadata.uid (got ${JSON.stringify({ apiVersion, kind, name, uid })})`,
+    );
   }
   const ref: OwnerReference = { apiVersion, kind, name, uid };
   if (opts.controller !== undefined) ref.controller = opts.controller;
@@ -70,7 +81,9 @@ export function setControllerReference<T extends KubeObject>(owner: KubeObject, 
     throw new KubeConfigError(`${obj.kind ?? 'object'} ${obj.metadata.name}: already controlled by ${existing.kind} ${existing.name}`);
   }
   if (owner.metadata.namespace && obj.metadata.namespace && owner.metadata.namespace !== obj.metadata.namespace) {
-    throw new KubeConfigError(`ownerReference: cross-namespace owner ${owner.metadata.namespace}/${owner.metadata.name} for ${obj.metadata.namespace}/${obj.metadata.name}`);
+    throw new KubeConfigError(
+      `ownerReference: cross-namespace owner ${owner.metadata.namespace}/${owner.metadata.name} for ${obj.metadata.namespace}/${obj.metadata.name}`,
+    );
   }
   return setOwnerReference(obj, ref);
 }

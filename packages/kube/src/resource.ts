@@ -121,7 +121,7 @@ export function resourcePath(res: ResourceDefinition, opts: { namespace?: string
 /** Cache key like client-go's MetaNamespaceKeyFunc: "namespace/name", or "name" for cluster-scoped objects. */
 export function objectKey(obj: KubeObject): string {
   const { namespace, name } = obj.metadata;
-  return namespace ? `${namespace}/${name ?? ''}` : name ?? '';
+  return namespace ? `${namespace}/${name ?? ''}` : (name ?? '');
 }
 
 /** Splits a key made by objectKey. */
@@ -136,7 +136,13 @@ export interface ConfigMap extends KubeObject {
   data?: Record<string, string>;
   binaryData?: Record<string, string>;
 }
-export const ConfigMaps = defineResource<ConfigMap>({ group: '', version: 'v1', kind: 'ConfigMap', plural: 'configmaps', namespaced: true });
+export const ConfigMaps = defineResource<ConfigMap>({
+  group: '',
+  version: 'v1',
+  kind: 'ConfigMap',
+  plural: 'configmaps',
+  namespaced: true,
+});
 
 export interface Secret extends KubeObject {
   type?: string;
@@ -145,8 +151,16 @@ export interface Secret extends KubeObject {
 }
 export const Secrets = defineResource<Secret>({ group: '', version: 'v1', kind: 'Secret', plural: 'secrets', namespaced: true });
 
-export interface Namespace extends KubeObject { status?: { phase?: string } }
-export const Namespaces = defineResource<Namespace>({ group: '', version: 'v1', kind: 'Namespace', plural: 'namespaces', namespaced: false });
+export interface Namespace extends KubeObject {
+  status?: { phase?: string };
+}
+export const Namespaces = defineResource<Namespace>({
+  group: '',
+  version: 'v1',
+  kind: 'Namespace',
+  plural: 'namespaces',
+  namespaced: false,
+});
 
 export interface Pod extends KubeObject {
   spec: {
@@ -175,7 +189,11 @@ export interface Lease extends KubeObject {
   };
 }
 export const Leases = defineResource<Lease>({
-  group: 'coordination.k8s.io', version: 'v1', kind: 'Lease', plural: 'leases', namespaced: true,
+  group: 'coordination.k8s.io',
+  version: 'v1',
+  kind: 'Lease',
+  plural: 'leases',
+  namespaced: true,
 });
 
 /** autoscaling/v1 Scale, the scale subresource's body. */

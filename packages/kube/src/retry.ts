@@ -57,7 +57,10 @@ export function sleep(ms: number, signal?: AbortSignal): Promise<void> {
  * When attempts run out, throws RetriesExhaustedError with the last error as cause.
  */
 export async function retry<T>(
-  what: string, backoff: Backoff, retriable: (err: unknown) => boolean, fn: (attempt: number) => Promise<T>,
+  what: string,
+  backoff: Backoff,
+  retriable: (err: unknown) => boolean,
+  fn: (attempt: number) => Promise<T>,
   signal?: AbortSignal,
 ): Promise<T> {
   const waits = delays(backoff);
@@ -74,14 +77,23 @@ export async function retry<T>(
 }
 
 /** Retries fn while it fails with 409 Conflict (stale resourceVersion): fn must re-read the object each time. */
-export function retryOnConflict<T>(fn: (attempt: number) => Promise<T>, backoff: Backoff = CONFLICT_RETRY, signal?: AbortSignal): Promise<T> {
+export function retryOnConflict<T>(
+  fn: (attempt: number) => Promise<T>,
+  backoff: Backoff = CONFLICT_RETRY,
+  signal?: AbortSignal,
+): Promise<T> {
   return retry('update on conflict', backoff, isConflict, fn, signal);
 }
 
 /** Exponential backoff state for reconnect loops: next() grows the delay, reset() after a success. */
 export class ExponentialBackoff {
   private current: number;
-  constructor(private readonly initialMs = 200, private readonly maxMs = 30_000, private readonly factor = 2, private readonly jitter = 0.2) {
+  constructor(
+    private readonly initialMs = 200,
+    private readonly maxMs = 30_000,
+    private readonly factor = 2,
+    private readonly jitter = 0.2,
+  ) {
     this.current = initialMs;
   }
   next(): number {

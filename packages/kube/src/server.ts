@@ -121,7 +121,9 @@ export class HealthServer {
     try {
       const r = await Promise.race([
         Promise.resolve().then(check),
-        new Promise<never>((_, reject) => { timer = setTimeout(() => reject(new Error(`timed out after ${timeoutMs} ms`)), timeoutMs); }),
+        new Promise<never>((_, reject) => {
+          timer = setTimeout(() => reject(new Error(`timed out after ${timeoutMs} ms`)), timeoutMs);
+        }),
       ]);
       return r === false ? 'check returned false' : undefined;
     } catch (err) {

@@ -78,7 +78,9 @@ export class KubeTransport {
     try {
       const res = await this.send(method, path, opts.query, headers, body, opts.signal, opts.timeoutMs ?? this.timeoutMs, false);
       status = res.statusCode ?? 0;
-      const text = await readAll(res).catch((err: unknown) => { throw new TransportError(method, path, err); });
+      const text = await readAll(res).catch((err: unknown) => {
+        throw new TransportError(method, path, err);
+      });
       if (status >= 400) throw new ApiError(method, path, status, parseStatus(text));
       return (text === '' ? undefined : JSON.parse(text)) as T;
     } finally {
@@ -133,8 +135,14 @@ export class KubeTransport {
   }
 
   private async send(
-    method: string, path: string, query: Query | undefined, headers: Record<string, string>, body: string | undefined,
-    signal: AbortSignal | undefined, timeoutMs: number, stream: boolean,
+    method: string,
+    path: string,
+    query: Query | undefined,
+    headers: Record<string, string>,
+    body: string | undefined,
+    signal: AbortSignal | undefined,
+    timeoutMs: number,
+    stream: boolean,
   ): Promise<http.IncomingMessage> {
     const url = new URL(path, this.server);
     for (const [k, v] of Object.entries(query ?? {})) if (v !== undefined) url.searchParams.set(k, String(v));
@@ -153,8 +161,13 @@ export class KubeTransport {
         resolve(res);
       });
       let timer: NodeJS.Timeout | undefined;
-      const clearTimer = (): void => { if (timer) clearTimeout(timer); timer = undefined; };
-      const onAbort = (): void => { req.destroy(new AbortedError(`${method} ${url.pathname}`)); };
+      const clearTimer = (): void => {
+        if (timer) clearTimeout(timer);
+        timer = undefined;
+      };
+      const onAbort = (): void => {
+        req.destroy(new AbortedError(`${method} ${url.pathname}`));
+      };
       signal?.addEventListener('abort', onAbort, { once: true });
       if (stream) {
         this.openStreams.add(req);
@@ -179,10 +192,15 @@ export class KubeTransport {
     if (!this.agent) {
       this.agent = tls
         ? new https.Agent({
-          keepAlive: true, ca: opts.ca, cert: opts.cert, key: opts.key, pfx: opts.pfx, passphrase: opts.passphrase,
-          ...(opts.rejectUnauthorized !== undefined ? { rejectUnauthorized: opts.rejectUnauthorized } : {}),
-          ...(opts.servername ? { servername: opts.servername } : {}),
-        })
+            keepAlive: true,
+            ca: opts.ca,
+            cert: opts.cert,
+            key: opts.key,
+            pfx: opts.pfx,
+            passphrase: opts.passphrase,
+            ...(opts.rejectUnauthorized !== undefined ? { rejectUnauthorized: opts.rejectUnauthorized } : {}),
+            ...(opts.servername ? { servername: opts.servername } : {}),
+          })
         : new http.Agent({ keepAlive: true });
     }
     return this.agent;

@@ -38,7 +38,11 @@ export class WatchExpiredError extends ApiError {
   }
 }
 
-export async function* watchEvents<T extends KubeObject>(transport: KubeTransport, path: string, opts: WatchOptions = {}): AsyncGenerator<WatchEvent<T>> {
+export async function* watchEvents<T extends KubeObject>(
+  transport: KubeTransport,
+  path: string,
+  opts: WatchOptions = {},
+): AsyncGenerator<WatchEvent<T>> {
   const query = {
     watch: 'true',
     resourceVersion: opts.resourceVersion || undefined,

@@ -20,7 +20,10 @@ export interface RateLimiter {
 /** Per-key exponential failure backoff: base * 2^failures, capped. */
 export class ExponentialFailureRateLimiter implements RateLimiter {
   private readonly failures = new Map<string, number>();
-  constructor(readonly baseMs = 5, readonly maxMs = 1_000_000) {}
+  constructor(
+    readonly baseMs = 5,
+    readonly maxMs = 1_000_000,
+  ) {}
   when(key: string): number {
     const n = this.failures.get(key) ?? 0;
     this.failures.set(key, n + 1);
@@ -38,7 +41,10 @@ export class ExponentialFailureRateLimiter implements RateLimiter {
 export class BucketRateLimiter implements RateLimiter {
   private tokens: number;
   private last = Date.now();
-  constructor(readonly qps = 10, readonly burst = 100) {
+  constructor(
+    readonly qps = 10,
+    readonly burst = 100,
+  ) {
     this.tokens = burst;
   }
   when(): number {

@@ -3,15 +3,29 @@
 import { execFile } from 'node:child_process';
 import { promisify } from 'node:util';
 import {
-  ApiError, ConfigMaps, ResourceClient, crdManifest, defineResource, installCrd, isConflict, isInvalid, isNotFound,
-  resourceFromCrd, type KubeTransport,
+  ApiError,
+  ConfigMaps,
+  ResourceClient,
+  crdManifest,
+  defineResource,
+  installCrd,
+  isConflict,
+  isInvalid,
+  isNotFound,
+  resourceFromCrd,
+  type KubeTransport,
 } from '@cnikit/kube';
 import { transportFor, uniqueName } from '@cnikit/kube-testing';
 import { SAMPLE_CRD_FILE, cluster, sampleCrd, type AddressPool } from './support';
 
 const AddressPools = defineResource<AddressPool>({
-  group: 'kit.cnikit.io', version: 'v1alpha1', kind: 'AddressPool', plural: 'addresspools', namespaced: false,
-  shortNames: ['apool'], categories: ['cnikit'],
+  group: 'kit.cnikit.io',
+  version: 'v1alpha1',
+  kind: 'AddressPool',
+  plural: 'addresspools',
+  namespaced: false,
+  shortNames: ['apool'],
+  categories: ['cnikit'],
 });
 
 let transport: KubeTransport;
@@ -51,7 +65,9 @@ describe('resource definitions and CRD manifests', () => {
     const yaml = sampleCrd();
     const v = yaml.spec.versions[0]!;
     const built = crdManifest(AddressPools, {
-      schema: v.schema!.openAPIV3Schema, scale: v.subresources!.scale, printerColumns: v.additionalPrinterColumns,
+      schema: v.schema!.openAPIV3Schema,
+      scale: v.subresources!.scale,
+      printerColumns: v.additionalPrinterColumns,
     });
     expect(built.metadata.name).toBe(yaml.metadata.name);
     expect(built.spec.names).toEqual(yaml.spec.names);
@@ -60,7 +76,9 @@ describe('resource definitions and CRD manifests', () => {
   });
 
   test('kubectl applies the sample manifest to the test cluster', async () => {
-    const { stdout } = await promisify(execFile)('kubectl', ['apply', '-f', SAMPLE_CRD_FILE], { env: { ...process.env, KUBECONFIG: cluster.kubeconfig } });
+    const { stdout } = await promisify(execFile)('kubectl', ['apply', '-f', SAMPLE_CRD_FILE], {
+      env: { ...process.env, KUBECONFIG: cluster.kubeconfig },
+    });
     expect(stdout).toMatch(/customresourcedefinition.apiextensions.k8s.io\/addresspools.kit.cnikit.io (unchanged|configured)/);
   });
 });
@@ -99,9 +117,17 @@ describe('typed client', () => {
     expect(merged.metadata.labels).toMatchObject({ suite: 'client', tier: 'gold' });
     const jsonPatched = await pools.patch(name, [{ op: 'add', path: '/spec/blocks/-', value: 'b' }], 'json');
     expect(jsonPatched.spec.blocks).toEqual(['a', 'b']);
-    const applied = await pools.patch(name, {
-      apiVersion: AddressPools.apiVersion, kind: AddressPools.kind, metadata: { name }, spec: { replicas: 2 },
-    }, 'apply', { fieldManager: 'kube-test', force: true });
+    const applied = await pools.patch(
+      name,
+      {
+        apiVersion: AddressPools.apiVersion,
+        kind: AddressPools.kind,
+        metadata: { name },
+        spec: { replicas: 2 },
+      },
+      'apply',
+      { fieldManager: 'kube-test', force: true },
+    );
     expect(applied.spec.replicas).toBe(2);
     expect(applied.spec.blocks).toEqual(['a', 'b']);
     await pools.delete(name);
@@ -125,9 +151,13 @@ describe('typed client', () => {
     expect(statusPatched.spec.blocks).toEqual(['x']);
     expect((await pools.getStatus(name)).status?.allocatedBlocks).toBe(4);
 
-    const viaRetry = await pools.updateWithRetry(name, (p) => {
-      p.status = { ...p.status, conditions: [{ type: 'Ready', status: 'True', reason: 'Allocated' }] };
-    }, { subresource: 'status' });
+    const viaRetry = await pools.updateWithRetry(
+      name,
+      (p) => {
+        p.status = { ...p.status, conditions: [{ type: 'Ready', status: 'True', reason: 'Allocated' }] };
+      },
+      { subresource: 'status' },
+    );
     expect(viaRetry.status?.conditions?.[0]?.type).toBe('Ready');
     await pools.delete(name);
   });
@@ -191,7 +221,9 @@ describe('CEL validation rules (x-kubernetes-validations) enforced by the API se
     for (const bad of [['b0', 'b2'], ['b1', 'b0', 'b2'], []]) {
       const err = await rejection(pools.patch(name, { spec: { blocks: bad } }));
       expect(err.status).toBe(422);
-      expect(err.causes).toEqual([expect.objectContaining({ field: 'spec.blocks', message: expect.stringContaining('blocks is append-only') })]);
+      expect(err.causes).toEqual([
+        expect.objectContaining({ field: 'spec.blocks', message: expect.stringContaining('blocks is append-only') }),
+      ]);
     }
     expect((await pools.get(name)).spec.blocks).toEqual(['b0', 'b1', 'b2']);
     await pools.delete(name);

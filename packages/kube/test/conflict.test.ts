@@ -21,17 +21,23 @@ test('20 concurrent writers on one object all succeed through conflict retries w
   // All writers read first, then all write: the first round is a guaranteed pile-up of conflicts.
   let ready = 0;
   let release!: () => void;
-  const gate = new Promise<void>((r) => { release = r; });
+  const gate = new Promise<void>((r) => {
+    release = r;
+  });
 
-  const results = await Promise.allSettled(Array.from({ length: WRITERS }, (_, i) => cms.updateWithRetry(name, async (cm, attempt) => {
-    attempts[i] = attempt;
-    if (attempt === 1 && ++ready === WRITERS) release();
-    if (attempt === 1) await gate;
-    const data = cm.data ?? {};
-    data.counter = String(Number(data.counter) + 1);
-    data.writers = data.writers ? `${data.writers},w${i}` : `w${i}`;
-    cm.data = data;
-  })));
+  const results = await Promise.allSettled(
+    Array.from({ length: WRITERS }, (_, i) =>
+      cms.updateWithRetry(name, async (cm, attempt) => {
+        attempts[i] = attempt;
+        if (attempt === 1 && ++ready === WRITERS) release();
+        if (attempt === 1) await gate;
+        const data = cm.data ?? {};
+        data.counter = String(Number(data.counter) + 1);
+        data.writers = data.writers ? `${data.writers},w${i}` : `w${i}`;
+        cm.data = data;
+      }),
+    ),
+  );
 
   const failed = results.filter((r) => r.status === 'rejected');
   expect(failed).toEqual([]);
@@ -52,10 +58,13 @@ test('retryOnConflict gives up after its steps, the last conflict as cause', asy
   await cms.patch(name, { data: { v: '1' } });
   // Always writing the stale copy: every attempt conflicts, so the retry budget runs out.
   let tries = 0;
-  const err = await retryOnConflict(async () => {
-    tries++;
-    return cms.update(created);
-  }, { steps: 3, initialMs: 1, factor: 1, jitter: 0, capMs: 1 }).catch((e: unknown) => e);
+  const err = await retryOnConflict(
+    async () => {
+      tries++;
+      return cms.update(created);
+    },
+    { steps: 3, initialMs: 1, factor: 1, jitter: 0, capMs: 1 },
+  ).catch((e: unknown) => e);
   expect(tries).toBe(3);
   expect((err as Error & { code: string }).code).toBe('ERR_KUBE_RETRIES_EXHAUSTED');
   expect(isConflict((err as Error).cause)).toBe(true);

@@ -1,14 +1,37 @@
 // The controller runtime against the real API server: reconcile with per-key retries, finalizers holding
 // deletion until removed, and ownerReference cascades carried out by kube-controller-manager's garbage collector.
 import {
-  ConfigMaps, Controller, Informer, KubeMetrics, ResourceClient, Secrets, addFinalizer, controllerOf, defineResource,
-  hasFinalizer, installCrd, isBeingDeleted, isNotFound, objectKey, ownerKeyMapper, removeFinalizer, setControllerReference,
-  type ConfigMap, type KubeTransport, type Secret,
+  ConfigMaps,
+  Controller,
+  Informer,
+  KubeMetrics,
+  ResourceClient,
+  Secrets,
+  addFinalizer,
+  controllerOf,
+  defineResource,
+  hasFinalizer,
+  installCrd,
+  isBeingDeleted,
+  isNotFound,
+  objectKey,
+  ownerKeyMapper,
+  removeFinalizer,
+  setControllerReference,
+  type ConfigMap,
+  type KubeTransport,
+  type Secret,
 } from '@cnikit/kube';
 import { transportFor, uniqueName } from '@cnikit/kube-testing';
 import { cluster, eventually, sampleCrd, type AddressPool } from './support';
 
-const AddressPools = defineResource<AddressPool>({ group: 'kit.cnikit.io', version: 'v1alpha1', kind: 'AddressPool', plural: 'addresspools', namespaced: false });
+const AddressPools = defineResource<AddressPool>({
+  group: 'kit.cnikit.io',
+  version: 'v1alpha1',
+  kind: 'AddressPool',
+  plural: 'addresspools',
+  namespaced: false,
+});
 const FINALIZER = 'kit.cnikit.io/release-blocks';
 
 let transport: KubeTransport;
@@ -52,10 +75,17 @@ describe('reconcile loop with finalizers', () => {
         }
         const withFinalizer = await addFinalizer(pools, cached, FINALIZER);
         const blocks = withFinalizer.spec.blocks?.length ?? 0;
-        if (withFinalizer.status?.allocatedBlocks !== blocks || withFinalizer.status?.observedGeneration !== withFinalizer.metadata.generation) {
-          await pools.updateWithRetry(key, (p) => {
-            p.status = { ...p.status, allocatedBlocks: p.spec.blocks?.length ?? 0, observedGeneration: p.metadata.generation };
-          }, { subresource: 'status' });
+        if (
+          withFinalizer.status?.allocatedBlocks !== blocks ||
+          withFinalizer.status?.observedGeneration !== withFinalizer.metadata.generation
+        ) {
+          await pools.updateWithRetry(
+            key,
+            (p) => {
+              p.status = { ...p.status, allocatedBlocks: p.spec.blocks?.length ?? 0, observedGeneration: p.metadata.generation };
+            },
+            { subresource: 'status' },
+          );
         }
         return;
       },
@@ -96,7 +126,9 @@ describe('reconcile loop with finalizers', () => {
     expect(isBeingDeleted(held)).toBe(true);
     expect(held.metadata.finalizers).toEqual([FINALIZER]);
     // Writes that would add finalizers to a deleting object are refused by the helper.
-    await expect(addFinalizer(pools, { ...held, metadata: { ...held.metadata, finalizers: [] } }, 'other/x')).rejects.toThrow(/being deleted/);
+    await expect(addFinalizer(pools, { ...held, metadata: { ...held.metadata, finalizers: [] } }, 'other/x')).rejects.toThrow(
+      /being deleted/,
+    );
 
     releasable.add(name);
     await eventually('deleted once released', async () => (await pools.find(name)) === undefined);
@@ -131,16 +163,28 @@ describe('ownerReferences and the garbage collector', () => {
   async function family(tag: string) {
     const owner = await cms.create({ metadata: { name: uniqueName(`${tag}-owner`) } });
     const dep1 = await cms.create(setControllerReference(owner, { metadata: { name: uniqueName(`${tag}-dep`) }, data: { x: '1' } }));
-    const dep2 = await secrets.create(setControllerReference(owner, { metadata: { name: uniqueName(`${tag}-sec`) }, stringData: { k: 'v' } }));
-    expect(controllerOf(dep1)).toMatchObject({ kind: 'ConfigMap', name: owner.metadata.name, uid: owner.metadata.uid, controller: true, blockOwnerDeletion: true });
+    const dep2 = await secrets.create(
+      setControllerReference(owner, { metadata: { name: uniqueName(`${tag}-sec`) }, stringData: { k: 'v' } }),
+    );
+    expect(controllerOf(dep1)).toMatchObject({
+      kind: 'ConfigMap',
+      name: owner.metadata.name,
+      uid: owner.metadata.uid,
+      controller: true,
+      blockOwnerDeletion: true,
+    });
     return { owner, dep1, dep2 };
   }
 
   test('background cascade: deleting the owner deletes its dependents', async () => {
     const { owner, dep1, dep2 } = await family('bg');
     await cms.delete(owner.metadata.name!, { propagationPolicy: 'Background' });
-    await eventually('dependents collected', async () =>
-      (await cms.find(dep1.metadata.name!)) === undefined && (await secrets.find(dep2.metadata.name!)) === undefined, 30_000, 200);
+    await eventually(
+      'dependents collected',
+      async () => (await cms.find(dep1.metadata.name!)) === undefined && (await secrets.find(dep2.metadata.name!)) === undefined,
+      30_000,
+      200,
+    );
   });
 
   test('foreground cascade: the owner stays until its dependents are gone', async () => {
@@ -161,11 +205,16 @@ describe('ownerReferences and the garbage collector', () => {
   test('orphan: dependents survive without the ownerReference', async () => {
     const { owner, dep1 } = await family('orphan');
     await cms.delete(owner.metadata.name!, { propagationPolicy: 'Orphan' });
-    const orphaned = await eventually('owner gone, reference removed', async () => {
-      if (await cms.find(owner.metadata.name!)) return undefined;
-      const d = await cms.get(dep1.metadata.name!);
-      return (d.metadata.ownerReferences ?? []).length === 0 ? d : undefined;
-    }, 30_000, 200);
+    const orphaned = await eventually(
+      'owner gone, reference removed',
+      async () => {
+        if (await cms.find(owner.metadata.name!)) return undefined;
+        const d = await cms.get(dep1.metadata.name!);
+        return (d.metadata.ownerReferences ?? []).length === 0 ? d : undefined;
+      },
+      30_000,
+      200,
+    );
     expect(orphaned.data).toEqual({ x: '1' });
     await cms.delete(dep1.metadata.name!);
   });

@@ -18,5 +18,7 @@ export default async function globalSetup(): Promise<void> {
     log: (m) => process.stderr.write(`${m}\n`),
   });
   process.env[TEST_CLUSTER_ENV] = info.stateDir;
-  process.stderr.write(`kube tests: cluster ${info.server} (Kubernetes ${info.version}) up in ${info.startupMs} ms, state ${info.stateDir}\n`);
+  process.stderr.write(
+    `kube tests: cluster ${info.server} (Kubernetes ${info.version}) up in ${info.startupMs} ms, state ${info.stateDir}\n`,
+  );
 }

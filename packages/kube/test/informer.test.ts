@@ -1,8 +1,18 @@
 // Informers against the real API server: resume after dropped connections without missing or repeating
 // events, re-list after 410 Gone (etcd compacted), bookmarks, and the indexed cache.
 import {
-  ConfigMaps, Informer, Pods, ResourceClient, byField, byLabel, defineResource, installCrd,
-  type ConfigMap, type KubeObject, type KubeTransport, type Pod,
+  ConfigMaps,
+  Informer,
+  Pods,
+  ResourceClient,
+  byField,
+  byLabel,
+  defineResource,
+  installCrd,
+  type ConfigMap,
+  type KubeObject,
+  type KubeTransport,
+  type Pod,
 } from '@cnikit/kube';
 import { TcpProxy, compactEtcd, transportFor, uniqueName } from '@cnikit/kube-testing';
 import { cluster, eventually, sampleCrd, type AddressPool } from './support';
@@ -18,7 +28,13 @@ afterEach(async () => {
 });
 afterAll(() => direct.close());
 
-interface Seen { type: string; name: string; seq?: string; rv?: string; finalStateUnknown?: boolean }
+interface Seen {
+  type: string;
+  name: string;
+  seq?: string;
+  rv?: string;
+  finalStateUnknown?: boolean;
+}
 
 function record<T extends KubeObject & { data?: Record<string, string> }>(inf: Informer<T>): Seen[] {
   const seen: Seen[] = [];
@@ -35,9 +51,14 @@ async function proxiedInformer(label: string): Promise<{ proxy: TcpProxy; inf: I
   const proxy = await TcpProxy.forUrl(cluster.server).listen();
   const transport = transportFor(cluster, { server: proxy.urlFor(cluster.server) });
   const inf = new Informer(new ResourceClient(transport, ConfigMaps, { namespace: 'default' }), {
-    labelSelector: `test=${label}`, backoff: { initialMs: 50, maxMs: 500 },
+    labelSelector: `test=${label}`,
+    backoff: { initialMs: 50, maxMs: 500 },
   });
-  cleanups.push(() => proxy.close(), () => transport.close(), () => inf.stop());
+  cleanups.push(
+    () => proxy.close(),
+    () => transport.close(),
+    () => inf.stop(),
+  );
   return { proxy, inf };
 }
 
@@ -103,11 +124,13 @@ test('informer re-lists on 410 Gone after etcd compaction and reconciles its cac
   proxy.unblock();
 
   await eventually('re-list after 410', () => inf.stats.relistsOnGone >= 1 && inf.stats.lists >= 2 && seen.length >= 3);
-  expect(seen).toEqual(expect.arrayContaining([
-    expect.objectContaining({ type: 'update', name: a, seq: '1' }),
-    expect.objectContaining({ type: 'delete', name: b, finalStateUnknown: true }),
-    expect.objectContaining({ type: 'add', name: c }),
-  ]));
+  expect(seen).toEqual(
+    expect.arrayContaining([
+      expect.objectContaining({ type: 'update', name: a, seq: '1' }),
+      expect.objectContaining({ type: 'delete', name: b, finalStateUnknown: true }),
+      expect.objectContaining({ type: 'add', name: c }),
+    ]),
+  );
   expect(inf.store.keys().sort()).toEqual([`default/${a}`, `default/${c}`].sort());
   expect(Number(inf.resourceVersion)).toBeGreaterThanOrEqual(compactedAt);
 
@@ -120,7 +143,13 @@ test('informer re-lists on 410 Gone after etcd compaction and reconciles its cac
 
 test('bookmarks advance the resume point while nothing changes', async () => {
   await installCrd(direct, sampleCrd());
-  const AddressPools = defineResource<AddressPool>({ group: 'kit.cnikit.io', version: 'v1alpha1', kind: 'AddressPool', plural: 'addresspools', namespaced: false });
+  const AddressPools = defineResource<AddressPool>({
+    group: 'kit.cnikit.io',
+    version: 'v1alpha1',
+    kind: 'AddressPool',
+    plural: 'addresspools',
+    namespaced: false,
+  });
   const label = uniqueName('bm');
   const inf = new Informer(new ResourceClient(direct, AddressPools), { labelSelector: `test=${label}`, watchTimeoutSeconds: 4 });
   cleanups.push(() => inf.stop());
@@ -131,7 +160,12 @@ test('bookmarks advance the resume point while nothing changes', async () => {
   const pools = new ResourceClient(direct, AddressPools);
   const other = uniqueName('bm-other');
   const created = await pools.create({ metadata: { name: other }, spec: { cidr: '10.1.0.0/16', blockSizeBits: 4 } });
-  await eventually('a bookmark past the unrelated write', () => inf.stats.bookmarks >= 1 && Number(inf.resourceVersion) >= Number(created.metadata.resourceVersion), 20_000, 100);
+  await eventually(
+    'a bookmark past the unrelated write',
+    () => inf.stats.bookmarks >= 1 && Number(inf.resourceVersion) >= Number(created.metadata.resourceVersion),
+    20_000,
+    100,
+  );
   expect(Number(inf.resourceVersion)).toBeGreaterThan(Number(rv0));
   expect(inf.stats.events).toBe(0);
   expect(inf.store.size).toBe(0);
@@ -146,7 +180,10 @@ test('the cache indexes by field (spec.nodeName) and by label, and follows updat
     labelSelector: `test=${label}`,
     indexers: { node: byField('spec.nodeName'), tier: byLabel('tier') },
   });
-  cleanups.push(() => inf.stop(), () => pods.deleteCollection({ labelSelector: `test=${label}` }));
+  cleanups.push(
+    () => inf.stop(),
+    () => pods.deleteCollection({ labelSelector: `test=${label}` }),
+  );
   const mk = (name: string, node: string, tier: string): Pod => ({
     metadata: { name, labels: { test: label, tier } },
     // No scheduler or kubelet runs: pods stay Pending with the node name they were created with.
@@ -159,8 +196,16 @@ test('the cache indexes by field (spec.nodeName) and by label, and follows updat
   await pods.create(mk(names[2]!, 'node-b', 'gold'));
   await eventually('3 pods cached', () => inf.store.size === 3);
 
-  const onNode = (n: string): string[] => inf.store.byIndex('node', n).map((p) => p.metadata.name!).sort();
-  const inTier = (t: string): string[] => inf.store.byIndex('tier', t).map((p) => p.metadata.name!).sort();
+  const onNode = (n: string): string[] =>
+    inf.store
+      .byIndex('node', n)
+      .map((p) => p.metadata.name!)
+      .sort();
+  const inTier = (t: string): string[] =>
+    inf.store
+      .byIndex('tier', t)
+      .map((p) => p.metadata.name!)
+      .sort();
   expect(onNode('node-a')).toEqual([names[0], names[1]].sort());
   expect(onNode('node-b')).toEqual([names[2]]);
   expect(inTier('gold')).toEqual([names[0], names[2]].sort());

@@ -15,7 +15,12 @@ const LEASE_MS = 4000;
 const RENEW_MS = 3000;
 const RETRY_MS = 500;
 
-interface Obs { t: number; id: string; ev: string; holder?: string }
+interface Obs {
+  t: number;
+  id: string;
+  ev: string;
+  holder?: string;
+}
 
 let bundle: string;
 let transport: KubeTransport;
@@ -24,8 +29,13 @@ const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'cnikit-elector-'));
 beforeAll(async () => {
   bundle = path.join(tmp, 'elector-child.js');
   await build({
-    entryPoints: [path.join(__dirname, 'fixtures/elector-child.ts')], bundle: true, platform: 'node', format: 'cjs',
-    target: 'node22', outfile: bundle, logLevel: 'error',
+    entryPoints: [path.join(__dirname, 'fixtures/elector-child.ts')],
+    bundle: true,
+    platform: 'node',
+    format: 'cjs',
+    target: 'node22',
+    outfile: bundle,
+    logLevel: 'error',
   });
   transport = transportFor(cluster);
 }, 60_000);
@@ -64,8 +74,13 @@ test('a killed leader is replaced one lease duration later (at most + one retry 
   for (const id of ['cand-a', 'cand-b', 'cand-c']) {
     const child = spawn(process.execPath, [bundle], {
       env: {
-        ...process.env, KUBECONFIG: cluster.kubeconfig, ELECTOR_ID: id, ELECTOR_LEASE: lease,
-        ELECTOR_LEASE_MS: String(LEASE_MS), ELECTOR_RENEW_MS: String(RENEW_MS), ELECTOR_RETRY_MS: String(RETRY_MS),
+        ...process.env,
+        KUBECONFIG: cluster.kubeconfig,
+        ELECTOR_ID: id,
+        ELECTOR_LEASE: lease,
+        ELECTOR_LEASE_MS: String(LEASE_MS),
+        ELECTOR_RENEW_MS: String(RENEW_MS),
+        ELECTOR_RETRY_MS: String(RETRY_MS),
       },
       stdio: ['ignore', 'pipe', 'inherit'],
     });
@@ -110,8 +125,10 @@ test('a killed leader is replaced one lease duration later (at most + one retry 
     expect(lastLease.spec?.leaseTransitions).toBe(2);
 
     const iv = intervals(obs, killedAt, Date.now());
-    process.stderr.write(`leader election: failover after SIGKILL ${failoverMs} ms (lease ${LEASE_MS} ms, retry ${RETRY_MS} ms), `
-      + `handover after SIGTERM ${handoverMs} ms\n  intervals ${JSON.stringify(iv)}\n`);
+    process.stderr.write(
+      `leader election: failover after SIGKILL ${failoverMs} ms (lease ${LEASE_MS} ms, retry ${RETRY_MS} ms), ` +
+        `handover after SIGTERM ${handoverMs} ms\n  intervals ${JSON.stringify(iv)}\n`,
+    );
     expect(iv.map((i) => i.id)).toEqual([first.id, second.id, third.id]);
     expectNoOverlap(iv);
     // How fast failover and handover are depends on the machine's load: the figures are printed above;
@@ -133,12 +150,22 @@ test('a leader cut off from the API server steps down before another candidate t
   const proxy = await TcpProxy.forUrl(cluster.server).listen();
   const cutTransport = transportFor(cluster, { server: proxy.urlFor(cluster.server), timeoutMs: 1000 });
   const log: { t: number; id: string; ev: string }[] = [];
-  const mk = (id: string, t: KubeTransport): LeaderElector => new LeaderElector({
-    transport: t, namespace: 'default', name: lease, identity: id,
-    leaseDurationMs: LEASE_MS, renewDeadlineMs: RENEW_MS, retryPeriodMs: RETRY_MS,
-    onStartedLeading: () => { log.push({ t: Date.now(), id, ev: 'start' }); },
-    onStoppedLeading: () => { log.push({ t: Date.now(), id, ev: 'stop' }); },
-  });
+  const mk = (id: string, t: KubeTransport): LeaderElector =>
+    new LeaderElector({
+      transport: t,
+      namespace: 'default',
+      name: lease,
+      identity: id,
+      leaseDurationMs: LEASE_MS,
+      renewDeadlineMs: RENEW_MS,
+      retryPeriodMs: RETRY_MS,
+      onStartedLeading: () => {
+        log.push({ t: Date.now(), id, ev: 'start' });
+      },
+      onStoppedLeading: () => {
+        log.push({ t: Date.now(), id, ev: 'stop' });
+      },
+    });
   const a = mk('partitioned', cutTransport);
   const runA = a.run();
   await eventually('a leads', () => a.isLeader(), 10_000);
@@ -157,7 +184,9 @@ test('a leader cut off from the API server steps down before another candidate t
   await eventually('b takes over', () => b.isLeader(), 15_000);
   const bStart = log.find((l) => l.id === 'healthy' && l.ev === 'start')!;
   expect(bStart.t).toBeGreaterThanOrEqual(aStop.t);
-  process.stderr.write(`leader election partition: old leader stopped ${aStop.t - tCut} ms after the cut, new leader started ${bStart.t - tCut} ms after it\n`);
+  process.stderr.write(
+    `leader election partition: old leader stopped ${aStop.t - tCut} ms after the cut, new leader started ${bStart.t - tCut} ms after it\n`,
+  );
 
   // The lease is released on stop.
   await b.stop();
@@ -169,9 +198,11 @@ test('a leader cut off from the API server steps down before another candidate t
 }, 60_000);
 
 test('configuration is checked like client-go does', () => {
-  expect(() => new LeaderElector({ transport, namespace: 'default', name: 'x', identity: 'i', leaseDurationMs: 3000, renewDeadlineMs: 3000 }))
-    .toThrow(/leaseDuration .* must exceed renewDeadline/);
-  expect(() => new LeaderElector({ transport, namespace: 'default', name: 'x', identity: 'i', renewDeadlineMs: 2000, retryPeriodMs: 2000 }))
-    .toThrow(/renewDeadline .* must exceed retryPeriod/);
+  expect(
+    () => new LeaderElector({ transport, namespace: 'default', name: 'x', identity: 'i', leaseDurationMs: 3000, renewDeadlineMs: 3000 }),
+  ).toThrow(/leaseDuration .* must exceed renewDeadline/);
+  expect(
+    () => new LeaderElector({ transport, namespace: 'default', name: 'x', identity: 'i', renewDeadlineMs: 2000, retryPeriodMs: 2000 }),
+  ).toThrow(/renewDeadline .* must exceed retryPeriod/);
   expect(microTime(new Date('2026-01-02T03:04:05.678Z'))).toBe('2026-01-02T03:04:05.678000Z');
 });

@@ -1,20 +1,32 @@
 // The metrics and health endpoints, wired to real informers, a controller and a leader elector.
 import * as http from 'node:http';
 import {
-  ConfigMaps, Controller, HealthServer, Informer, KubeMetrics, LeaderElector, ResourceClient, informersSynced,
-  leaderElectionHealthy, type KubeTransport,
+  ConfigMaps,
+  Controller,
+  HealthServer,
+  Informer,
+  KubeMetrics,
+  LeaderElector,
+  ResourceClient,
+  informersSynced,
+  leaderElectionHealthy,
+  type KubeTransport,
 } from '@cnikit/kube';
 import { transportFor, uniqueName } from '@cnikit/kube-testing';
 import { cluster, eventually } from './support';
 
 function get(url: string): Promise<{ status: number; body: string; type: string }> {
   return new Promise((resolve, reject) => {
-    http.get(url, { agent: false }, (res) => {
-      let body = '';
-      res.setEncoding('utf8');
-      res.on('data', (c: string) => { body += c; });
-      res.on('end', () => resolve({ status: res.statusCode ?? 0, body, type: String(res.headers['content-type']) }));
-    }).on('error', reject);
+    http
+      .get(url, { agent: false }, (res) => {
+        let body = '';
+        res.setEncoding('utf8');
+        res.on('data', (c: string) => {
+          body += c;
+        });
+        res.on('end', () => resolve({ status: res.statusCode ?? 0, body, type: String(res.headers['content-type']) }));
+      })
+      .on('error', reject);
   });
 }
 
@@ -31,8 +43,14 @@ test('/healthz, /readyz and /metrics reflect informers, reconciles, requests and
   const informer = new Informer(cms, { labelSelector: `test=${label}`, metrics, name: 'configmaps' });
   const controller = new Controller({ name: 'srv', metrics, reconcile: async () => undefined }).watch(informer);
   const elector = new LeaderElector({
-    transport, namespace: 'default', name: uniqueName('srv-lease'), identity: 'srv-1', metrics,
-    leaseDurationMs: 4000, renewDeadlineMs: 3000, retryPeriodMs: 500,
+    transport,
+    namespace: 'default',
+    name: uniqueName('srv-lease'),
+    identity: 'srv-1',
+    metrics,
+    leaseDurationMs: 4000,
+    renewDeadlineMs: 3000,
+    retryPeriodMs: 500,
   });
   let unhealthy = false;
   const server = await new HealthServer({ registry: metrics.registry })
@@ -65,7 +83,9 @@ test('/healthz, /readyz and /metrics reflect informers, reconciles, requests and
 
     void elector.run();
     await eventually('leading', () => elector.isLeader());
-    await eventually('reconciled', async () => /controller_runtime_reconcile_total\{controller="srv",result="success"\} 1/.test(await metrics.registry.metrics()));
+    await eventually('reconciled', async () =>
+      /controller_runtime_reconcile_total\{controller="srv",result="success"\} 1/.test(await metrics.registry.metrics()),
+    );
 
     const m = await get(`${server.url}/metrics`);
     expect(m.status).toBe(200);

@@ -19,7 +19,9 @@ test('a key being processed is not handed out again; added meanwhile it comes ba
   q.add('a');
   expect(q.length).toBe(0);
   let second: string | undefined;
-  void q.get().then((v) => { second = v; });
+  void q.get().then((v) => {
+    second = v;
+  });
   await new Promise((r) => setImmediate(r));
   expect(second).toBeUndefined();
   q.done(k!);
@@ -88,7 +90,9 @@ test('shutDown wakes waiting workers and drain waits for keys in progress', asyn
   expect(await waiting).toBe('x');
   const idle = q.get();
   let drained = false;
-  const shut = q.shutDown({ drain: true }).then(() => { drained = true; });
+  const shut = q.shutDown({ drain: true }).then(() => {
+    drained = true;
+  });
   expect(await idle).toBeUndefined();
   await new Promise((r) => setTimeout(r, 20));
   expect(drained).toBe(false);

@@ -174,13 +174,34 @@ function parseMigrateRoute(raw: Raw): MigrateRoute {
 export function parseMetaConfig(raw: Raw, plugin: string, warnings?: ConfigWarnings): MetaConfig {
   const field = <T>(parse: () => T, fallback: () => T): T => lenient(warnings, parse, fallback);
   return {
-    overlayHijackSubnet: field(() => parseCidrList(raw, 'overlay_hijack_subnet', true), () => []),
-    serviceHijackSubnet: field(() => parseCidrList(raw, 'service_hijack_subnet', true), () => []),
-    additionalHijackSubnet: field(() => parseCidrList(raw, 'additional_hijack_subnet', false), () => []),
-    migrateRoute: field(() => parseMigrateRoute(raw), () => -1),
-    skipCall: field(() => parseBool(raw, 'skip_call', false), () => false),
-    rpFilter: field(() => parseRpFilter(raw), () => parseRpFilter({})),
-    logOptions: field(() => parseLogOptions(raw, plugin), () => parseLogOptions({}, plugin)),
+    overlayHijackSubnet: field(
+      () => parseCidrList(raw, 'overlay_hijack_subnet', true),
+      () => [],
+    ),
+    serviceHijackSubnet: field(
+      () => parseCidrList(raw, 'service_hijack_subnet', true),
+      () => [],
+    ),
+    additionalHijackSubnet: field(
+      () => parseCidrList(raw, 'additional_hijack_subnet', false),
+      () => [],
+    ),
+    migrateRoute: field(
+      () => parseMigrateRoute(raw),
+      () => -1,
+    ),
+    skipCall: field(
+      () => parseBool(raw, 'skip_call', false),
+      () => false,
+    ),
+    rpFilter: field(
+      () => parseRpFilter(raw),
+      () => parseRpFilter({}),
+    ),
+    logOptions: field(
+      () => parseLogOptions(raw, plugin),
+      () => parseLogOptions({}, plugin),
+    ),
   };
 }
 

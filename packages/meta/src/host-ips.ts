@@ -10,8 +10,26 @@ import { familyOf } from './pod-ips';
 
 /** Interface name prefixes of virtual devices whose addresses are not "the host's". */
 export const VIRTUAL_PREFIXES = [
-  'lo', 'docker', 'cbr', 'virbr', 'veth', 'cali', 'flannel', 'kube-ipvs', 'kube-bridge', 'cni', 'cilium',
-  'lxc', 'vxlan', 'tunl', 'weave', 'nodelocaldns', 'genev', 'ipvl_', 'tap', 'vnet',
+  'lo',
+  'docker',
+  'cbr',
+  'virbr',
+  'veth',
+  'cali',
+  'flannel',
+  'kube-ipvs',
+  'kube-bridge',
+  'cni',
+  'cilium',
+  'lxc',
+  'vxlan',
+  'tunl',
+  'weave',
+  'nodelocaldns',
+  'genev',
+  'ipvl_',
+  'tap',
+  'vnet',
 ];
 
 export function isVirtualInterface(name: string): boolean {

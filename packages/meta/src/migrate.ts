@@ -31,13 +31,7 @@ function isLinkLocalRoute(dst: string): boolean {
  * Moves every main-table route of `ifIndex` (IPv6 link-local excepted: NDP needs it) to `table`
  * and adds `from <ip> lookup table` for each of `ips`. Each change is pushed on `undo`.
  */
-export async function migrateRoutes(
-  ns: Netns,
-  ifIndex: number,
-  ips: string[],
-  table: number,
-  undo: UndoStack,
-): Promise<void> {
+export async function migrateRoutes(ns: Netns, ifIndex: number, ips: string[], table: number, undo: UndoStack): Promise<void> {
   for (const family of [4, 6] as const) {
     for (const r of await route.list(ns, { family, oif: ifIndex })) {
       if (isLinkLocalRoute(r.dst)) continue;

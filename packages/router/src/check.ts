@@ -21,7 +21,14 @@ export const CODE_CHECK_FAILED = 102;
 const sameRoute = (have: Route, want: Route): boolean =>
   have.dst === want.dst && have.oif === want.oif && (want.gw === undefined || have.gw === want.gw);
 
-export async function checkRouter(cfg: RouterConfig, hostNs: Netns, podNs: Netns, containerId: string, ifName: string, netnsPath: string): Promise<void> {
+export async function checkRouter(
+  cfg: RouterConfig,
+  hostNs: Netns,
+  podNs: Netns,
+  containerId: string,
+  ifName: string,
+  netnsPath: string,
+): Promise<void> {
   const s = await lookScene(cfg, hostNs, podNs, ifName, netnsPath);
   const problems: string[] = [];
   const ips = s.chainedIPs.filter((i) => s.families.includes(familyOf(i)));
@@ -43,7 +50,8 @@ export async function checkRouter(cfg: RouterConfig, hostNs: Netns, podNs: Netns
     const hn = await neigh.list(hostNs, { index: s.peer.link.index });
     for (const i of ips) {
       const n = hn.find((x) => x.ip === i);
-      if (n === undefined || n.mac !== s.overlay.link.mac || n.state !== neigh.NUD.PERMANENT) problems.push(`host neighbour ${i} -> ${s.overlay.link.mac} on ${s.peer.link.name} missing`);
+      if (n === undefined || n.mac !== s.overlay.link.mac || n.state !== neigh.NUD.PERMANENT)
+        problems.push(`host neighbour ${i} -> ${s.overlay.link.mac} on ${s.peer.link.name} missing`);
     }
   }
 
@@ -66,7 +74,8 @@ export async function checkRouter(cfg: RouterConfig, hostNs: Netns, podNs: Netns
     const pn = await neigh.list(podNs, { index: s.overlay.link.index });
     for (const h of podNextHops(primary, s.families, s.peer.linkLocal)) {
       const n = pn.find((x) => x.ip === h);
-      if (n === undefined || n.mac !== s.peer.link.mac || n.state !== neigh.NUD.PERMANENT) problems.push(`pod neighbour ${h} -> ${s.peer.link.mac} on ${s.overlay.link.name} missing`);
+      if (n === undefined || n.mac !== s.peer.link.mac || n.state !== neigh.NUD.PERMANENT)
+        problems.push(`pod neighbour ${h} -> ${s.peer.link.mac} on ${s.overlay.link.name} missing`);
     }
   }
 

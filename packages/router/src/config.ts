@@ -37,7 +37,8 @@ export function isInterfaceName(v: unknown): v is string {
 function parseOverlayInterface(raw: Record<string, unknown>): string {
   const v = raw['overlay_interface'];
   if (v === undefined) return 'eth0';
-  if (!isInterfaceName(v)) throw new ConfigError('overlay_interface', 'an interface name of 1-15 characters without "/", ":" or spaces, such as "eth0"', v);
+  if (!isInterfaceName(v))
+    throw new ConfigError('overlay_interface', 'an interface name of 1-15 characters without "/", ":" or spaces, such as "eth0"', v);
   return v;
 }
 
@@ -72,20 +73,36 @@ function rejectUnknownSnakeCase(raw: Record<string, unknown>): void {
  */
 export function parseConfig(conf: NetConf, needPrev: boolean, warnings?: ConfigWarnings): RouterConfig {
   const raw = conf as unknown as Record<string, unknown>;
-  lenient(warnings, () => rejectUnknownSnakeCase(raw), () => undefined);
+  lenient(
+    warnings,
+    () => rejectUnknownSnakeCase(raw),
+    () => undefined,
+  );
   const meta = parseMetaConfig(raw, 'router', warnings);
   const field = <T>(parse: () => T, fallback: () => T): T => lenient(warnings, parse, fallback);
   const cfg: RouterConfig = {
     ...meta,
     netName: conf.name,
     cniVersion: conf.cniVersion,
-    overlayInterface: field(() => parseOverlayInterface(raw), () => parseOverlayInterface({})),
-    hostRuleTable: field(() => parseHostRuleTable(raw), () => parseHostRuleTable({})),
-    sriov: field(() => parseBool(raw, 'sriov', false), () => false),
+    overlayInterface: field(
+      () => parseOverlayInterface(raw),
+      () => parseOverlayInterface({}),
+    ),
+    hostRuleTable: field(
+      () => parseHostRuleTable(raw),
+      () => parseHostRuleTable({}),
+    ),
+    sriov: field(
+      () => parseBool(raw, 'sriov', false),
+      () => false,
+    ),
   };
   if (needPrev) cfg.prevResult = prevResultOf(conf);
   else if (conf.prevResult !== undefined && conf.prevResult !== null) {
-    const prev = field(() => prevResultOf(conf), () => undefined);
+    const prev = field(
+      () => prevResultOf(conf),
+      () => undefined,
+    );
     if (prev) cfg.prevResult = prev;
   }
   return cfg;

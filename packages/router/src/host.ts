@@ -100,7 +100,9 @@ export async function removeHostRoutes(hostNs: Netns, routes: Route[]): Promise<
   const errors: string[] = [];
   for (const r of routes) {
     try {
-      await ignoreNotFound(route.del(hostNs, { dst: r.dst, family: r.family, oif: r.oif, table: r.table, metric: r.metric, protocol: RTPROT_ROUTER }));
+      await ignoreNotFound(
+        route.del(hostNs, { dst: r.dst, family: r.family, oif: r.oif, table: r.table, metric: r.metric, protocol: RTPROT_ROUTER }),
+      );
       removed.push(`route ${r.dst} table ${r.table} metric ${r.metric}`);
     } catch (e) {
       errors.push(`route ${r.dst} table ${r.table}: ${e instanceof Error ? e.message : String(e)}`);
@@ -122,7 +124,12 @@ export async function removeHostRoutes(hostNs: Netns, routes: Route[]): Promise<
     }
   }
   try {
-    removed.push(...(await releaseHostRules(hostNs, routes.map((r) => ({ family: r.family ?? familyOf(r.dst), table: r.table ?? MAIN_TABLE })))));
+    removed.push(
+      ...(await releaseHostRules(
+        hostNs,
+        routes.map((r) => ({ family: r.family ?? familyOf(r.dst), table: r.table ?? MAIN_TABLE })),
+      )),
+    );
   } catch (e) {
     errors.push(`host rule: ${e instanceof Error ? e.message : String(e)}`);
   }

@@ -5,4 +5,6 @@
 import { pluginMain } from '@cnikit/netlib';
 import { routerHandlers } from './plugin';
 
-pluginMain(routerHandlers(), { about: 'cnikit router meta-plugin: east-west through the overlay NIC, north-south through the chained NIC' });
+pluginMain(routerHandlers(), {
+  about: 'cnikit router meta-plugin: east-west through the overlay NIC, north-south through the chained NIC',
+});

@@ -45,7 +45,11 @@ export async function findOverlay(podNs: Netns, name: string, netnsPath: string)
   }
   const ips = await globalIPs(podNs, l.index);
   if (ips.length === 0) {
-    throw new CniError(CniCode.InvalidNetworkConfig, `overlay interface ${name} has no address`, `netns ${netnsPath}: no global IPv4 or IPv6 address on ${name}`);
+    throw new CniError(
+      CniCode.InvalidNetworkConfig,
+      `overlay interface ${name} has no address`,
+      `netns ${netnsPath}: no global IPv4 or IPv6 address on ${name}`,
+    );
   }
   return { link: l, ips };
 }

@@ -4,7 +4,18 @@
  * passed in explicitly (the process's own in the binary, a test namespace in
  * the in-process tests).
  */
-import { CniCode, CniError, hostNetns, openNetns, openNetnsIfPresent, validAttachments, type CmdArgs, type Netns, type PluginHandlers, type Result } from '@cnikit/netlib';
+import {
+  CniCode,
+  CniError,
+  hostNetns,
+  openNetns,
+  openNetnsIfPresent,
+  validAttachments,
+  type CmdArgs,
+  type Netns,
+  type PluginHandlers,
+  type Result,
+} from '@cnikit/netlib';
 import { openLog } from '@cnikit/meta';
 import { checkRouter } from './check';
 import { parseConfig } from './config';
@@ -21,7 +32,14 @@ export function routerHandlers(host: () => Netns = hostNetns): Required<PluginHa
       const podNs = openNetns(args.netns);
       try {
         log('ADD', { netns: args.netns, network: cfg.netName });
-        const res = await addRouter(cfg, { containerId: args.containerId, ifName: args.ifName, netnsPath: args.netns, podNs, hostNs: host(), log });
+        const res = await addRouter(cfg, {
+          containerId: args.containerId,
+          ifName: args.ifName,
+          netnsPath: args.netns,
+          podNs,
+          hostNs: host(),
+          log,
+        });
         log('ADD done');
         return res;
       } catch (e) {

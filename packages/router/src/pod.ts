@@ -40,7 +40,15 @@ const hostsOf = (h: HostIPs, f: Family): string[] => (f === 4 ? h.v4 : h.v6);
  * the given families. IPv4: host IPs on-link, subnets via the first host IP
  * (on-link). IPv6: everything via the host peer's link-local address.
  */
-export function sharedRoutes(cfg: RouterConfig, overlayIndex: number, overlayIPs: string[], hostIPs: HostIPs, families: Family[], table: number, v6Gateway?: string): Route[] {
+export function sharedRoutes(
+  cfg: RouterConfig,
+  overlayIndex: number,
+  overlayIPs: string[],
+  hostIPs: HostIPs,
+  families: Family[],
+  table: number,
+  v6Gateway?: string,
+): Route[] {
   const out: Route[] = [];
   for (const f of families) {
     const src = familyIPs(overlayIPs, f)[0];
@@ -57,7 +65,8 @@ export function sharedRoutes(cfg: RouterConfig, overlayIndex: number, overlayIPs
     for (const subnet of hijackSubnets(cfg)) {
       if (ip.familyOf(subnet) !== f || seen.has(subnet)) continue;
       seen.add(subnet);
-      if (f === 4) out.push({ dst: subnet, family: f, gw: hosts[0]!, oif: overlayIndex, onlink: true, table, src, protocol: RTPROT_ROUTER });
+      if (f === 4)
+        out.push({ dst: subnet, family: f, gw: hosts[0]!, oif: overlayIndex, onlink: true, table, src, protocol: RTPROT_ROUTER });
       else out.push({ dst: subnet, family: f, gw: v6Gateway!, oif: overlayIndex, table, src, protocol: RTPROT_ROUTER });
     }
   }
@@ -98,7 +107,14 @@ const isLinkLocal = (dst: string): boolean => dst.toLowerCase().startsWith('fe80
  * link-local ones stay: NDP needs them), and adds `from <ip> lookup table` for
  * `ips`. Each change is pushed on `undo`.
  */
-export async function moveToTable(ns: Netns, oif: number, ips: string[], families: Family[], table: number, undo: UndoStack): Promise<void> {
+export async function moveToTable(
+  ns: Netns,
+  oif: number,
+  ips: string[],
+  families: Family[],
+  table: number,
+  undo: UndoStack,
+): Promise<void> {
   for (const family of families) {
     for (const r of await route.list(ns, { family, oif })) {
       if (isLinkLocal(r.dst) || r.protocol === RTPROT_ROUTER) continue;
@@ -173,7 +189,8 @@ export async function addPrevRoutes(ns: Netns, wanted: Route[], undo: UndoStack)
 /** Deletes router's routes through `oif` in `table`. */
 export async function dropOwnRoutes(ns: Netns, oif: number, table: number): Promise<void> {
   for (const r of await route.list(ns, { table, oif })) {
-    if (r.protocol === RTPROT_ROUTER) await ignoreNotFound(route.del(ns, { dst: r.dst, family: r.family, table, oif, protocol: RTPROT_ROUTER }));
+    if (r.protocol === RTPROT_ROUTER)
+      await ignoreNotFound(route.del(ns, { dst: r.dst, family: r.family, table, oif, protocol: RTPROT_ROUTER }));
   }
 }
 
@@ -198,7 +215,12 @@ async function delRule(ns: Netns, r: Rule): Promise<void> {
  * next hops its routes used (IPv4 host IPs, IPv6 link-local gateways), for
  * neighbour cleanup.
  */
-export async function emptyTable(ns: Netns, table: number, priorities: number[], log: (m: string, f?: Record<string, unknown>) => void): Promise<string[]> {
+export async function emptyTable(
+  ns: Netns,
+  table: number,
+  priorities: number[],
+  log: (m: string, f?: Record<string, unknown>) => void,
+): Promise<string[]> {
   for (const p of priorities) for (const r of await rulesAt(ns, table, p)) await delRule(ns, r);
   const hostIPs: string[] = [];
   // Routes without a gateway first: a gateway route needs its gateway reachable when it goes back to main.

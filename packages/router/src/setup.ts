@@ -17,26 +17,13 @@
  *   4. rp_filter sysctls
  * Every kernel change is pushed on an undo stack; a failure unwinds it.
  */
-import {
-  CniCode,
-  CniError,
-  isExistsError,
-  link,
-  neigh,
-  route,
-  rule,
-  sysctl,
-  UndoStack,
-  type Netns,
-  type Result,
-} from '@cnikit/netlib';
+import { CniCode, CniError, isExistsError, link, neigh, route, rule, sysctl, UndoStack, type Netns, type Result } from '@cnikit/netlib';
 import { discoverHostIPs, familyOf, ignoreNotFound, requirePodIPs, type HostIPs, type LogFn } from '@cnikit/meta';
 import type { RouterConfig } from './config';
 import { ensureHostRule, hostRoute, hostSubnets, MAIN_TABLE, ownedHostRoutes, releaseHostRules } from './host';
 import { attachmentKey, overlayTable, ownTable, RTPROT_ROUTER } from './marks';
 import { familiesOf, findHostPeer, findOverlay, type Family, type HostPeer, type Overlay } from './overlay';
 import { addPrevRoutes, keepApart, moveToTable, podNextHops, prevRoutes, sharedFamilies, sharedRoutes, sharedRules } from './pod';
-
 
 export interface AddRequest {
   containerId: string;
@@ -74,11 +61,19 @@ export async function lookScene(cfg: RouterConfig, hostNs: Netns, podNs: Netns, 
   const prev = cfg.prevResult!;
   const chainedIPs = requirePodIPs(prev, ifName);
   if (ifName === cfg.overlayInterface) {
-    throw new CniError(CniCode.InvalidNetworkConfig, `router is chained on the overlay interface ${ifName}`, 'router belongs in the secondary network (net1, net2...), not in the overlay one; see overlay_interface');
+    throw new CniError(
+      CniCode.InvalidNetworkConfig,
+      `router is chained on the overlay interface ${ifName}`,
+      'router belongs in the secondary network (net1, net2...), not in the overlay one; see overlay_interface',
+    );
   }
   const chained = await link.find(podNs, ifName);
   if (chained === undefined) {
-    throw new CniError(CniCode.InvalidNetworkConfig, `interface ${ifName} not found in the pod`, `netns ${netnsPath}; the previous plugin should have created it`);
+    throw new CniError(
+      CniCode.InvalidNetworkConfig,
+      `interface ${ifName} not found in the pod`,
+      `netns ${netnsPath}; the previous plugin should have created it`,
+    );
   }
   const overlay = await findOverlay(podNs, cfg.overlayInterface, netnsPath);
   const families = familiesOf(chainedIPs, overlay);
@@ -91,9 +86,16 @@ export async function lookScene(cfg: RouterConfig, hostNs: Netns, podNs: Netns, 
   }
   const peer = await findHostPeer(hostNs, overlay, families);
   if (families.includes(6) && peer.linkLocal === undefined) {
-    throw new CniError(CniCode.InvalidNetworkConfig, `host interface ${peer.link.name} has no IPv6 link-local address`, `the pod's IPv6 traffic to the host goes through it; is IPv6 disabled on ${peer.link.name}?`);
+    throw new CniError(
+      CniCode.InvalidNetworkConfig,
+      `host interface ${peer.link.name} has no IPv6 link-local address`,
+      `the pod's IPv6 traffic to the host goes through it; is IPv6 disabled on ${peer.link.name}?`,
+    );
   }
-  const hostIPs = await discoverHostIPs(hostNs, overlay.ips.filter((i) => families.includes(familyOf(i))));
+  const hostIPs = await discoverHostIPs(
+    hostNs,
+    overlay.ips.filter((i) => families.includes(familyOf(i))),
+  );
   return { chainedIndex: chained.index, chainedIPs, overlay, peer, families, hostIPs, table: overlayTable(cfg.overlayInterface) };
 }
 
@@ -111,7 +113,9 @@ function setSysctls(hostNs: Netns, podNs: Netns, cfg: RouterConfig, s: Scene, if
 async function addHostSide(hostNs: Netns, cfg: RouterConfig, req: AddRequest, s: Scene, undo: UndoStack): Promise<void> {
   const key = attachmentKey(cfg.netName, req.containerId, req.ifName);
   const subnets = await hostSubnets(hostNs);
-  const wanted = s.chainedIPs.filter((i) => s.families.includes(familyOf(i))).map((i) => hostRoute(i, s.peer.link.index, key, subnets, cfg.hostRuleTable));
+  const wanted = s.chainedIPs
+    .filter((i) => s.families.includes(familyOf(i)))
+    .map((i) => hostRoute(i, s.peer.link.index, key, subnets, cfg.hostRuleTable));
 
   // Pushed first so that it runs last on unwind, once our routes are gone: the host rule is
   // released (deleted only if its table is empty), never deleted outright: another attachment may rely on it.
@@ -122,7 +126,9 @@ async function addHostSide(hostNs: Netns, cfg: RouterConfig, req: AddRequest, s:
   // attachment killed half-way): they go, or the older one might win.
   const stale = (await ownedHostRoutes(hostNs)).filter((r) => wanted.some((w) => w.dst === r.dst));
   for (const r of stale) {
-    await ignoreNotFound(route.del(hostNs, { dst: r.dst, family: r.family, table: r.table, oif: r.oif, metric: r.metric, protocol: RTPROT_ROUTER }));
+    await ignoreNotFound(
+      route.del(hostNs, { dst: r.dst, family: r.family, table: r.table, oif: r.oif, metric: r.metric, protocol: RTPROT_ROUTER }),
+    );
     undo.push(`restore stale host route ${r.dst}`, () => route.replace(hostNs, r));
     req.log('removed stale host route', { dst: r.dst, table: r.table, metric: r.metric });
   }
@@ -194,7 +200,8 @@ export async function addRouter(cfg: RouterConfig, req: AddRequest): Promise<Res
     if (plan.keepApart) await keepApart(req.podNs, s.chainedIndex, s.chainedIPs, ownTable(req.ifName), undo);
     // The NIC's own routes from prevResult (its default route, typically) where its traffic is routed.
     const table = plan.keepApart ? ownTable(req.ifName) : plan.takeMain && first ? MAIN_TABLE : undefined;
-    if (table !== undefined) await addPrevRoutes(req.podNs, prevRoutes(cfg.prevResult!, req.ifName, s.chainedIndex, s.families, table), undo);
+    if (table !== undefined)
+      await addPrevRoutes(req.podNs, prevRoutes(cfg.prevResult!, req.ifName, s.chainedIndex, s.families, table), undo);
     undo.commit();
   } catch (e) {
     const failed = await undo.unwind();

@@ -61,7 +61,9 @@ export async function delRouter(req: DelRequest): Promise<void> {
   if (req.podNs !== undefined) await delPodSide(req);
 
   const key = attachmentKey(req.netName, req.containerId, req.ifName);
-  const mine = (await ownedHostRoutes(req.hostNs)).filter((r) => r.metric === key && (ips.length === 0 || ips.includes(r.dst.split('/')[0]!)));
+  const mine = (await ownedHostRoutes(req.hostNs)).filter(
+    (r) => r.metric === key && (ips.length === 0 || ips.includes(r.dst.split('/')[0]!)),
+  );
   const { removed, errors } = await removeHostRoutes(req.hostNs, mine);
   req.log('host objects removed', { removed, ipsFrom: req.prev ? 'prevResult' : req.podNs ? 'pod' : 'key only' });
   if (errors.length > 0) throw new CniError(CniCode.Internal, 'router DEL could not remove every host object', errors.join('; '));
@@ -72,13 +74,26 @@ export async function delRouter(req: DelRequest): Promise<void> {
  * attachment is not in `valid`, then the host rule when host_rule_table is
  * empty. Keeps going on errors and returns them.
  */
-export async function gcRouter(hostNs: Netns, netName: string, hostRuleTable: number, valid: { containerID: string; ifname: string }[], log: LogFn): Promise<string[]> {
+export async function gcRouter(
+  hostNs: Netns,
+  netName: string,
+  hostRuleTable: number,
+  valid: { containerID: string; ifname: string }[],
+  log: LogFn,
+): Promise<string[]> {
   const tag = networkTag(netName);
   const keep = new Set(valid.map((a) => attachmentKey(netName, a.containerID, a.ifname)));
-  const stale = (await ownedHostRoutes(hostNs)).filter((r) => r.metric !== undefined && networkTagOfKey(r.metric) === tag && !keep.has(r.metric));
+  const stale = (await ownedHostRoutes(hostNs)).filter(
+    (r) => r.metric !== undefined && networkTagOfKey(r.metric) === tag && !keep.has(r.metric),
+  );
   const { removed, errors } = await removeHostRoutes(hostNs, stale);
   try {
-    removed.push(...(await releaseHostRules(hostNs, [{ family: 4, table: hostRuleTable }, { family: 6, table: hostRuleTable }])));
+    removed.push(
+      ...(await releaseHostRules(hostNs, [
+        { family: 4, table: hostRuleTable },
+        { family: 6, table: hostRuleTable },
+      ])),
+    );
   } catch (e) {
     errors.push(`host rule: ${e instanceof Error ? e.message : String(e)}`);
   }

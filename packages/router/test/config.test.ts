@@ -51,7 +51,17 @@ describe('router parseConfig', () => {
   });
 
   it('takes every router field', () => {
-    const c = parseConfig(conf({ overlay_interface: 'cali0', host_rule_table: 4_000_000_000, sriov: true, migrate_route: 0, skip_call: true, additional_hijack_subnet: ['169.254.25.10/32', 'fd00:25::/64'] }), true);
+    const c = parseConfig(
+      conf({
+        overlay_interface: 'cali0',
+        host_rule_table: 4_000_000_000,
+        sriov: true,
+        migrate_route: 0,
+        skip_call: true,
+        additional_hijack_subnet: ['169.254.25.10/32', 'fd00:25::/64'],
+      }),
+      true,
+    );
     expect(c).toMatchObject({ overlayInterface: 'cali0', hostRuleTable: 4_000_000_000, sriov: true, migrateRoute: 0, skipCall: true });
     expect(c.additionalHijackSubnet).toEqual(['169.254.25.10/32', 'fd00:25::/64']);
   });
@@ -104,7 +114,9 @@ describe('router parseConfig', () => {
     const e = errorOf(() => parseConfig(conf({ overlay_interfaces: 'eth0' }), true));
     expect(e?.code).toBe(2);
     expect(e?.message).toContain('overlay_interfaces');
-    expect(() => parseConfig(conf({ runtimeConfig: {}, 'cni.dev/valid-attachments': [], ipMasq: false, capabilities: {} }), true)).not.toThrow();
+    expect(() =>
+      parseConfig(conf({ runtimeConfig: {}, 'cni.dev/valid-attachments': [], ipMasq: false, capabilities: {} }), true),
+    ).not.toThrow();
   });
 
   it('interface names', () => {
@@ -144,16 +156,32 @@ describe('router marks and plans', () => {
   });
 
   it('host routes go to host_rule_table only inside a host subnet', () => {
-    expect(hostRoute('10.6.1.5', 7, 42, ['10.6.0.0/16', 'fd00:6::/64'], 500)).toMatchObject({ dst: '10.6.1.5/32', oif: 7, table: 500, metric: 42, protocol: 158, scope: 253 });
+    expect(hostRoute('10.6.1.5', 7, 42, ['10.6.0.0/16', 'fd00:6::/64'], 500)).toMatchObject({
+      dst: '10.6.1.5/32',
+      oif: 7,
+      table: 500,
+      metric: 42,
+      protocol: 158,
+      scope: 253,
+    });
     expect(hostRoute('10.7.1.5', 7, 42, ['10.6.0.0/16'], 500).table).toBe(254);
-    expect(hostRoute('fd00:6::15', 7, 42, ['10.6.0.0/16', 'fd00:6::/64'], 500)).toMatchObject({ dst: 'fd00:6::15/128', family: 6, table: 500 });
+    expect(hostRoute('fd00:6::15', 7, 42, ['10.6.0.0/16', 'fd00:6::/64'], 500)).toMatchObject({
+      dst: 'fd00:6::15/128',
+      family: 6,
+      table: 500,
+    });
   });
 
   it('shared pod routes and rules', () => {
     const c = parseConfig(conf({ additional_hijack_subnet: ['10.6.0.1/32'] }), true);
     const hostIPs = { v4: ['10.6.0.1', '10.7.0.1'], v6: [] };
     const routes = sharedRoutes(c, 3, ['10.244.0.5'], hostIPs, [4], 99);
-    expect(routes.map((r) => `${r.dst} ${r.gw ?? '-'}`)).toEqual(['10.6.0.1/32 -', '10.7.0.1/32 -', '10.244.0.0/16 10.6.0.1', '10.96.0.0/12 10.6.0.1']);
+    expect(routes.map((r) => `${r.dst} ${r.gw ?? '-'}`)).toEqual([
+      '10.6.0.1/32 -',
+      '10.7.0.1/32 -',
+      '10.244.0.0/16 10.6.0.1',
+      '10.96.0.0/12 10.6.0.1',
+    ]);
     expect(routes.every((r) => r.src === '10.244.0.5' && r.table === 99 && r.oif === 3 && r.protocol === 158)).toBe(true);
     const rules = sharedRules(c, hostIPs, [4], 99);
     expect(rules.map((r) => r.dst).sort()).toEqual(['10.244.0.0/16', '10.6.0.1/32', '10.7.0.1/32', '10.96.0.0/12']);

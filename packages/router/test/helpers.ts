@@ -49,16 +49,25 @@ export type OverlayKind = 'calico' | 'bridge';
 
 /** Like calico: a veth per pod, /32 and /128 routes on the host, default via 169.254.1.1 / fe80::1. */
 function overlayPod(host: TestNs, pod: TestNs, hostIf: string, last: number, stack: Stack): void {
-  sh(host, `ip link add ${hostIf} type veth peer name eth0 netns ${pod.name} && ip link set ${hostIf} up && sysctl -qw net.ipv4.conf.${hostIf}.proxy_arp=1`);
+  sh(
+    host,
+    `ip link add ${hostIf} type veth peer name eth0 netns ${pod.name} && ip link set ${hostIf} up && sysctl -qw net.ipv4.conf.${hostIf}.proxy_arp=1`,
+  );
   const mac = sh(host, `cat /sys/class/net/${hostIf}/address`).trim();
   sh(pod, 'ip link set eth0 up');
   if (has4(stack)) {
     sh(host, `ip route add 10.244.0.${last}/32 dev ${hostIf} scope link`);
-    sh(pod, `ip addr add 10.244.0.${last}/32 dev eth0 && ip route add 169.254.1.1 dev eth0 scope link && ip route add default via 169.254.1.1 dev eth0 onlink && ip neigh add 169.254.1.1 lladdr ${mac} dev eth0 nud permanent`);
+    sh(
+      pod,
+      `ip addr add 10.244.0.${last}/32 dev eth0 && ip route add 169.254.1.1 dev eth0 scope link && ip route add default via 169.254.1.1 dev eth0 onlink && ip neigh add 169.254.1.1 lladdr ${mac} dev eth0 nud permanent`,
+    );
   }
   if (has6(stack)) {
     sh(host, `ip -6 route add fd00:244::${last}/128 dev ${hostIf}`);
-    sh(pod, `ip addr add fd00:244::${last}/128 dev eth0 nodad && ip -6 route add default via fe80::1 dev eth0 && ip -6 neigh add fe80::1 lladdr ${mac} dev eth0 nud permanent`);
+    sh(
+      pod,
+      `ip addr add fd00:244::${last}/128 dev eth0 nodad && ip -6 route add default via fe80::1 dev eth0 && ip -6 neigh add fe80::1 lladdr ${mac} dev eth0 nud permanent`,
+    );
   }
 }
 
@@ -73,8 +82,13 @@ function bridgePod(host: TestNs, pod: TestNs, hostIf: string, last: number, stac
 function extNet(host: TestNs, ext: TestNs, bridge: string, port: string, n: number, stack: Stack): void {
   sh(host, `ip link add ${port} type veth peer name eth0 netns ${ext.name} && ip link set ${port} master ${bridge} up`);
   sh(ext, 'ip link set eth0 up');
-  if (has4(stack)) sh(ext, `ip addr add 10.${n}.0.9/16 dev eth0 && ip addr add 10.${n}.0.254/16 dev eth0 && ip addr add 192.168.${94 + n}.1/32 dev lo`);
-  if (has6(stack)) sh(ext, `ip addr add fd00:${n}::9/64 dev eth0 nodad && ip addr add fd00:${n}::fe/64 dev eth0 nodad && ip addr add fd00:${94 + n}::1/128 dev lo nodad`);
+  if (has4(stack))
+    sh(ext, `ip addr add 10.${n}.0.9/16 dev eth0 && ip addr add 10.${n}.0.254/16 dev eth0 && ip addr add 192.168.${94 + n}.1/32 dev lo`);
+  if (has6(stack))
+    sh(
+      ext,
+      `ip addr add fd00:${n}::9/64 dev eth0 nodad && ip addr add fd00:${n}::fe/64 dev eth0 nodad && ip addr add fd00:${94 + n}::1/128 dev lo nodad`,
+    );
 }
 
 function macvlanNic(host: TestNs, pod: TestNs, parent: string, name: string, n: number, stack: Stack, last = 5): void {
@@ -108,7 +122,8 @@ export function makeTopo(opts: { stack?: Stack; net2?: boolean; overlay?: Overla
   if (ext2) t.ext2 = ext2;
   try {
     // No duplicate address detection: link-local addresses usable at once, no first-packet loss.
-    for (const n of [host, pod, peer, ext, ext2]) if (n) sh(n, 'sysctl -qw net.ipv6.conf.all.accept_dad=0 && sysctl -qw net.ipv6.conf.default.accept_dad=0');
+    for (const n of [host, pod, peer, ext, ext2])
+      if (n) sh(n, 'sysctl -qw net.ipv6.conf.all.accept_dad=0 && sysctl -qw net.ipv6.conf.default.accept_dad=0');
     sh(host, 'sysctl -qw net.ipv4.ip_forward=1 && sysctl -qw net.ipv6.conf.all.forwarding=1');
     sh(host, 'ip link add br0 type bridge && ip link set br0 up');
     if (has4(stack)) sh(host, 'ip addr add 10.6.0.1/16 dev br0');
@@ -142,7 +157,14 @@ export function makeTopo(opts: { stack?: Stack; net2?: boolean; overlay?: Overla
 }
 
 /** The addresses and routes macvlan + host-local would report for netN (n = 6 for net1, 7 for net2). */
-export function prevResult(version: string, t: Topo, ifName = 'net1', n = ifName === 'net2' ? 7 : 6, last = 5, sandbox = t.pod.ns.path): Record<string, unknown> {
+export function prevResult(
+  version: string,
+  t: Topo,
+  ifName = 'net1',
+  n = ifName === 'net2' ? 7 : 6,
+  last = 5,
+  sandbox = t.pod.ns.path,
+): Record<string, unknown> {
   const old = version.startsWith('0.');
   const ips: Record<string, unknown>[] = [];
   const routes: Record<string, unknown>[] = [];
@@ -157,7 +179,11 @@ export function prevResult(version: string, t: Topo, ifName = 'net1', n = ifName
   return { cniVersion: version, interfaces: [{ name: ifName, mac: '02:00:00:00:00:01', sandbox }], ips, routes };
 }
 
-export function routerConf(version: string, prev: Record<string, unknown> | undefined, extra: Record<string, unknown> = {}): Record<string, unknown> {
+export function routerConf(
+  version: string,
+  prev: Record<string, unknown> | undefined,
+  extra: Record<string, unknown> = {},
+): Record<string, unknown> {
   return {
     cniVersion: version,
     name: 'mv-router',
@@ -197,7 +223,11 @@ export async function call(t: Topo, c: Call): Promise<CallResult> {
   };
   for (const k of Object.keys(env)) if (env[k] === undefined) delete env[k];
   const stdin = typeof c.conf === 'string' ? c.conf : JSON.stringify(c.conf);
-  const res = await runPlugin(routerHandlers(() => t.host.ns), { about: 'router test' }, { env: env as Record<string, string>, stdin: Buffer.from(stdin) });
+  const res = await runPlugin(
+    routerHandlers(() => t.host.ns),
+    { about: 'router test' },
+    { env: env as Record<string, string>, stdin: Buffer.from(stdin) },
+  );
   const raw = res.stdout;
   return { out: raw.trim() === '' ? undefined : (JSON.parse(raw) as Record<string, unknown>), code: res.exitCode, raw };
 }
@@ -222,9 +252,32 @@ export function pings(ns: TestNs, dst: string, from?: string): boolean {
   }
 }
 
-interface IpRoute { dst: string; dev?: string; gateway?: string; table?: string; protocol?: string; metric?: number; prefsrc?: string; scope?: string; flags?: string[]; type?: string }
-interface IpRule { priority: number; src?: string; srclen?: number; dst?: string; dstlen?: number; table: string }
-interface IpNeigh { dst: string; dev: string; lladdr?: string; state?: string[] }
+interface IpRoute {
+  dst: string;
+  dev?: string;
+  gateway?: string;
+  table?: string;
+  protocol?: string;
+  metric?: number;
+  prefsrc?: string;
+  scope?: string;
+  flags?: string[];
+  type?: string;
+}
+interface IpRule {
+  priority: number;
+  src?: string;
+  srclen?: number;
+  dst?: string;
+  dstlen?: number;
+  table: string;
+}
+interface IpNeigh {
+  dst: string;
+  dev: string;
+  lladdr?: string;
+  state?: string[];
+}
 
 /** Routes of every table, rules and PERMANENT neighbours of a namespace, as sorted lines (leak checks). */
 export function snapshot(ns: TestNs): string[] {
@@ -232,10 +285,14 @@ export function snapshot(ns: TestNs): string[] {
   for (const fam of ['-4', '-6']) {
     for (const r of json<IpRoute[]>(ns, `ip ${fam} -j route show table all`)) {
       if (r.type === 'multicast' || r.dst.startsWith('fe80:') || r.dst.startsWith('ff00:')) continue;
-      out.push(`route ${r.type ?? ''} ${r.dst} via ${r.gateway ?? '-'} dev ${r.dev ?? '-'} table ${r.table ?? 'main'} proto ${r.protocol ?? '-'} metric ${r.metric ?? '-'} src ${r.prefsrc ?? '-'} scope ${r.scope ?? '-'} ${(r.flags ?? []).join(',')}`);
+      out.push(
+        `route ${r.type ?? ''} ${r.dst} via ${r.gateway ?? '-'} dev ${r.dev ?? '-'} table ${r.table ?? 'main'} proto ${r.protocol ?? '-'} metric ${r.metric ?? '-'} src ${r.prefsrc ?? '-'} scope ${r.scope ?? '-'} ${(r.flags ?? []).join(',')}`,
+      );
     }
     for (const r of json<IpRule[]>(ns, `ip ${fam} -j rule show`)) {
-      out.push(`rule ${fam} ${r.priority} from ${r.src ?? 'all'}/${r.srclen ?? ''} to ${r.dst ?? 'all'}/${r.dstlen ?? ''} lookup ${r.table}`);
+      out.push(
+        `rule ${fam} ${r.priority} from ${r.src ?? 'all'}/${r.srclen ?? ''} to ${r.dst ?? 'all'}/${r.dstlen ?? ''} lookup ${r.table}`,
+      );
     }
   }
   for (const n of json<IpNeigh[]>(ns, 'ip -j neigh show nud permanent')) out.push(`neigh ${n.dst} dev ${n.dev} lladdr ${n.lladdr ?? '-'}`);

@@ -3,7 +3,21 @@
  * and net2 from two networks) keeping separate tables, and two pods sharing
  * the host rule. DEL in either order leaves nothing.
  */
-import { call, diff, json, makeTopo, pings, prevResult, routerConf, snapshot, tableRoutes, VERSIONS, type IpRoute, type IpRule, type Topo } from './helpers';
+import {
+  call,
+  diff,
+  json,
+  makeTopo,
+  pings,
+  prevResult,
+  routerConf,
+  snapshot,
+  tableRoutes,
+  VERSIONS,
+  type IpRoute,
+  type IpRule,
+  type Topo,
+} from './helpers';
 
 jest.setTimeout(60_000);
 
@@ -47,7 +61,12 @@ describe.each(['v4', 'dual'] as const)('router with three NICs (%s)', (stack) =>
     expect(tableRoutes(t.pod, 100)).toEqual([]);
     expect(tableRoutes(t.pod, 99).find((r) => r.dst === 'default')?.dev).toBe('eth0');
     const rules = json<IpRule[]>(t.pod, 'ip -4 -j rule show');
-    expect(rules.filter((r) => r.priority === 101).map(cidrOf).sort()).toEqual(['10.7.0.0/16', '10.7.1.5']);
+    expect(
+      rules
+        .filter((r) => r.priority === 101)
+        .map(cidrOf)
+        .sort(),
+    ).toEqual(['10.7.0.0/16', '10.7.1.5']);
     expect(rules.filter((r) => r.priority === 99).map(cidrOf)).toEqual(['10.244.0.5']);
 
     expect(pings(t.pod, '192.168.100.1')).toBe(true); // north-south through net1
@@ -107,10 +126,19 @@ describe.each(VERSIONS.filter((v) => v !== '0.3.0'))('two pods on one host [%s]'
   it('share the host rule, which goes with the last attachment', async () => {
     const hostBefore = snapshot(t.host);
     const a = await call(t, { command: 'ADD', conf: routerConf(v, prevResult(v, t)) });
-    const b = await call(t, { command: 'ADD', conf: routerConf(v, prevResult(v, t, 'net1', 6, 6, t.peer.ns.path)), netns: t.peer.ns.path, ...peerCall });
+    const b = await call(t, {
+      command: 'ADD',
+      conf: routerConf(v, prevResult(v, t, 'net1', 6, 6, t.peer.ns.path)),
+      netns: t.peer.ns.path,
+      ...peerCall,
+    });
     expect(a.code + b.code).toBe(0);
     expect(json<IpRule[]>(t.host, 'ip -j rule show').filter((r) => r.priority === 1000)).toHaveLength(1);
-    expect(json<IpRoute[]>(t.host, 'ip -j route show table 500').map((r) => `${r.dst} ${r.dev}`).sort()).toEqual(['10.6.1.5 caliP', '10.6.1.6 caliQ']);
+    expect(
+      json<IpRoute[]>(t.host, 'ip -j route show table 500')
+        .map((r) => `${r.dst} ${r.dev}`)
+        .sort(),
+    ).toEqual(['10.6.1.5 caliP', '10.6.1.6 caliQ']);
     expect(pings(t.host, '10.6.1.6')).toBe(true);
     expect(pings(t.pod, '10.244.0.6')).toBe(true);
 

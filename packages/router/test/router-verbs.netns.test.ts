@@ -5,7 +5,21 @@
  * nothing; a failure half-way unwinds every step.
  */
 import { readFileSync, rmSync } from 'node:fs';
-import { call, diff, json, makeTopo, pings, prevResult, routerConf, sh, snapshot, tableRoutes, type IpNeigh, type IpRule, type Topo } from './helpers';
+import {
+  call,
+  diff,
+  json,
+  makeTopo,
+  pings,
+  prevResult,
+  routerConf,
+  sh,
+  snapshot,
+  tableRoutes,
+  type IpNeigh,
+  type IpRule,
+  type Topo,
+} from './helpers';
 
 jest.setTimeout(60_000);
 
@@ -26,7 +40,12 @@ describe('router CHECK finds each missing object', () => {
     ['pod rule to the host', 'pod', 'ip rule del to 10.6.0.1 pref 90', 'pod rule to 10.6.0.1/32 lookup 99'],
     ['pod rule from the overlay address', 'pod', 'ip rule del from 10.244.0.5 pref 99', 'pod rule from 10.244.0.5 lookup 99'],
     ['pod neighbour', 'pod', 'ip neigh del 10.6.0.1 dev eth0', 'pod neighbour 10.6.0.1'],
-    ["eth0's default back in main", 'pod', 'ip route add default via 169.254.1.1 dev eth0 onlink metric 7', "eth0's IPv4 default route is still in main"],
+    [
+      "eth0's default back in main",
+      'pod',
+      'ip route add default via 169.254.1.1 dev eth0 onlink metric 7',
+      "eth0's IPv4 default route is still in main",
+    ],
     ["net1's default route", 'pod', 'ip route del default dev net1', 'pod route default via 10.6.0.254 dev net1 table 254'],
   ] as const)('%s', async (_name, where, breakIt, message) => {
     t = makeTopo();
@@ -41,11 +60,13 @@ describe('router CHECK finds each missing object', () => {
     expect(String(bad.out?.['details'])).toContain(message);
   });
 
-  it('IPv6: the pod neighbour is the host peer\'s link-local address', async () => {
+  it("IPv6: the pod neighbour is the host peer's link-local address", async () => {
     t = makeTopo({ stack: 'v6' });
     const add = await call(t, { command: 'ADD', conf: routerConf(v, prevResult(v, t)) });
     expect(add.code).toBe(0);
-    const ll = json<{ addr_info: { local: string; scope: string }[] }[]>(t.host, 'ip -6 -j addr show dev caliP')[0]!.addr_info.find((a) => a.scope === 'link')!.local;
+    const ll = json<{ addr_info: { local: string; scope: string }[] }[]>(t.host, 'ip -6 -j addr show dev caliP')[0]!.addr_info.find(
+      (a) => a.scope === 'link',
+    )!.local;
     expect(tableRoutes(t.pod, 99, 6).find((r) => r.dst === 'fd00:96::/112')?.gateway).toBe(ll);
     sh(t.pod, `ip -6 neigh del ${ll} dev eth0`);
     const bad = await call(t, { command: 'CHECK', conf: routerConf(v, add.out) });
@@ -68,16 +89,39 @@ describe('router GC', () => {
     t = makeTopo({ peerNet1: true });
   });
   const peer = { containerId: 'peer0123456789', ifName: 'net1' };
-  const gcConf = (valid: unknown, extra: Record<string, unknown> = {}): Record<string, unknown> => ({ ...routerConf(v, undefined), 'cni.dev/valid-attachments': valid, ...extra });
+  const gcConf = (valid: unknown, extra: Record<string, unknown> = {}): Record<string, unknown> => ({
+    ...routerConf(v, undefined),
+    'cni.dev/valid-attachments': valid,
+    ...extra,
+  });
 
   it('removes host routes, neighbours and the rule of attachments not listed, of its own network only', async () => {
     const hostBefore = snapshot(t.host);
     expect((await call(t, { command: 'ADD', conf: routerConf(v, prevResult(v, t)) })).code).toBe(0);
-    expect((await call(t, { command: 'ADD', conf: routerConf(v, prevResult(v, t, 'net1', 6, 6, t.peer.ns.path)), netns: t.peer.ns.path, ...peer })).code).toBe(0);
+    expect(
+      (
+        await call(t, {
+          command: 'ADD',
+          conf: routerConf(v, prevResult(v, t, 'net1', 6, 6, t.peer.ns.path)),
+          netns: t.peer.ns.path,
+          ...peer,
+        })
+      ).code,
+    ).toBe(0);
     const both = snapshot(t.host);
 
     // Every attachment listed: nothing changes. Another network's GC never touches ours.
-    expect((await call(t, { command: 'GC', conf: gcConf([{ containerID: t.containerId, ifname: 'net1' }, { containerID: peer.containerId, ifname: 'net1' }]) })).raw).toBe('');
+    expect(
+      (
+        await call(t, {
+          command: 'GC',
+          conf: gcConf([
+            { containerID: t.containerId, ifname: 'net1' },
+            { containerID: peer.containerId, ifname: 'net1' },
+          ]),
+        })
+      ).raw,
+    ).toBe('');
     expect((await call(t, { command: 'GC', conf: gcConf([], { name: 'other-net' }) })).code).toBe(0);
     expect(diff(both, snapshot(t.host))).toEqual([]);
 
@@ -111,7 +155,15 @@ describe('router STATUS and VERSION', () => {
     t = makeTopo();
   });
   it('STATUS succeeds on 1.1.0, is refused below, and reports a bad config', async () => {
-    expect((await call(t, { command: 'STATUS', conf: routerConf('1.1.0', undefined), env: { CNI_CONTAINERID: undefined, CNI_NETNS: undefined, CNI_IFNAME: undefined } })).code).toBe(0);
+    expect(
+      (
+        await call(t, {
+          command: 'STATUS',
+          conf: routerConf('1.1.0', undefined),
+          env: { CNI_CONTAINERID: undefined, CNI_NETNS: undefined, CNI_IFNAME: undefined },
+        })
+      ).code,
+    ).toBe(0);
     expect((await call(t, { command: 'STATUS', conf: routerConf('1.0.0', undefined) })).out?.['code']).toBe(1);
     expect((await call(t, { command: 'STATUS', conf: routerConf('1.1.0', undefined, { host_rule_table: 254 }) })).out?.['code']).toBe(7);
   });
@@ -177,7 +229,8 @@ describe('router options', () => {
   it('migrate_route 0 and additional_hijack_subnet', async () => {
     t = makeTopo();
     const podBefore = snapshot(t.pod);
-    const conf = (p: Record<string, unknown> | undefined): Record<string, unknown> => routerConf(v, p, { migrate_route: 0, additional_hijack_subnet: ['172.16.9.0/24'] });
+    const conf = (p: Record<string, unknown> | undefined): Record<string, unknown> =>
+      routerConf(v, p, { migrate_route: 0, additional_hijack_subnet: ['172.16.9.0/24'] });
     const add = await call(t, { command: 'ADD', conf: conf(prevResult(v, t)) });
     expect(add.code).toBe(0);
     expect(tableRoutes(t.pod, 'main').find((r) => r.dst === 'default')?.dev).toBe('net1');
@@ -212,7 +265,12 @@ describe('router bad input changes nothing', () => {
     ['CNI_CONTAINERID missing', (): Record<string, unknown> => routerConf(v, prev()), { CNI_CONTAINERID: undefined }, 4],
     ['unknown CNI_COMMAND', (): Record<string, unknown> => routerConf(v, prev()), { CNI_COMMAND: 'PATCH' }, 4],
     ['bad service CIDR', (): Record<string, unknown> => routerConf(v, prev(), { service_hijack_subnet: ['10.96.0.0/99'] }), {}, 7],
-    ['overlay CIDR with host bits', (): Record<string, unknown> => routerConf(v, prev(), { overlay_hijack_subnet: ['10.244.1.1/16'] }), {}, 7],
+    [
+      'overlay CIDR with host bits',
+      (): Record<string, unknown> => routerConf(v, prev(), { overlay_hijack_subnet: ['10.244.1.1/16'] }),
+      {},
+      7,
+    ],
     ['bad additional CIDR', (): Record<string, unknown> => routerConf(v, prev(), { additional_hijack_subnet: ['fd00::1::/64'] }), {}, 7],
     ['reserved host_rule_table', (): Record<string, unknown> => routerConf(v, prev(), { host_rule_table: 255 }), {}, 7],
     ['misspelt field', (): Record<string, unknown> => routerConf(v, prev(), { host_rule_tabel: 600 }), {}, 2],
@@ -221,7 +279,12 @@ describe('router bad input changes nothing', () => {
     ['prevResult without IPs', (): Record<string, unknown> => routerConf(v, { cniVersion: v, interfaces: [], ips: [] }), {}, 7],
     ['overlay interface missing', (): Record<string, unknown> => routerConf(v, prev(), { overlay_interface: 'eth9' }), {}, 7],
     ['chained interface missing', (): Record<string, unknown> => routerConf(v, prevResult(v, t, 'net5')), { CNI_IFNAME: 'net5' }, 7],
-    ['chained on the overlay NIC itself', (): Record<string, unknown> => routerConf(v, prevResult(v, t, 'eth0')), { CNI_IFNAME: 'eth0' }, 7],
+    [
+      'chained on the overlay NIC itself',
+      (): Record<string, unknown> => routerConf(v, prevResult(v, t, 'eth0')),
+      { CNI_IFNAME: 'eth0' },
+      7,
+    ],
   ] as const)('%s', async (_n, conf, env, code) => {
     const res = await call(t, { command: 'ADD', conf: conf(), env });
     expect(res.code).toBe(1);
@@ -235,9 +298,16 @@ describe('router bad input changes nothing', () => {
   it('DEL with a config that ADD would reject still removes what an earlier ADD made', async () => {
     const add = await call(t, { command: 'ADD', conf: routerConf(v, prev()) });
     expect(add.code).toBe(0);
-    const bad = { service_hijack_subnet: ['10.96.0.1/12'], host_rule_tabel: 600, log_options: { log_file: `/tmp/cnikit-test-router-del-${process.pid}.log` } };
+    const bad = {
+      service_hijack_subnet: ['10.96.0.1/12'],
+      host_rule_tabel: 600,
+      log_options: { log_file: `/tmp/cnikit-test-router-del-${process.pid}.log` },
+    };
     expect(await call(t, { command: 'DEL', conf: routerConf(v, add.out, bad) })).toMatchObject({ code: 0, raw: '' });
-    const lines = readFileSync(bad.log_options.log_file, 'utf8').trim().split('\n').map((l) => JSON.parse(l) as Record<string, unknown>);
+    const lines = readFileSync(bad.log_options.log_file, 'utf8')
+      .trim()
+      .split('\n')
+      .map((l) => JSON.parse(l) as Record<string, unknown>);
     rmSync(bad.log_options.log_file, { force: true });
     const warned = lines.filter((l) => l['msg'] === 'DEL: config field ignored').map((l) => String(l['warning']));
     expect(warned).toEqual([expect.stringContaining('host_rule_tabel'), expect.stringContaining('service_hijack_subnet')]);
@@ -246,7 +316,14 @@ describe('router bad input changes nothing', () => {
 
   it('an overlay without an address of the chained family', async () => {
     sh(t.pod, 'ip addr add fd00:6::15/64 dev net1 nodad');
-    const res = await call(t, { command: 'ADD', conf: routerConf(v, { cniVersion: v, interfaces: [{ name: 'net1', sandbox: t.pod.ns.path }], ips: [{ address: 'fd00:6::15/64', interface: 0 }] }) });
+    const res = await call(t, {
+      command: 'ADD',
+      conf: routerConf(v, {
+        cniVersion: v,
+        interfaces: [{ name: 'net1', sandbox: t.pod.ns.path }],
+        ips: [{ address: 'fd00:6::15/64', interface: 0 }],
+      }),
+    });
     expect(res.out?.['code']).toBe(7);
     expect(String(res.out?.['msg'])).toContain('no address of the family');
     sh(t.pod, 'ip addr del fd00:6::15/64 dev net1');

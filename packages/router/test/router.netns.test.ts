@@ -4,7 +4,22 @@
  * eth0, the host through eth0, an external host through net1 with net1's
  * address, and the host reaches net1's address through the overlay peer.
  */
-import { call, diff, json, makeTopo, pings, prevResult, routerConf, sh, snapshot, VERSIONS, type IpNeigh, type IpRoute, type IpRule, type Topo } from './helpers';
+import {
+  call,
+  diff,
+  json,
+  makeTopo,
+  pings,
+  prevResult,
+  routerConf,
+  sh,
+  snapshot,
+  VERSIONS,
+  type IpNeigh,
+  type IpRoute,
+  type IpRule,
+  type Topo,
+} from './helpers';
 
 jest.setTimeout(60_000);
 
@@ -53,7 +68,12 @@ describe.each(VERSIONS)('router [%s]', (version) => {
     expect(t99.find((r) => r.dst === '10.6.0.1')).toMatchObject({ dev: 'eth0', prefsrc: '10.244.0.5', protocol: '158' });
     expect(t99.find((r) => r.dst === '10.96.0.0/12')).toMatchObject({ dev: 'eth0', gateway: '10.6.0.1', prefsrc: '10.244.0.5' });
     const rules = json<IpRule[]>(t.pod, 'ip -j rule show');
-    expect(rules.filter((r) => r.priority === 90).map(cidrOf).sort()).toEqual(['10.244.0.0/16', '10.6.0.1', '10.96.0.0/12']);
+    expect(
+      rules
+        .filter((r) => r.priority === 90)
+        .map(cidrOf)
+        .sort(),
+    ).toEqual(['10.244.0.0/16', '10.6.0.1', '10.96.0.0/12']);
     expect(rules.find((r) => r.priority === 99)).toMatchObject({ src: '10.244.0.5', table: '99' });
     expect(json<IpNeigh[]>(t.pod, 'ip -j neigh show 10.6.0.1 dev eth0')[0]).toMatchObject({ lladdr: caliMac, state: ['PERMANENT'] });
     expect(sh(t.pod, 'cat /proc/sys/net/ipv4/conf/net1/rp_filter').trim()).toBe('2');
@@ -162,7 +182,7 @@ describe.each(VERSIONS)('router DEL without help [%s]', (version) => {
   });
 });
 
-describe('router with a hijacked subnet equal to eth0\'s own subnet', () => {
+describe("router with a hijacked subnet equal to eth0's own subnet", () => {
   beforeEach(() => {
     t = makeTopo({ stack: 'dual', overlay: 'bridge' });
   });

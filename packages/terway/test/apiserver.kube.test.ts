@@ -63,8 +63,20 @@ describe('eni-config ConfigMap watch', () => {
   it('applies pool sizes, vSwitches, security groups and service_cidr live; restart keys wait; bad edits are refused', async () => {
     const name = uniqueName('eni-config');
     const cms = clientFor(transport, ConfigMaps);
-    const conf0 = { max_pool_size: 5, min_pool_size: 0, security_group: 'sg-1', service_cidr: '172.16.0.0/16', access_key: 'LTAI-test', access_secret: 'test-secret' };
-    await cms.create({ apiVersion: 'v1', kind: 'ConfigMap', metadata: { name, namespace: 'kube-system' }, data: { eni_conf: JSON.stringify(conf0), '10-terway.conf': cniConf(1500) } });
+    const conf0 = {
+      max_pool_size: 5,
+      min_pool_size: 0,
+      security_group: 'sg-1',
+      service_cidr: '172.16.0.0/16',
+      access_key: 'LTAI-test',
+      access_secret: 'test-secret',
+    };
+    await cms.create({
+      apiVersion: 'v1',
+      kind: 'ConfigMap',
+      metadata: { name, namespace: 'kube-system' },
+      data: { eni_conf: JSON.stringify(conf0), '10-terway.conf': cniConf(1500) },
+    });
     const loaded = await loadEniConfigMap(transport, 'kube-system', name);
     const cniDir = path.join(dir, 'net.d');
     const logs: string[] = [];
@@ -78,15 +90,33 @@ describe('eni-config ConfigMap watch', () => {
       protocol: 'http',
       hostNs: host.ns,
       gcIntervalMs: 0,
-      configMap: { transport, namespace: 'kube-system', name, cniConfDir: cniDir, ...(loaded.cniConf ? { initialCniConf: loaded.cniConf } : {}) },
+      configMap: {
+        transport,
+        namespace: 'kube-system',
+        name,
+        cniConfDir: cniDir,
+        ...(loaded.cniConf ? { initialCniConf: loaded.cniConf } : {}),
+      },
       log: (m, f) => logs.push(`${m} ${JSON.stringify(f ?? {})}`),
     });
     // min_pool_size 0: nothing is created.
     await new Promise((r) => setTimeout(r, 300));
     expect(api.count('CreateNetworkInterface')).toBe(0);
 
-    const conf1 = { ...conf0, min_pool_size: 3, max_pool_size: 8, security_group: undefined, security_groups: ['sg-2'], vswitches: { 'cn-hangzhou-i': ['vsw-pods'] }, service_cidr: '10.96.0.0/12', eniip_virtual_type: 'ipvlan' };
-    await cms.update({ ...(await cms.get(name, { namespace: 'kube-system' })), data: { eni_conf: JSON.stringify(conf1), '10-terway.conf': cniConf(1450) } });
+    const conf1 = {
+      ...conf0,
+      min_pool_size: 3,
+      max_pool_size: 8,
+      security_group: undefined,
+      security_groups: ['sg-2'],
+      vswitches: { 'cn-hangzhou-i': ['vsw-pods'] },
+      service_cidr: '10.96.0.0/12',
+      eniip_virtual_type: 'ipvlan',
+    };
+    await cms.update({
+      ...(await cms.get(name, { namespace: 'kube-system' })),
+      data: { eni_conf: JSON.stringify(conf1), '10-terway.conf': cniConf(1450) },
+    });
     const t0 = performance.now();
     await eventually('min_pool_size applied', () => d!.config.minPoolSize === 3, 15_000, 2);
     const appliedMs = performance.now() - t0;
@@ -97,22 +127,39 @@ describe('eni-config ConfigMap watch', () => {
     expect(create.params['SecurityGroupId']).toBe('sg-2');
     expect(d.config).toMatchObject({ minPoolSize: 3, maxPoolSize: 8, serviceCidr: '10.96.0.0/12', virtualType: 'veth' });
     expect(d.configWatch!.pendingRestart).toEqual(['eniip_virtual_type']);
-    const reply = await d.daemon.allocIP({ K8sPodName: 'p', K8sPodNamespace: 'default', K8sPodInfraContainerId: 'c1', Netns: '', IfName: 'eth0' });
+    const reply = await d.daemon.allocIP({
+      K8sPodName: 'p',
+      K8sPodNamespace: 'default',
+      K8sPodInfraContainerId: 'c1',
+      Netns: '',
+      IfName: 'eth0',
+    });
     expect(reply.NetConfs[0]!.BasicInfo?.ServiceCIDR).toEqual({ IPv4: '10.96.0.0/12', IPv6: '' });
     expect(JSON.parse(fs.readFileSync(path.join(cniDir, '10-terway.conf'), 'utf8'))).toMatchObject({ mtu: 1450 });
-    expect(logs.some((l) => l.startsWith('eni-config: changed keys need a terwayd restart') && l.includes('eniip_virtual_type'))).toBe(true);
+    expect(logs.some((l) => l.startsWith('eni-config: changed keys need a terwayd restart') && l.includes('eniip_virtual_type'))).toBe(
+      true,
+    );
 
     // An invalid edit is refused whole: nothing of it applies.
     const applied = d.configWatch!.stats.applied;
-    await cms.update({ ...(await cms.get(name, { namespace: 'kube-system' })), data: { eni_conf: JSON.stringify({ ...conf1, max_pool_size: 1, min_pool_size: 2 }) } });
+    await cms.update({
+      ...(await cms.get(name, { namespace: 'kube-system' })),
+      data: { eni_conf: JSON.stringify({ ...conf1, max_pool_size: 1, min_pool_size: 2 }) },
+    });
     await eventually('the edit refused', () => d!.configWatch!.stats.rejected === 1);
     expect(d.configWatch!.stats.applied).toBe(applied);
     expect(d.config).toMatchObject({ minPoolSize: 3, maxPoolSize: 8 });
 
     // Smaller max: idle IPs above it go back to the cloud.
-    await cms.update({ ...(await cms.get(name, { namespace: 'kube-system' })), data: { eni_conf: JSON.stringify({ ...conf1, min_pool_size: 0, max_pool_size: 1 }) } });
+    await cms.update({
+      ...(await cms.get(name, { namespace: 'kube-system' })),
+      data: { eni_conf: JSON.stringify({ ...conf1, min_pool_size: 0, max_pool_size: 1 }) },
+    });
     console.log(`terway eni-config watch: ConfigMap update answered -> min_pool_size applied in ${appliedMs.toFixed(1)} ms`);
-    await eventually('idle down to max_pool_size 1', () => d!.pool.stats().idle <= 1 && api.count('UnassignPrivateIpAddresses') + api.count('DeleteNetworkInterface') > 0);
+    await eventually(
+      'idle down to max_pool_size 1',
+      () => d!.pool.stats().idle <= 1 && api.count('UnassignPrivateIpAddresses') + api.count('DeleteNetworkInterface') > 0,
+    );
     expect(d.pool.leaseOf('default/p')).toBeDefined(); // the pod's IP is not taken back
     await cms.delete(name, { namespace: 'kube-system' });
   });
@@ -122,7 +169,12 @@ describe('VPC route mode: pod CIDR from the Node object', () => {
   it('reads spec.podCIDRs (then spec.podCIDR), waiting until the node has one', async () => {
     const nodes = clientFor(transport, Nodes);
     const a = uniqueName('node');
-    await nodes.create({ apiVersion: 'v1', kind: 'Node', metadata: { name: a }, spec: { podCIDR: '10.244.3.0/24', podCIDRs: ['10.244.3.0/24', 'fd00:10:244:3::/64'] } });
+    await nodes.create({
+      apiVersion: 'v1',
+      kind: 'Node',
+      metadata: { name: a },
+      spec: { podCIDR: '10.244.3.0/24', podCIDRs: ['10.244.3.0/24', 'fd00:10:244:3::/64'] },
+    });
     expect(await nodePodCidr(transport, a)).toBe('10.244.3.0/24');
 
     // A node without a CIDR yet (the node IPAM controller has not run): wait for it.

@@ -14,7 +14,18 @@ let api: FakeOpenApi;
 let cloud: AliyunEniCloud;
 
 function client(over: Partial<ConstructorParameters<typeof AliyunEniCloud>[0]> = {}): AliyunEniCloud {
-  return new AliyunEniCloud({ regionId: 'cn-hangzhou', instanceId: 'i-node1', accessKeyId: 'LTAI-test', accessKeySecret: 'test-secret', ecsEndpoint: api.endpoint, vpcEndpoint: api.endpoint, protocol: 'http', pollIntervalMs: 10, retryBaseMs: 5, ...over });
+  return new AliyunEniCloud({
+    regionId: 'cn-hangzhou',
+    instanceId: 'i-node1',
+    accessKeyId: 'LTAI-test',
+    accessKeySecret: 'test-secret',
+    ecsEndpoint: api.endpoint,
+    vpcEndpoint: api.endpoint,
+    protocol: 'http',
+    pollIntervalMs: 10,
+    retryBaseMs: 5,
+    ...over,
+  });
 }
 
 beforeEach(async () => {
@@ -38,7 +49,13 @@ async function raw(query: Record<string, string>): Promise<{ status: number; bod
 
 describe('fake OpenAPI through the official SDK', () => {
   it('DescribeInstanceTypes gives the ENI quotas; DescribeVSwitches the free IPs', async () => {
-    expect(await cloud.instanceQuota('ecs.g6.large')).toEqual({ eniQuantity: 3, ipsPerEni: 6, trunkSupported: false, eniTotalQuantity: 3, ipv6PerEni: 0 });
+    expect(await cloud.instanceQuota('ecs.g6.large')).toEqual({
+      eniQuantity: 3,
+      ipsPerEni: 6,
+      trunkSupported: false,
+      eniTotalQuantity: 3,
+      ipv6PerEni: 0,
+    });
     const vs = await cloud.describeVSwitches(['vsw-a', 'vsw-b']);
     // /24: 256 - first - last three - the instance's primary IP.
     expect(vs).toEqual([
@@ -48,9 +65,13 @@ describe('fake OpenAPI through the official SDK', () => {
   });
 
   it('signatures are checked: unknown key 404, wrong secret 400', async () => {
-    const e1 = await client({ accessKeyId: 'nobody' }).instanceQuota('ecs.g6.large').catch((e: unknown) => e);
+    const e1 = await client({ accessKeyId: 'nobody' })
+      .instanceQuota('ecs.g6.large')
+      .catch((e: unknown) => e);
     expect(e1).toMatchObject({ code: 'InvalidAccessKeyId.NotFound', status: 404 });
-    const e2 = await client({ accessKeySecret: 'wrong' }).instanceQuota('ecs.g6.large').catch((e: unknown) => e);
+    const e2 = await client({ accessKeySecret: 'wrong' })
+      .instanceQuota('ecs.g6.large')
+      .catch((e: unknown) => e);
     expect(e2).toBeInstanceOf(CloudError);
     expect(e2).toMatchObject({ code: 'SignatureDoesNotMatch', status: 400 });
     expect((e2 as CloudError).requestId).toMatch(/^[0-9A-F-]{36}$/);
@@ -60,14 +81,21 @@ describe('fake OpenAPI through the official SDK', () => {
     const ok = await raw({ Action: 'DescribeInstanceTypes', Version: '2014-05-26', 'InstanceTypes.1': 'ecs.g6.large' });
     expect(ok.status).toBe(200);
     expect(ok.body['RequestId']).toEqual(expect.any(String));
-    expect(ok.body['InstanceTypes']).toEqual({ InstanceType: [expect.objectContaining({ InstanceTypeId: 'ecs.g6.large', EniQuantity: 3, EniPrivateIpAddressQuantity: 6 })] });
+    expect(ok.body['InstanceTypes']).toEqual({
+      InstanceType: [expect.objectContaining({ InstanceTypeId: 'ecs.g6.large', EniQuantity: 3, EniPrivateIpAddressQuantity: 6 })],
+    });
     const noAction = await raw({ Version: '2014-05-26' });
     expect(noAction).toMatchObject({ status: 400, body: { Code: 'MissingParameter' } });
     const unknown = await raw({ Action: 'RunEverything', Version: '2014-05-26' });
     expect(unknown).toMatchObject({ status: 404, body: { Code: 'InvalidAction.NotFound' } });
     const badPage = await raw({ Action: 'DescribeNetworkInterfaces', Version: '2014-05-26', RegionId: 'cn-hangzhou', MaxResults: '5' });
     expect(badPage).toMatchObject({ status: 400, body: { Code: 'InvalidParameter.MaxResults' } });
-    const noEni = await raw({ Action: 'DeleteNetworkInterface', Version: '2014-05-26', RegionId: 'cn-hangzhou', NetworkInterfaceId: 'eni-nope' });
+    const noEni = await raw({
+      Action: 'DeleteNetworkInterface',
+      Version: '2014-05-26',
+      RegionId: 'cn-hangzhou',
+      NetworkInterfaceId: 'eni-nope',
+    });
     expect(noEni).toMatchObject({ status: 404, body: { Code: 'InvalidEniId.NotFound', RequestId: expect.any(String) } });
   });
 
@@ -111,10 +139,19 @@ describe('fake OpenAPI through the official SDK', () => {
     expect(memberEniQuota(q)).toBe(2);
     expect(memberEniQuota(await cloud.instanceQuota('ecs.g6.large'))).toBe(0);
     // A trunk ENI on a type without trunk support: 403, nothing leaked.
-    const refused = await cloud.createEni({ vswitchId: 'vsw-a', securityGroups: ['sg-1'], ipCount: 1, trunk: true }).catch((x: unknown) => x);
+    const refused = await cloud
+      .createEni({ vswitchId: 'vsw-a', securityGroups: ['sg-1'], ipCount: 1, trunk: true })
+      .catch((x: unknown) => x);
     expect(refused).toMatchObject({ code: 'InvalidOperation.InstanceTypeNotSupportTrunk', status: 403 });
     expect([...api.enis.values()].filter((x) => x.type === 'Trunk')).toHaveLength(0);
-    const bad = await raw({ Action: 'CreateNetworkInterface', Version: '2014-05-26', RegionId: 'cn-hangzhou', VSwitchId: 'vsw-a', SecurityGroupId: 'sg-1', InstanceType: 'Bogus' });
+    const bad = await raw({
+      Action: 'CreateNetworkInterface',
+      Version: '2014-05-26',
+      RegionId: 'cn-hangzhou',
+      VSwitchId: 'vsw-a',
+      SecurityGroupId: 'sg-1',
+      InstanceType: 'Bogus',
+    });
     expect(bad).toMatchObject({ status: 400, body: { Code: 'InvalidParameter.InstanceType' } });
 
     const c2 = client({ instanceId: 'i-node2' });
@@ -123,9 +160,13 @@ describe('fake OpenAPI through the official SDK', () => {
     expect(api.calls.find((c) => c.action === 'CreateNetworkInterface' && c.params['InstanceType'] === 'Trunk')).toBeDefined();
     const m1 = await c2.createEni({ vswitchId: 'vsw-a', securityGroups: ['sg-1'], ipCount: 1, memberOf: trunk.eniId });
     await c2.createEni({ vswitchId: 'vsw-a', securityGroups: ['sg-1'], ipCount: 1, memberOf: trunk.eniId });
-    expect(api.calls.filter((c) => c.action === 'AttachNetworkInterface' && c.params['TrunkNetworkInstanceId'] === trunk.eniId)).toHaveLength(2);
+    expect(
+      api.calls.filter((c) => c.action === 'AttachNetworkInterface' && c.params['TrunkNetworkInstanceId'] === trunk.eniId),
+    ).toHaveLength(2);
     // Members do not take EniQuantity slots, but the third member is beyond EniTotalQuantity - EniQuantity.
-    const third = await c2.createEni({ vswitchId: 'vsw-a', securityGroups: ['sg-1'], ipCount: 1, memberOf: trunk.eniId }).catch((x: unknown) => x);
+    const third = await c2
+      .createEni({ vswitchId: 'vsw-a', securityGroups: ['sg-1'], ipCount: 1, memberOf: trunk.eniId })
+      .catch((x: unknown) => x);
     expect(third).toMatchObject({ code: 'EniPerInstanceLimitExceeded', status: 403 });
     const views = await c2.listEnis({ instanceId: 'i-node2' });
     expect(views.map((v) => v.type).sort()).toEqual(['Member', 'Member', 'Primary', 'Trunk']);
@@ -155,13 +196,22 @@ describe('fake OpenAPI through the official SDK', () => {
     expect(view!.ipv6s.sort()).toEqual([...v6].sort());
     expect((await c3.eniInfo(view!)).ipv6s?.sort()).toEqual([...v6].sort());
     // Beyond EniIpv6AddressQuantity (3): 403.
-    expect(await c3.assignIpv6s(eni.eniId, 2).catch((x: unknown) => x)).toMatchObject({ code: 'InvalidOperation.Ipv6CountExceeded', status: 403 });
+    expect(await c3.assignIpv6s(eni.eniId, 2).catch((x: unknown) => x)).toMatchObject({
+      code: 'InvalidOperation.Ipv6CountExceeded',
+      status: 403,
+    });
     await c3.unassignIpv6s(eni.eniId, [v6[0]!]);
     expect(api.enis.get(eni.eniId)!.ipv6s).toEqual([v6[1]]);
-    expect(await c3.unassignIpv6s(eni.eniId, [v6[0]!]).catch((x: unknown) => x)).toMatchObject({ code: 'InvalidIpv6Address.NotFound', status: 404 });
+    expect(await c3.unassignIpv6s(eni.eniId, [v6[0]!]).catch((x: unknown) => x)).toMatchObject({
+      code: 'InvalidIpv6Address.NotFound',
+      status: 404,
+    });
     // A vSwitch without an IPv6 CIDR.
     const v4only = await cloud.createEni({ vswitchId: 'vsw-a', securityGroups: ['sg-1'], ipCount: 1 });
-    expect(await cloud.assignIpv6s(v4only.eniId, 1).catch((x: unknown) => x)).toMatchObject({ code: 'InvalidVSwitch.Ipv6NotTurnOn', status: 403 });
+    expect(await cloud.assignIpv6s(v4only.eniId, 1).catch((x: unknown) => x)).toMatchObject({
+      code: 'InvalidVSwitch.Ipv6NotTurnOn',
+      status: 403,
+    });
     // The IPv6 gateway from the metadata service.
     const gw = await fetch(`http://${api.endpoint}/latest/meta-data/network/interfaces/macs/${api.enis.get(eni.eniId)!.mac}/ipv6-gateway`);
     expect(gw.status).toBe(404); // i-node1 is the metadata instance; i-node3's ENI is not on it
@@ -171,7 +221,13 @@ describe('fake OpenAPI through the official SDK', () => {
 
   it('DescribeNetworkInterfaces pages with NextToken / MaxResults', async () => {
     for (let i = 0; i < 24; i++) {
-      await raw({ Action: 'CreateNetworkInterface', Version: '2014-05-26', RegionId: 'cn-hangzhou', VSwitchId: 'vsw-a', SecurityGroupId: 'sg-1' });
+      await raw({
+        Action: 'CreateNetworkInterface',
+        Version: '2014-05-26',
+        RegionId: 'cn-hangzhou',
+        VSwitchId: 'vsw-a',
+        SecurityGroupId: 'sg-1',
+      });
     }
     const before = api.count('DescribeNetworkInterfaces');
     const all = await cloud.listEnis({}, 10);
@@ -214,7 +270,12 @@ describe('fake OpenAPI through the official SDK', () => {
 describe('pool over the SDK and the fake', () => {
   it('fills ENIs up to the instance quota, frees them again', async () => {
     const pool = new EniIpPool({
-      config: parsePoolConfig({ max_pool_size: 2, vswitches: { 'cn-hangzhou-i': ['vsw-b', 'vsw-a'] }, vswitch_selection_policy: 'most', security_groups: ['sg-1'] }),
+      config: parsePoolConfig({
+        max_pool_size: 2,
+        vswitches: { 'cn-hangzhou-i': ['vsw-b', 'vsw-a'] },
+        vswitch_selection_policy: 'most',
+        security_groups: ['sg-1'],
+      }),
       quota: await cloud.instanceQuota('ecs.g6.large'),
       cloud,
       clock: realClock,

@@ -100,15 +100,20 @@ export async function tcpRate(from: TestNs, to: TestNs, toIp: string, secs = 4):
   const script = path.join(os.tmpdir(), `terway-tcp-${process.pid}.js`);
   fs.writeFileSync(script, TCP_SCRIPT);
   const port = String(20000 + Math.floor(Math.random() * 20000));
-  const recv = spawn('ip', ['netns', 'exec', to.name, process.execPath, script, 'recv', toIp, port, String(secs)], { stdio: ['ignore', 'pipe', 'pipe'] });
+  const recv = spawn('ip', ['netns', 'exec', to.name, process.execPath, script, 'recv', toIp, port, String(secs)], {
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
   let out = '';
   let err = '';
   recv.stderr.on('data', (c: Buffer) => (err += c.toString()));
   const done = new Promise<number>((resolve, reject) => {
-    const timer = setTimeout(() => {
-      recv.kill();
-      reject(new Error(`tcpRate: no result after ${secs + 15} s: ${out} ${err}`));
-    }, (secs + 15) * 1000);
+    const timer = setTimeout(
+      () => {
+        recv.kill();
+        reject(new Error(`tcpRate: no result after ${secs + 15} s: ${out} ${err}`));
+      },
+      (secs + 15) * 1000,
+    );
     recv.stdout.on('data', (c: Buffer) => {
       out += c.toString();
       const line = out.split('\n').find((l) => l.startsWith('{'));

@@ -12,8 +12,18 @@ import { ipj, makeTopo, plugEni, tcpRate, vpcLearn, type Topo } from './datapath
 
 jest.setTimeout(90_000);
 
-interface IpRule { priority: number; src?: string; dst?: string; table: string }
-interface IpRoute { dst: string; dev?: string; gateway?: string; flags?: string[] }
+interface IpRule {
+  priority: number;
+  src?: string;
+  dst?: string;
+  table: string;
+}
+interface IpRoute {
+  dst: string;
+  dev?: string;
+  gateway?: string;
+  flags?: string[];
+}
 
 let t: Topo;
 afterEach(() => t?.cleanup());
@@ -26,8 +36,14 @@ describe('ENI multi-IP, veth policy routing', () => {
   it('wires a pod: names, rules, tables, routes; traffic leaves through its ENI', async () => {
     t = makeTopo(2);
     const eni = plugEni(t, 1);
-    const eniIndex = (ipj<{ ifindex: number }[]>(t.host, 'link show eni1'))[0]!.ifindex;
-    const a = await setupPod(t.host.ns, t.pods[0]!.ns, { podNamespace: 'default', podName: 'web-0', ifName: 'eth0', ip: '192.168.1.10', eni });
+    const eniIndex = ipj<{ ifindex: number }[]>(t.host, 'link show eni1')[0]!.ifindex;
+    const a = await setupPod(t.host.ns, t.pods[0]!.ns, {
+      podNamespace: 'default',
+      podName: 'web-0',
+      ifName: 'eth0',
+      ip: '192.168.1.10',
+      eni,
+    });
     vpcLearn(t, 1, '192.168.1.10');
     expect(a.hostVeth).toBe(hostVethName('default', 'web-0'));
     expect(a.hostVeth).toMatch(/^cali[0-9a-f]{11}$/);
@@ -86,22 +102,31 @@ describe('ENI multi-IP, veth policy routing', () => {
     const a = await setupPod(t.host.ns, t.pods[0]!.ns, { podNamespace: 'ns', podName: 'live', ifName: 'eth0', ip: '192.168.1.30', eni });
     // Leftovers of a pod deleted without DEL: rules and a route through a dangling cali link.
     sh(t.host.ns, `ip rule add to 192.168.1.99/32 lookup main pref 512 && ip rule add from 192.168.1.99/32 lookup ${a.table} pref 2048`);
-    sh(t.host.ns, 'ip link add cali000000dead0 type veth peer name xdead && ip link set cali000000dead0 up && ip route add 192.168.1.99/32 dev cali000000dead0 scope link');
+    sh(
+      t.host.ns,
+      'ip link add cali000000dead0 type veth peer name xdead && ip link set cali000000dead0 up && ip route add 192.168.1.99/32 dev cali000000dead0 scope link',
+    );
     // A live pod's rule lost, another pointing at a wrong table, its route gone.
     sh(t.host.ns, 'ip rule del to 192.168.1.30/32 lookup main pref 512');
     sh(t.host.ns, `ip rule del from 192.168.1.30/32 lookup ${a.table} pref 2048 && ip rule add from 192.168.1.30/32 lookup 1999 pref 2048`);
     sh(t.host.ns, `ip route del 192.168.1.30/32 dev ${a.hostVeth}`);
     sh(t.host.ns, `ip route flush table ${a.table}`);
 
-    const rep = await repair(t.host.ns, [{ podNamespace: 'ns', podName: 'live', ip: '192.168.1.30', eniMac: eni.mac, gateway: eni.gateway }]);
-    expect(rep.rulesRemoved.sort()).toEqual(['2048 192.168.1.30/32 table 1999', `2048 192.168.1.99/32 table ${a.table}`, '512 192.168.1.99/32 table 254'].sort());
+    const rep = await repair(t.host.ns, [
+      { podNamespace: 'ns', podName: 'live', ip: '192.168.1.30', eniMac: eni.mac, gateway: eni.gateway },
+    ]);
+    expect(rep.rulesRemoved.sort()).toEqual(
+      ['2048 192.168.1.30/32 table 1999', `2048 192.168.1.99/32 table ${a.table}`, '512 192.168.1.99/32 table 254'].sort(),
+    );
     expect(rep.rulesAdded.sort()).toEqual([`2048 from 192.168.1.30/32 table ${a.table}`, '512 to 192.168.1.30/32'].sort());
     expect(rep.routesRemoved).toEqual(['192.168.1.99/32 dev cali000000dead0']);
     expect(rep.routesAdded).toEqual([`192.168.1.30/32 dev ${a.hostVeth}`]);
     vpcLearn(t, 1, '192.168.1.30');
     sh(t.pods[0]!.ns, 'ping -c1 -W2 10.9.9.9');
     // A second pass finds nothing to do.
-    const again = await repair(t.host.ns, [{ podNamespace: 'ns', podName: 'live', ip: '192.168.1.30', eniMac: eni.mac, gateway: eni.gateway }]);
+    const again = await repair(t.host.ns, [
+      { podNamespace: 'ns', podName: 'live', ip: '192.168.1.30', eniMac: eni.mac, gateway: eni.gateway },
+    ]);
     expect(again).toEqual({ rulesRemoved: [], rulesAdded: [], routesRemoved: [], routesAdded: [] });
   });
 
@@ -110,11 +135,21 @@ describe('ENI multi-IP, veth policy routing', () => {
     const eni = plugEni(t, 1);
     // The pod already holds an eth0: the veth cannot be created there.
     sh(t.pods[0]!.ns, 'ip link add eth0 type veth peer name eth0x');
-    await expect(setupPod(t.host.ns, t.pods[0]!.ns, { podNamespace: 'ns', podName: 'x', ifName: 'eth0', ip: '192.168.1.40', eni })).rejects.toThrow();
+    await expect(
+      setupPod(t.host.ns, t.pods[0]!.ns, { podNamespace: 'ns', podName: 'x', ifName: 'eth0', ip: '192.168.1.40', eni }),
+    ).rejects.toThrow();
     expect(rules()).toEqual([]);
     expect(ipj(t.host, 'link show').some((l) => String(l['ifname']).startsWith('cali'))).toBe(false);
     // An unknown ENI MAC is an error naming it.
-    await expect(setupPod(t.host.ns, t.pods[0]!.ns, { podNamespace: 'ns', podName: 'x', ifName: 'eth1', ip: '192.168.1.40', eni: { mac: '00:16:3e:ff:ff:ff', gateway: '192.168.1.253' } })).rejects.toThrow(/00:16:3e:ff:ff:ff/);
+    await expect(
+      setupPod(t.host.ns, t.pods[0]!.ns, {
+        podNamespace: 'ns',
+        podName: 'x',
+        ifName: 'eth1',
+        ip: '192.168.1.40',
+        eni: { mac: '00:16:3e:ff:ff:ff', gateway: '192.168.1.253' },
+      }),
+    ).rejects.toThrow(/00:16:3e:ff:ff:ff/);
   });
 });
 
@@ -123,7 +158,10 @@ describe('bandwidth', () => {
     expect(parseBandwidth('x', '10M')).toBe(10_000_000);
     expect(parseBandwidth('x', '512Ki')).toBe(524_288);
     expect(() => parseBandwidth('annotation k8s.aliyun.com/ingress-bandwidth', '10 mbit')).toThrow(/ingress-bandwidth.*10 mbit/);
-    expect(bandwidthFrom({ 'k8s.aliyun.com/ingress-bandwidth': '1G' }, { ingressRate: 5, egressRate: 2_000_000 })).toEqual({ ingressBps: 1e9, egressBps: 2_000_000 });
+    expect(bandwidthFrom({ 'k8s.aliyun.com/ingress-bandwidth': '1G' }, { ingressRate: 5, egressRate: 2_000_000 })).toEqual({
+      ingressBps: 1e9,
+      egressBps: 2_000_000,
+    });
     expect(tbfFor(8_000_000)).toEqual({ rateBps: 1_000_000, burstBytes: 20_000, latencyUs: 25_000 });
   });
 
@@ -145,7 +183,9 @@ describe('bandwidth', () => {
     expect(sh(t.host.ns, `tc qdisc show dev ${a.hostVeth}`)).toMatch(/tbf .*rate 20Mbit/);
     const up = await tcpRate(t.pods[0]!, t.ext, '10.9.9.9');
     const down = await tcpRate(t.ext, t.pods[0]!, '192.168.1.50');
-    console.log(`terway bandwidth: egress limit 10 Mbit/s measured ${(up / 1e6).toFixed(2)}; ingress limit 20 Mbit/s measured ${(down / 1e6).toFixed(2)}`);
+    console.log(
+      `terway bandwidth: egress limit 10 Mbit/s measured ${(up / 1e6).toFixed(2)}; ingress limit 20 Mbit/s measured ${(down / 1e6).toFixed(2)}`,
+    );
     // Load can only slow a transfer down, never speed it past a working shaper: the limit is asserted as an
     // upper bound (plus the burst's share), and that the shaper actually held packets back; the measured
     // rates are printed above and in npm run bench.
@@ -154,7 +194,8 @@ describe('bandwidth', () => {
     expect(up).toBeLessThan(egress * 1.15);
     expect(down).toBeLessThan(ingress * 1.15);
     const overlimits = (ns: Netns, dev: string): number =>
-      (JSON.parse(sh(ns, `tc -s -j qdisc show dev ${dev}`)) as { kind: string; overlimits?: number }[]).find((q) => q.kind === 'tbf')?.overlimits ?? 0;
+      (JSON.parse(sh(ns, `tc -s -j qdisc show dev ${dev}`)) as { kind: string; overlimits?: number }[]).find((q) => q.kind === 'tbf')
+        ?.overlimits ?? 0;
     expect(overlimits(t.pods[0]!.ns, 'eth0')).toBeGreaterThan(0);
     expect(overlimits(t.host.ns, a.hostVeth)).toBeGreaterThan(0);
   });

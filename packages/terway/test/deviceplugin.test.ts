@@ -12,7 +12,11 @@ import { API_VERSION, deviceApi, KUBELET_SOCKET, type Device } from '../src/devi
 
 jest.setTimeout(20_000);
 
-interface Registered { version: string; endpoint: string; resource_name: string }
+interface Registered {
+  version: string;
+  endpoint: string;
+  resource_name: string;
+}
 
 let dir: string;
 let kubelet: grpc.Server;
@@ -25,12 +29,15 @@ beforeEach(async () => {
   kubelet = new grpc.Server();
   kubelet.addService(deviceApi().Registration.service, {
     Register: (call: grpc.ServerUnaryCall<Registered, unknown>, cb: grpc.sendUnaryData<unknown>) => {
-      if (call.request.version !== API_VERSION) return cb({ code: grpc.status.INVALID_ARGUMENT, details: `unsupported version ${call.request.version}` });
+      if (call.request.version !== API_VERSION)
+        return cb({ code: grpc.status.INVALID_ARGUMENT, details: `unsupported version ${call.request.version}` });
       registered.push(call.request);
       cb(null, {});
     },
   });
-  await new Promise<void>((r, j) => kubelet.bindAsync(`unix://${path.join(dir, KUBELET_SOCKET)}`, grpc.ServerCredentials.createInsecure(), (e) => (e ? j(e) : r())));
+  await new Promise<void>((r, j) =>
+    kubelet.bindAsync(`unix://${path.join(dir, KUBELET_SOCKET)}`, grpc.ServerCredentials.createInsecure(), (e) => (e ? j(e) : r())),
+  );
 });
 
 afterEach(async () => {
@@ -78,15 +85,24 @@ it('registers both resources with the kubelet and serves their devices', async (
   for (let i = 0; i < 100 && updates.length < 2; i++) await new Promise((r) => setTimeout(r, 10));
   expect(updates[1]!.map((d) => d.ID)).toEqual(['aliyun-eni-0', 'aliyun-eni-1', 'aliyun-eni-2']);
 
-  const alloc = await new Promise<{ container_responses: object[] }>((r, j) => c.Allocate({ container_requests: [{ devices_ids: ['aliyun-eni-2'] }, { devices_ids: ['aliyun-eni-0'] }] }, (e, o) => (e ? j(e) : r(o))));
+  const alloc = await new Promise<{ container_responses: object[] }>((r, j) =>
+    c.Allocate({ container_requests: [{ devices_ids: ['aliyun-eni-2'] }, { devices_ids: ['aliyun-eni-0'] }] }, (e, o) => (e ? j(e) : r(o))),
+  );
   expect(alloc.container_responses).toHaveLength(2);
-  const bad = await new Promise<grpc.ServiceError | null>((r) => c.Allocate({ container_requests: [{ devices_ids: ['aliyun-eni-9'] }] }, (e) => r(e)));
+  const bad = await new Promise<grpc.ServiceError | null>((r) =>
+    c.Allocate({ container_requests: [{ devices_ids: ['aliyun-eni-9'] }] }, (e) => r(e)),
+  );
   expect(bad?.code).toBe(grpc.status.INVALID_ARGUMENT);
   stream.cancel();
   c.close();
 
   const m = connect(registered[1]!.endpoint);
-  const first = await new Promise<Device[]>((r) => m.ListAndWatch({}).on('data', (x: { devices: Device[] }) => r(x.devices)).on('error', () => undefined));
+  const first = await new Promise<Device[]>((r) =>
+    m
+      .ListAndWatch({})
+      .on('data', (x: { devices: Device[] }) => r(x.devices))
+      .on('error', () => undefined),
+  );
   expect(first).toHaveLength(5);
   m.close();
 });
@@ -107,7 +123,9 @@ it('registers again when the kubelet restarts (kubelet.sock recreated)', async (
       cb(null, {});
     },
   });
-  await new Promise<void>((r, j) => kubelet.bindAsync(`unix://${path.join(dir, KUBELET_SOCKET)}`, grpc.ServerCredentials.createInsecure(), (e) => (e ? j(e) : r())));
+  await new Promise<void>((r, j) =>
+    kubelet.bindAsync(`unix://${path.join(dir, KUBELET_SOCKET)}`, grpc.ServerCredentials.createInsecure(), (e) => (e ? j(e) : r())),
+  );
   // Wait for the plugin's side (its callback comes after the kubelet has recorded the call).
   for (let i = 0; i < 300 && p.registrations < 2; i++) await new Promise((r) => setTimeout(r, 10));
   expect(registered.map((r) => r.resource_name)).toEqual(['aliyun/eni']);

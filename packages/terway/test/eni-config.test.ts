@@ -8,8 +8,21 @@ import { KubeConfig } from '@kubernetes/client-node';
 import { KubeTransport } from '@cnikit/kube';
 import { loadEniConfigMap, parseEniConfigData, writeCniConf } from '../src/daemon/eni-config';
 
-const cniConf = JSON.stringify({ cniVersion: '0.4.0', name: 'terway', type: 'terway', eniip_virtual_type: 'Veth', capabilities: { bandwidth: true } });
-const eniConf = JSON.stringify({ version: '1', max_pool_size: 5, min_pool_size: 0, vswitches: { 'cn-hangzhou-i': ['vsw-1'] }, service_cidr: '172.21.0.0/20', security_group: 'sg-1' });
+const cniConf = JSON.stringify({
+  cniVersion: '0.4.0',
+  name: 'terway',
+  type: 'terway',
+  eniip_virtual_type: 'Veth',
+  capabilities: { bandwidth: true },
+});
+const eniConf = JSON.stringify({
+  version: '1',
+  max_pool_size: 5,
+  min_pool_size: 0,
+  vswitches: { 'cn-hangzhou-i': ['vsw-1'] },
+  service_cidr: '172.21.0.0/20',
+  security_group: 'sg-1',
+});
 
 it('parses eni_conf and 10-terway.conf', () => {
   const c = parseEniConfigData({ eni_conf: eniConf, '10-terway.conf': cniConf, disable_network_policy: 'true' });
@@ -30,11 +43,27 @@ it('loads the ConfigMap from the API and writes the CNI config', async () => {
   const srv = http.createServer((req, res) => {
     const ok = req.url?.startsWith('/api/v1/namespaces/kube-system/configmaps/eni-config');
     res.writeHead(ok ? 200 : 404, { 'content-type': 'application/json' });
-    res.end(JSON.stringify(ok ? { apiVersion: 'v1', kind: 'ConfigMap', metadata: { name: 'eni-config', namespace: 'kube-system' }, data: { eni_conf: eniConf, '10-terway.conf': cniConf } } : { kind: 'Status', code: 404, reason: 'NotFound' }));
+    res.end(
+      JSON.stringify(
+        ok
+          ? {
+              apiVersion: 'v1',
+              kind: 'ConfigMap',
+              metadata: { name: 'eni-config', namespace: 'kube-system' },
+              data: { eni_conf: eniConf, '10-terway.conf': cniConf },
+            }
+          : { kind: 'Status', code: 404, reason: 'NotFound' },
+      ),
+    );
   });
   await new Promise<void>((r) => srv.listen(0, '127.0.0.1', r));
   const kc = new KubeConfig();
-  kc.loadFromOptions({ clusters: [{ name: 'c', server: `http://127.0.0.1:${(srv.address() as AddressInfo).port}`, skipTLSVerify: true }], users: [{ name: 'u' }], contexts: [{ name: 'x', cluster: 'c', user: 'u' }], currentContext: 'x' });
+  kc.loadFromOptions({
+    clusters: [{ name: 'c', server: `http://127.0.0.1:${(srv.address() as AddressInfo).port}`, skipTLSVerify: true }],
+    users: [{ name: 'u' }],
+    contexts: [{ name: 'x', cluster: 'c', user: 'u' }],
+    currentContext: 'x',
+  });
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'terway-cm-'));
   try {
     const c = await loadEniConfigMap(new KubeTransport(kc));

@@ -17,10 +17,29 @@ beforeAll(async () => {
       res.end(JSON.stringify(body));
     };
     if (req.url?.startsWith('/api/v1/namespaces/default/pods/db-0')) {
-      return send(200, { apiVersion: 'v1', kind: 'Pod', metadata: { name: 'db-0', namespace: 'default', annotations: { 'k8s.aliyun.com/ingress-bandwidth': '10M' }, ownerReferences: [{ apiVersion: 'apps/v1', kind: 'StatefulSet', name: 'db', uid: 'u1', controller: true }] }, spec: { containers: [] } });
+      return send(200, {
+        apiVersion: 'v1',
+        kind: 'Pod',
+        metadata: {
+          name: 'db-0',
+          namespace: 'default',
+          annotations: { 'k8s.aliyun.com/ingress-bandwidth': '10M' },
+          ownerReferences: [{ apiVersion: 'apps/v1', kind: 'StatefulSet', name: 'db', uid: 'u1', controller: true }],
+        },
+        spec: { containers: [] },
+      });
     }
     if (req.url?.startsWith('/api/v1/namespaces/default/pods/web')) {
-      return send(200, { apiVersion: 'v1', kind: 'Pod', metadata: { name: 'web', namespace: 'default', ownerReferences: [{ apiVersion: 'apps/v1', kind: 'ReplicaSet', name: 'web-1', uid: 'u2' }] }, spec: { containers: [] } });
+      return send(200, {
+        apiVersion: 'v1',
+        kind: 'Pod',
+        metadata: {
+          name: 'web',
+          namespace: 'default',
+          ownerReferences: [{ apiVersion: 'apps/v1', kind: 'ReplicaSet', name: 'web-1', uid: 'u2' }],
+        },
+        spec: { containers: [] },
+      });
     }
     send(404, { kind: 'Status', apiVersion: 'v1', status: 'Failure', reason: 'NotFound', code: 404, message: 'pods not found' });
   });

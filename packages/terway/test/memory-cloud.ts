@@ -64,7 +64,15 @@ export class MemoryCloud implements EniCloud {
     const id = `eni-${this.enis.size + 1}${this.next}`;
     const ips = Array.from({ length: req.ipCount }, () => this.ipIn(v.cidr));
     v.available -= req.ipCount;
-    const info: EniInfo = { eniId: id, mac: `00:16:3e:00:00:${(this.enis.size + 1).toString(16).padStart(2, '0')}`, primaryIp: ips[0]!, vswitchId: v.id, vswitchCidr: v.cidr, gateway: v.cidr.replace(/\.0\/\d+$/, '.253'), ips };
+    const info: EniInfo = {
+      eniId: id,
+      mac: `00:16:3e:00:00:${(this.enis.size + 1).toString(16).padStart(2, '0')}`,
+      primaryIp: ips[0]!,
+      vswitchId: v.id,
+      vswitchCidr: v.cidr,
+      gateway: v.cidr.replace(/\.0\/\d+$/, '.253'),
+      ips,
+    };
     this.enis.set(id, info);
     return { ...info, ips: [...ips] };
   }

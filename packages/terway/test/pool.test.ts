@@ -60,7 +60,10 @@ describe('pool sizes', () => {
   });
 
   it('reclaims IPs idle longer than idle_ip_reclaim_after in batches per interval, down to min', async () => {
-    const { pool, cloud, clock } = setup({ min_pool_size: 1, max_pool_size: 10, idle_ip_reclaim_after: '60s', idle_ip_reclaim_batch_size: 2, idle_ip_reclaim_interval: '10s' }, { eniQuantity: 4, ipsPerEni: 10 });
+    const { pool, cloud, clock } = setup(
+      { min_pool_size: 1, max_pool_size: 10, idle_ip_reclaim_after: '60s', idle_ip_reclaim_batch_size: 2, idle_ip_reclaim_interval: '10s' },
+      { eniQuantity: 4, ipsPerEni: 10 },
+    );
     pool.start();
     const keys = Array.from({ length: 7 }, (_, i) => `ns/p${i}`);
     await Promise.all(keys.map((k) => pool.allocate(k)));
@@ -228,7 +231,20 @@ describe('sticky IPs and GC', () => {
 
   it('restore() adopts ENIs and leases found at start-up', async () => {
     const { pool } = setup({ max_pool_size: 10 });
-    pool.restore([{ eniId: 'eni-x', mac: '00:16:3e:00:00:99', primaryIp: '192.168.0.50', vswitchId: 'vsw-a', vswitchCidr: '192.168.0.0/24', gateway: '192.168.0.253', ips: ['192.168.0.50', '192.168.0.51'] }], [{ key: 'ns/a', ip: '192.168.0.51' }]);
+    pool.restore(
+      [
+        {
+          eniId: 'eni-x',
+          mac: '00:16:3e:00:00:99',
+          primaryIp: '192.168.0.50',
+          vswitchId: 'vsw-a',
+          vswitchCidr: '192.168.0.0/24',
+          gateway: '192.168.0.253',
+          ips: ['192.168.0.50', '192.168.0.51'],
+        },
+      ],
+      [{ key: 'ns/a', ip: '192.168.0.51' }],
+    );
     expect(pool.leaseOf('ns/a')?.ip).toBe('192.168.0.51');
     expect((await pool.allocate('ns/b')).ip).toBe('192.168.0.50');
   });
@@ -236,8 +252,36 @@ describe('sticky IPs and GC', () => {
 
 describe('eni_conf parsing', () => {
   it('reads the anchor keys', () => {
-    const c = parsePoolConfig({ max_pool_size: 10, min_pool_size: 2, ip_warm_up_size: 4, idle_ip_reclaim_after: '5m', idle_ip_reclaim_interval: '1m30s', idle_ip_reclaim_batch_size: 3, min_eni: 1, max_eni: 3, vswitches: { z: ['vsw-1'] }, vswitch_selection_policy: 'random', security_group: 'sg-1', service_cidr: '172.16.0.0/16', eniip_virtual_type: 'IPVlan' });
-    expect(c).toMatchObject({ maxPoolSize: 10, minPoolSize: 2, warmUpSize: 4, idleReclaimAfterMs: 300_000, idleReclaimIntervalMs: 90_000, idleReclaimBatchSize: 3, minEni: 1, maxEni: 3, vswitches: { z: ['vsw-1'] }, vswitchPolicy: 'random', securityGroups: ['sg-1'], serviceCidr: '172.16.0.0/16', virtualType: 'ipvlan' });
+    const c = parsePoolConfig({
+      max_pool_size: 10,
+      min_pool_size: 2,
+      ip_warm_up_size: 4,
+      idle_ip_reclaim_after: '5m',
+      idle_ip_reclaim_interval: '1m30s',
+      idle_ip_reclaim_batch_size: 3,
+      min_eni: 1,
+      max_eni: 3,
+      vswitches: { z: ['vsw-1'] },
+      vswitch_selection_policy: 'random',
+      security_group: 'sg-1',
+      service_cidr: '172.16.0.0/16',
+      eniip_virtual_type: 'IPVlan',
+    });
+    expect(c).toMatchObject({
+      maxPoolSize: 10,
+      minPoolSize: 2,
+      warmUpSize: 4,
+      idleReclaimAfterMs: 300_000,
+      idleReclaimIntervalMs: 90_000,
+      idleReclaimBatchSize: 3,
+      minEni: 1,
+      maxEni: 3,
+      vswitches: { z: ['vsw-1'] },
+      vswitchPolicy: 'random',
+      securityGroups: ['sg-1'],
+      serviceCidr: '172.16.0.0/16',
+      virtualType: 'ipvlan',
+    });
   });
   it.each([
     [{ max_pool_size: -1 }, /eni_conf\.max_pool_size.*non-negative integer.*-1/],

@@ -37,7 +37,9 @@ interface Stack {
   stop(): Promise<void>;
 }
 
-async function stack(opts: { pods?: number; quota?: { eniQuantity: number; eniPrivateIpAddressQuantity: number }; exclusive?: boolean } = {}): Promise<Stack> {
+async function stack(
+  opts: { pods?: number; quota?: { eniQuantity: number; eniPrivateIpAddressQuantity: number }; exclusive?: boolean } = {},
+): Promise<Stack> {
   const t = makeTopo(opts.pods ?? 2);
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'terway-'));
   let n = 0;
@@ -59,14 +61,40 @@ async function stack(opts: { pods?: number; quota?: { eniQuantity: number; eniPr
   api.addInstanceType('ecs.test', opts.quota ?? { eniQuantity: 3, eniPrivateIpAddressQuantity: 10 });
   api.addInstance('i-node1', 'ecs.test', 'vsw-a');
   await api.listen();
-  const cloud = new AliyunEniCloud({ regionId: 'cn-hangzhou', instanceId: 'i-node1', accessKeyId: 'LTAI-test', accessKeySecret: 'test-secret', ecsEndpoint: api.endpoint, vpcEndpoint: api.endpoint, protocol: 'http', pollIntervalMs: 10 });
-  const pool = new EniIpPool({ config: parsePoolConfig({ max_pool_size: 5, security_groups: ['sg-1'], vswitches: { 'cn-hangzhou-i': ['vsw-a'] } }), quota: await cloud.instanceQuota('ecs.test'), cloud, clock: realClock, zone: 'cn-hangzhou-i' });
+  const cloud = new AliyunEniCloud({
+    regionId: 'cn-hangzhou',
+    instanceId: 'i-node1',
+    accessKeyId: 'LTAI-test',
+    accessKeySecret: 'test-secret',
+    ecsEndpoint: api.endpoint,
+    vpcEndpoint: api.endpoint,
+    protocol: 'http',
+    pollIntervalMs: 10,
+  });
+  const pool = new EniIpPool({
+    config: parsePoolConfig({ max_pool_size: 5, security_groups: ['sg-1'], vswitches: { 'cn-hangzhou-i': ['vsw-a'] } }),
+    quota: await cloud.instanceQuota('ecs.test'),
+    cloud,
+    clock: realClock,
+    zone: 'cn-hangzhou-i',
+  });
   const pods = new Map<string, PodMeta>();
   const source = opts.exclusive
-    ? new ExclusiveEniAllocator({ cloud, config: parsePoolConfig({ security_groups: ['sg-1'], vswitches: { 'cn-hangzhou-i': ['vsw-a'] } }), quota: await cloud.instanceQuota('ecs.test'), zone: 'cn-hangzhou-i' })
+    ? new ExclusiveEniAllocator({
+        cloud,
+        config: parsePoolConfig({ security_groups: ['sg-1'], vswitches: { 'cn-hangzhou-i': ['vsw-a'] } }),
+        quota: await cloud.instanceQuota('ecs.test'),
+        zone: 'cn-hangzhou-i',
+      })
     : pool;
   const podSource = { get: async (ns: string, name: string) => pods.get(`${ns}/${name}`) };
-  const daemon = new TerwayDaemon({ pool: source, store: new LeaseStore(path.join(dir, 'pod.json')), pods: podSource, serviceCidr: '10.96.0.0/12', ...(opts.exclusive ? { ipType: 'TypeVPCENI' as const } : {}) });
+  const daemon = new TerwayDaemon({
+    pool: source,
+    store: new LeaseStore(path.join(dir, 'pod.json')),
+    pods: podSource,
+    serviceCidr: '10.96.0.0/12',
+    ...(opts.exclusive ? { ipType: 'TypeVPCENI' as const } : {}),
+  });
   const socket = path.join(dir, 'eni.socket');
   const server = new TerwayServer(daemon, socket);
   await server.start();
@@ -89,10 +117,27 @@ async function stack(opts: { pods?: number; quota?: { eniQuantity: number; eniPr
   };
 }
 
-async function cni(s: Stack, command: 'ADD' | 'DEL' | 'CHECK' | 'STATUS', pod: TestNs, name: string, version = '1.0.0', extra: Record<string, unknown> = {}, cid = `ctr-${name}`): Promise<{ code: number; out: Record<string, unknown> | undefined }> {
+async function cni(
+  s: Stack,
+  command: 'ADD' | 'DEL' | 'CHECK' | 'STATUS',
+  pod: TestNs,
+  name: string,
+  version = '1.0.0',
+  extra: Record<string, unknown> = {},
+  cid = `ctr-${name}`,
+): Promise<{ code: number; out: Record<string, unknown> | undefined }> {
   const conf = { cniVersion: version, name: 'terway', type: 'terway', socket: s.socket, ...extra };
-  const env = { CNI_COMMAND: command, CNI_CONTAINERID: cid, CNI_NETNS: pod.ns.path, CNI_IFNAME: 'eth0', CNI_PATH: '/opt/cni/bin', CNI_ARGS: `IgnoreUnknown=1;K8S_POD_NAMESPACE=default;K8S_POD_NAME=${name};K8S_POD_INFRA_CONTAINER_ID=${cid}` };
-  const r = await useHostNetns(s.t.host.ns, () => runPlugin(plugin as unknown as PluginHandlers, { about: 'terway test' }, { env, stdin: JSON.stringify(conf) }));
+  const env = {
+    CNI_COMMAND: command,
+    CNI_CONTAINERID: cid,
+    CNI_NETNS: pod.ns.path,
+    CNI_IFNAME: 'eth0',
+    CNI_PATH: '/opt/cni/bin',
+    CNI_ARGS: `IgnoreUnknown=1;K8S_POD_NAMESPACE=default;K8S_POD_NAME=${name};K8S_POD_INFRA_CONTAINER_ID=${cid}`,
+  };
+  const r = await useHostNetns(s.t.host.ns, () =>
+    runPlugin(plugin as unknown as PluginHandlers, { about: 'terway test' }, { env, stdin: JSON.stringify(conf) }),
+  );
   return { code: r.exitCode, out: r.stdout.trim() ? (JSON.parse(r.stdout) as Record<string, unknown>) : undefined };
 }
 
@@ -121,7 +166,9 @@ describe.each(VERSIONS)('terway CNI + terwayd [%s]', (version) => {
     // The VPC delivers the pod IP to its ENI.
     sh(s.t.ext.ns, `ip neigh replace ${ip} lladdr ${eni.mac} dev vpc1 nud permanent`);
     sh(s.t.pods[0]!.ns, 'ping -c1 -W2 10.9.9.9');
-    expect(ipj<{ priority: number; src?: string }[]>(s.t.host, 'rule show').filter((r) => r.src === ip && r.priority === 2048)).toHaveLength(1);
+    expect(
+      ipj<{ priority: number; src?: string }[]>(s.t.host, 'rule show').filter((r) => r.src === ip && r.priority === 2048),
+    ).toHaveLength(1);
     expect(s.pool.stats().used).toBe(1);
 
     // CHECK passes, then names what broke.
@@ -186,7 +233,9 @@ describe('terway CNI + terwayd', () => {
     expect(ipj<{ ifname: string }[]>(nsA, 'link show').map((l) => l.ifname)).not.toContain('eth0');
     expect(ipj<{ ifname: string }[]>(nsB, 'link show').map((l) => l.ifname)).toContain('eth0');
     expect(ipj<{ ifname: string }[]>(s.t.host, 'link show').map((l) => l.ifname)).toContain(hostVethName('default', 'web-0'));
-    expect(ipj<{ priority: number; src?: string; dst?: string }[]>(s.t.host, 'rule show').filter((r) => r.src === ip || r.dst === ip)).toHaveLength(2);
+    expect(
+      ipj<{ priority: number; src?: string; dst?: string }[]>(s.t.host, 'rule show').filter((r) => r.src === ip || r.dst === ip),
+    ).toHaveLength(2);
     expect(s.pool.leaseOf('default/web-0')?.ip).toBe(ip);
     expect(await cni(s, 'CHECK', nsB, 'web-0', '1.0.0', { prevResult: addB.out }, 'cid-b')).toEqual({ code: 0, out: undefined });
 
@@ -208,7 +257,10 @@ describe('terway CNI + terwayd', () => {
 
   it('bandwidth annotations reach tbf; a StatefulSet pod gets its IP back', async () => {
     s = await stack();
-    s.pods.set('default/db-0', { annotations: { 'k8s.aliyun.com/ingress-bandwidth': '30M', 'k8s.aliyun.com/egress-bandwidth': '15M' }, statefulSet: true });
+    s.pods.set('default/db-0', {
+      annotations: { 'k8s.aliyun.com/ingress-bandwidth': '30M', 'k8s.aliyun.com/egress-bandwidth': '15M' },
+      statefulSet: true,
+    });
     const add = await cni(s, 'ADD', s.t.pods[0]!, 'db-0');
     expect(add.code).toBe(0);
     expect(sh(s.t.host.ns, `tc qdisc show dev ${hostVethName('default', 'db-0')}`)).toMatch(/tbf .*rate 30Mbit/);

@@ -49,9 +49,20 @@ afterEach(async () => {
   fs.rmSync(dir, { recursive: true, force: true });
 });
 
-function start(clock?: FakeClock, extra: { devicePluginDir?: string; mode?: 'ENIOnly'; metricsAddress?: string } = {}, conf: Record<string, unknown> = {}): Promise<Terwayd> {
+function start(
+  clock?: FakeClock,
+  extra: { devicePluginDir?: string; mode?: 'ENIOnly'; metricsAddress?: string } = {},
+  conf: Record<string, unknown> = {},
+): Promise<Terwayd> {
   return startTerwayd({
-    eniConf: { max_pool_size: 5, security_group: 'sg-1', access_key: 'LTAI-test', access_secret: 'test-secret', service_cidr: '172.16.0.0/16', ...conf },
+    eniConf: {
+      max_pool_size: 5,
+      security_group: 'sg-1',
+      access_key: 'LTAI-test',
+      access_secret: 'test-secret',
+      service_cidr: '172.16.0.0/16',
+      ...conf,
+    },
     socket: path.join(dir, 'eni.socket'),
     stateFile: path.join(dir, 'pod.json'),
     metadataUrl: `http://${api.endpoint}`,
@@ -66,14 +77,24 @@ function start(clock?: FakeClock, extra: { devicePluginDir?: string; mode?: 'ENI
 }
 
 async function add(pod: TestNs, name: string): Promise<{ code: number; out: Record<string, unknown> }> {
-  const env = { CNI_COMMAND: 'ADD', CNI_CONTAINERID: `ctr-${name}`, CNI_NETNS: pod.ns.path, CNI_IFNAME: 'eth0', CNI_PATH: '/opt/cni/bin', CNI_ARGS: `K8S_POD_NAMESPACE=default;K8S_POD_NAME=${name}` };
+  const env = {
+    CNI_COMMAND: 'ADD',
+    CNI_CONTAINERID: `ctr-${name}`,
+    CNI_NETNS: pod.ns.path,
+    CNI_IFNAME: 'eth0',
+    CNI_PATH: '/opt/cni/bin',
+    CNI_ARGS: `K8S_POD_NAMESPACE=default;K8S_POD_NAME=${name}`,
+  };
   const conf = { cniVersion: '1.0.0', name: 'terway', type: 'terway', socket: path.join(dir, 'eni.socket') };
-  const r = await useHostNetns(t.host.ns, () => runPlugin(plugin as unknown as PluginHandlers, { about: 't' }, { env, stdin: JSON.stringify(conf) }));
+  const r = await useHostNetns(t.host.ns, () =>
+    runPlugin(plugin as unknown as PluginHandlers, { about: 't' }, { env, stdin: JSON.stringify(conf) }),
+  );
   return { code: r.exitCode, out: JSON.parse(r.stdout) as Record<string, unknown> };
 }
 
 async function eventually(cond: () => boolean, ms = 10_000): Promise<void> {
-  for (const end = Date.now() + ms; !cond(); await new Promise((r) => setTimeout(r, 20))) if (Date.now() > end) throw new Error('condition not met in time');
+  for (const end = Date.now() + ms; !cond(); await new Promise((r) => setTimeout(r, 20)))
+    if (Date.now() > end) throw new Error('condition not met in time');
 }
 
 const ipOf = (out: Record<string, unknown>): string => (out['ips'] as { address: string }[])[0]!.address.split('/')[0]!;
@@ -150,7 +171,9 @@ it('serves Prometheus metrics: pool gauges, OpenAPI latency by API and error, RP
   expect(m.get('terway_aliyun_openapi_latency_count{api="DescribeInstanceTypes",error="Throttling"}')).toBe(1);
   expect(m.get('terway_aliyun_openapi_latency_count{api="DescribeInstanceTypes",error=""}')).toBe(1);
   expect(m.get('terway_aliyun_openapi_latency_count{api="CreateNetworkInterface",error=""}')).toBe(api.count('CreateNetworkInterface'));
-  expect(m.get('terway_aliyun_openapi_latency_bucket{le="+Inf",api="CreateNetworkInterface",error=""}')).toBe(api.count('CreateNetworkInterface'));
+  expect(m.get('terway_aliyun_openapi_latency_bucket{le="+Inf",api="CreateNetworkInterface",error=""}')).toBe(
+    api.count('CreateNetworkInterface'),
+  );
   expect(m.get('terway_rpc_latency_count{method="AllocIP",error=""}')).toBe(2);
   expect(m.get('terway_gc_released_total{mode="veth"}')).toBe(1);
   // The gone pod's two policy rules and its route were left behind without DEL: repair removed them.
@@ -162,11 +185,29 @@ it('serves Prometheus metrics: pool gauges, OpenAPI latency by API and error, RP
 it('ipvlan (eniip_virtual_type): GC looks into the pod netns, not for a host veth; no policy rules are added', async () => {
   const clock = new FakeClock();
   d = await start(clock, {}, { eniip_virtual_type: 'ipvlan' });
-  const r = await d.daemon.allocIP({ K8sPodName: 'v', K8sPodNamespace: 'default', K8sPodInfraContainerId: 'ctr-v', Netns: '', IfName: 'eth0' });
+  const r = await d.daemon.allocIP({
+    K8sPodName: 'v',
+    K8sPodNamespace: 'default',
+    K8sPodInfraContainerId: 'ctr-v',
+    Netns: '',
+    IfName: 'eth0',
+  });
   expect(r.Success).toBe(true);
   // A pod whose netns is gone (sandbox destroyed without DEL) and one whose netns has no ipvlan interface with its IP.
-  await d.daemon.allocIP({ K8sPodName: 'gone', K8sPodNamespace: 'default', K8sPodInfraContainerId: 'ctr-g', Netns: path.join(dir, 'no-such-netns'), IfName: 'eth0' });
-  await d.daemon.allocIP({ K8sPodName: 'empty', K8sPodNamespace: 'default', K8sPodInfraContainerId: 'ctr-e', Netns: t.pods[0]!.ns.path, IfName: 'eth0' });
+  await d.daemon.allocIP({
+    K8sPodName: 'gone',
+    K8sPodNamespace: 'default',
+    K8sPodInfraContainerId: 'ctr-g',
+    Netns: path.join(dir, 'no-such-netns'),
+    IfName: 'eth0',
+  });
+  await d.daemon.allocIP({
+    K8sPodName: 'empty',
+    K8sPodNamespace: 'default',
+    K8sPodInfraContainerId: 'ctr-e',
+    Netns: t.pods[0]!.ns.path,
+    IfName: 'eth0',
+  });
   expect(await d.gcOnce()).toEqual([]); // first sighting: too young to judge
   await clock.advance(61_000);
   expect((await d.gcOnce()).sort()).toEqual(['default/empty', 'default/gone']);
@@ -185,7 +226,9 @@ it('registers aliyun/eni with the instance ENI quota when asked', async () => {
       cb(null, {});
     },
   });
-  await new Promise<void>((r, j) => kubelet.bindAsync(`unix://${path.join(dpDir, 'kubelet.sock')}`, grpc.ServerCredentials.createInsecure(), (e) => (e ? j(e) : r())));
+  await new Promise<void>((r, j) =>
+    kubelet.bindAsync(`unix://${path.join(dpDir, 'kubelet.sock')}`, grpc.ServerCredentials.createInsecure(), (e) => (e ? j(e) : r())),
+  );
   try {
     d = await start(undefined, { devicePluginDir: dpDir });
     expect(registered).toEqual(['aliyun/eni']);
@@ -202,12 +245,17 @@ it('enable_eni_trunking: a trunk ENI is created once, aliyun/member-eni register
   const registered: { resource_name: string; endpoint: string; version: string }[] = [];
   const kubelet = new grpc.Server();
   kubelet.addService(deviceApi().Registration.service, {
-    Register: (call: grpc.ServerUnaryCall<{ resource_name: string; endpoint: string; version: string }, unknown>, cb: grpc.sendUnaryData<unknown>) => {
+    Register: (
+      call: grpc.ServerUnaryCall<{ resource_name: string; endpoint: string; version: string }, unknown>,
+      cb: grpc.sendUnaryData<unknown>,
+    ) => {
       registered.push(call.request);
       cb(null, {});
     },
   });
-  await new Promise<void>((r, j) => kubelet.bindAsync(`unix://${path.join(dpDir, 'kubelet.sock')}`, grpc.ServerCredentials.createInsecure(), (e) => (e ? j(e) : r())));
+  await new Promise<void>((r, j) =>
+    kubelet.bindAsync(`unix://${path.join(dpDir, 'kubelet.sock')}`, grpc.ServerCredentials.createInsecure(), (e) => (e ? j(e) : r())),
+  );
   type PluginClient = grpc.Client & {
     ListAndWatch(r: object): grpc.ClientReadableStream<{ devices: { ID: string; health: string }[] }>;
     Allocate(r: object, cb: (e: grpc.ServiceError | null, o: { container_responses: object[] }) => void): void;
@@ -224,7 +272,10 @@ it('enable_eni_trunking: a trunk ENI is created once, aliyun/member-eni register
       ['aliyun/eni', 'terway-eni.sock', 'v1beta1'],
       ['aliyun/member-eni', 'terway-member-eni.sock', 'v1beta1'],
     ]);
-    const c = new (deviceApi().DevicePlugin)(`unix://${path.join(dpDir, 'terway-member-eni.sock')}`, grpc.credentials.createInsecure()) as unknown as PluginClient;
+    const c = new (deviceApi().DevicePlugin)(
+      `unix://${path.join(dpDir, 'terway-member-eni.sock')}`,
+      grpc.credentials.createInsecure(),
+    ) as unknown as PluginClient;
     const devices = await new Promise<{ ID: string; health: string }[]>((r) => {
       const s = c.ListAndWatch({});
       s.on('data', (m: { devices: { ID: string; health: string }[] }) => {
@@ -235,7 +286,9 @@ it('enable_eni_trunking: a trunk ENI is created once, aliyun/member-eni register
     });
     expect(devices.map((x) => x.ID)).toEqual(['aliyun-member-eni-0', 'aliyun-member-eni-1', 'aliyun-member-eni-2', 'aliyun-member-eni-3']); // 7 - 3
     expect(devices.every((x) => x.health === 'Healthy')).toBe(true);
-    const alloc = await new Promise<{ container_responses: object[] }>((r, j) => c.Allocate({ container_requests: [{ devices_ids: ['aliyun-member-eni-3'] }] }, (e, o) => (e ? j(e) : r(o))));
+    const alloc = await new Promise<{ container_responses: object[] }>((r, j) =>
+      c.Allocate({ container_requests: [{ devices_ids: ['aliyun-member-eni-3'] }] }, (e, o) => (e ? j(e) : r(o))),
+    );
     expect(alloc.container_responses).toHaveLength(1);
     c.close();
     // A restart adopts the trunk ENI instead of creating another.
@@ -274,13 +327,23 @@ it('ip_stack dual: pods get an IPv4 and an IPv6 of one ENI, v6 policy routing, t
   expect(eni.ipv6s).toContain(ip6);
   expect(eni.secondaryIps.concat(eni.primaryIp)).toContain(ip4);
   // Host: v6 rules at the Terway prefs, the ENI table's v6 default via the vSwitch's IPv6 gateway.
-  const rules6 = ipj<{ priority: number; src?: string; dst?: string; table: string }[]>(t.host, '-6 rule show').filter((r) => r.priority === 512 || r.priority === 2048);
-  expect(rules6.map((r) => [r.priority, r.dst ?? r.src])).toEqual([[512, ip6], [2048, ip6]]);
+  const rules6 = ipj<{ priority: number; src?: string; dst?: string; table: string }[]>(t.host, '-6 rule show').filter(
+    (r) => r.priority === 512 || r.priority === 2048,
+  );
+  expect(rules6.map((r) => [r.priority, r.dst ?? r.src])).toEqual([
+    [512, ip6],
+    [2048, ip6],
+  ]);
   const table = rules6.find((r) => r.priority === 2048)!.table;
-  expect(ipj<{ dst: string; gateway: string }[]>(t.host, `-6 route show table ${table}`).find((r) => r.dst === 'default')?.gateway).toBe('2408:4005:300::1');
+  expect(ipj<{ dst: string; gateway: string }[]>(t.host, `-6 route show table ${table}`).find((r) => r.dst === 'default')?.gateway).toBe(
+    '2408:4005:300::1',
+  );
   // The VPC side: the gateway on the ENI's peer, the pod's v4 and v6 known behind the ENI MAC.
   sh(t.ext.ns, 'ip link set vpc1 up && ip addr add 192.168.0.253/24 dev vpc1 && ip -6 addr add 2408:4005:300::1/64 dev vpc1 nodad');
-  sh(t.ext.ns, `ip neigh replace ${ip4} lladdr ${eni.mac} dev vpc1 nud permanent && ip -6 neigh replace ${ip6} lladdr ${eni.mac} dev vpc1 nud permanent`);
+  sh(
+    t.ext.ns,
+    `ip neigh replace ${ip4} lladdr ${eni.mac} dev vpc1 nud permanent && ip -6 neigh replace ${ip6} lladdr ${eni.mac} dev vpc1 nud permanent`,
+  );
   sh(t.pods[0]!.ns, 'ping -6 -c1 -W3 2408:4005:999::9');
   sh(t.ext.ns, `ping -6 -c1 -W3 ${ip6}`);
   const b = await add(t.pods[1]!, 'b');
@@ -289,12 +352,33 @@ it('ip_stack dual: pods get an IPv4 and an IPv6 of one ENI, v6 policy routing, t
   // IPv6s follow the IPv4s assigned on the ENI (prefilled): as many as the pool's IPv4s there, so ADDs make no call.
   await eventually(() => api.enis.get(eni.id)!.ipv6s.length === api.enis.get(eni.id)!.secondaryIps.length + 1);
   // DEL a: its v6 rules go; the IPv6 stays on the ENI, idle, and the next pod gets an idle one without a call.
-  const env = { CNI_COMMAND: 'DEL', CNI_CONTAINERID: 'ctr-a', CNI_NETNS: t.pods[0]!.ns.path, CNI_IFNAME: 'eth0', CNI_PATH: '/opt/cni/bin', CNI_ARGS: 'K8S_POD_NAMESPACE=default;K8S_POD_NAME=a' };
-  const del = await useHostNetns(t.host.ns, () => runPlugin(plugin as unknown as PluginHandlers, { about: 't' }, { env, stdin: JSON.stringify({ cniVersion: '1.0.0', name: 'terway', type: 'terway', socket: path.join(dir, 'eni.socket') }) }));
+  const env = {
+    CNI_COMMAND: 'DEL',
+    CNI_CONTAINERID: 'ctr-a',
+    CNI_NETNS: t.pods[0]!.ns.path,
+    CNI_IFNAME: 'eth0',
+    CNI_PATH: '/opt/cni/bin',
+    CNI_ARGS: 'K8S_POD_NAMESPACE=default;K8S_POD_NAME=a',
+  };
+  const del = await useHostNetns(t.host.ns, () =>
+    runPlugin(
+      plugin as unknown as PluginHandlers,
+      { about: 't' },
+      { env, stdin: JSON.stringify({ cniVersion: '1.0.0', name: 'terway', type: 'terway', socket: path.join(dir, 'eni.socket') }) },
+    ),
+  );
   expect(del.exitCode).toBe(0);
-  expect(ipj<{ priority: number; src?: string; dst?: string }[]>(t.host, '-6 rule show').filter((r) => (r.dst ?? r.src) === ip6)).toEqual([]);
+  expect(ipj<{ priority: number; src?: string; dst?: string }[]>(t.host, '-6 rule show').filter((r) => (r.dst ?? r.src) === ip6)).toEqual(
+    [],
+  );
   const assigns = api.count('AssignIpv6Addresses');
-  const c = await d.daemon.allocIP({ K8sPodName: 'c', K8sPodNamespace: 'default', K8sPodInfraContainerId: 'ctr-c', Netns: '', IfName: 'eth0' });
+  const c = await d.daemon.allocIP({
+    K8sPodName: 'c',
+    K8sPodNamespace: 'default',
+    K8sPodInfraContainerId: 'ctr-c',
+    Netns: '',
+    IfName: 'eth0',
+  });
   expect(c.IPv6).toBe(true);
   const ip6c = c.NetConfs[0]!.BasicInfo!.PodIP.IPv6;
   expect(api.enis.get(eni.id)!.ipv6s).toContain(ip6c);
@@ -305,20 +389,39 @@ it('ip_stack dual: pods get an IPv4 and an IPv6 of one ENI, v6 policy routing, t
   const v4calls = api.count('AssignPrivateIpAddresses') + api.count('CreateNetworkInterface');
   api.setLatency(100);
   const t0 = performance.now();
-  const w = await d.daemon.allocIP({ K8sPodName: 'w', K8sPodNamespace: 'default', K8sPodInfraContainerId: 'ctr-w', Netns: '', IfName: 'eth0' });
+  const w = await d.daemon.allocIP({
+    K8sPodName: 'w',
+    K8sPodNamespace: 'default',
+    K8sPodInfraContainerId: 'ctr-w',
+    Netns: '',
+    IfName: 'eth0',
+  });
   const warmMs = performance.now() - t0;
   expect(api.enis.get(eni.id)!.ipv6s).toContain(w.NetConfs[0]!.BasicInfo!.PodIP.IPv6);
   expect(api.count('AssignIpv6Addresses')).toBe(assigns);
   expect(api.count('AssignPrivateIpAddresses') + api.count('CreateNetworkInterface')).toBe(v4calls);
   api.setLatency(0);
-  console.log(`terway dual stack: warm AllocIP (IPv4 + IPv6) with 100 ms OpenAPI latency: ${warmMs.toFixed(1)} ms, AssignIpv6Addresses calls during it: 0`);
+  console.log(
+    `terway dual stack: warm AllocIP (IPv4 + IPv6) with 100 ms OpenAPI latency: ${warmMs.toFixed(1)} ms, AssignIpv6Addresses calls during it: 0`,
+  );
   // Restart: b keeps its IPv6 (state file + Ipv6Sets of the ENI); repair restores b's lost v6 rule and drops a stale one.
   await d.daemon.releaseIP({ K8sPodName: 'w', K8sPodNamespace: 'default', K8sPodInfraContainerId: 'ctr-w', Netns: '', IfName: 'eth0' });
   await d.stop();
   sh(t.host.ns, `ip -6 rule del to ${ip6b}/128 lookup main pref 512 && ip -6 rule add to 2408:4005:300::dead/128 lookup main pref 512`);
   d = await start(undefined, {}, { ip_stack: 'dual' });
-  expect(ipj<{ priority: number; dst?: string }[]>(t.host, '-6 rule show').filter((r) => r.priority === 512).map((r) => r.dst).sort()).toEqual([ip6b]); // b only (c and w released)
-  const info = await d.daemon.getIPInfo({ K8sPodName: 'b', K8sPodNamespace: 'default', K8sPodInfraContainerId: 'ctr-b', Netns: '', IfName: 'eth0' });
+  expect(
+    ipj<{ priority: number; dst?: string }[]>(t.host, '-6 rule show')
+      .filter((r) => r.priority === 512)
+      .map((r) => r.dst)
+      .sort(),
+  ).toEqual([ip6b]); // b only (c and w released)
+  const info = await d.daemon.getIPInfo({
+    K8sPodName: 'b',
+    K8sPodNamespace: 'default',
+    K8sPodInfraContainerId: 'ctr-b',
+    Netns: '',
+    IfName: 'eth0',
+  });
   expect(info.NetConfs[0]!.BasicInfo?.PodIP).toEqual({ IPv4: expect.stringMatching(/^192\.168\.0\./), IPv6: ip6b });
   expect(info.NetConfs[0]!.BasicInfo?.GatewayIP.IPv6).toBe('2408:4005:300::1');
 });
@@ -333,7 +436,16 @@ it('ENIOnly: a whole ENI per pod, kept across a restart; an ENI nobody holds is 
   await d.stop();
   d = undefined;
   // While terwayd is down, an ENI gets attached that no pod holds (a pod deleted meanwhile).
-  const cloud = new AliyunEniCloud({ regionId: 'cn-hangzhou', instanceId: 'i-node1', accessKeyId: 'LTAI-test', accessKeySecret: 'test-secret', ecsEndpoint: api.endpoint, vpcEndpoint: api.endpoint, protocol: 'http', pollIntervalMs: 10 });
+  const cloud = new AliyunEniCloud({
+    regionId: 'cn-hangzhou',
+    instanceId: 'i-node1',
+    accessKeyId: 'LTAI-test',
+    accessKeySecret: 'test-secret',
+    ecsEndpoint: api.endpoint,
+    vpcEndpoint: api.endpoint,
+    protocol: 'http',
+    pollIntervalMs: 10,
+  });
   const leaked = await cloud.createEni({ vswitchId: 'vsw-node', securityGroups: ['sg-1'], ipCount: 1 });
   d = await start(undefined, { mode: 'ENIOnly' });
   expect(d.daemon).toBeDefined();

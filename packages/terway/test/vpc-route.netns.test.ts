@@ -19,8 +19,18 @@ import { ipj, makeTopo, type TestNs, type Topo } from './datapath-helpers';
 
 jest.setTimeout(60_000);
 
-interface IpRoute { dst: string; dev?: string; gateway?: string; flags?: string[] }
-interface IpNeigh { dst: string; dev: string; lladdr?: string; state?: string[] }
+interface IpRoute {
+  dst: string;
+  dev?: string;
+  gateway?: string;
+  flags?: string[];
+}
+interface IpNeigh {
+  dst: string;
+  dev: string;
+  lladdr?: string;
+  state?: string[];
+}
 
 let t: Topo;
 afterEach(() => t?.cleanup());
@@ -43,11 +53,16 @@ describe('VPC route datapath', () => {
     expect(a.hostVeth).toBe(hostVethName('default', 'web-0'));
     const pr = ipj<IpRoute[]>(p0, 'route show');
     expect(pr.find((r) => r.dst === 'default')).toMatchObject({ gateway: '169.254.1.1', dev: 'eth0', flags: ['onlink'] });
-    expect(ipj<{ addr_info: { local: string; prefixlen: number }[] }[]>(p0, '-4 addr show eth0')[0]!.addr_info).toEqual([expect.objectContaining({ local: '10.244.1.2', prefixlen: 32 })]);
+    expect(ipj<{ addr_info: { local: string; prefixlen: number }[] }[]>(p0, '-4 addr show eth0')[0]!.addr_info).toEqual([
+      expect.objectContaining({ local: '10.244.1.2', prefixlen: 32 }),
+    ]);
     const pn = ipj<IpNeigh[]>(p0, 'neigh show dev eth0').find((n) => n.dst === '169.254.1.1');
     expect(pn).toMatchObject({ lladdr: a.hostVethMac, state: ['PERMANENT'] });
     expect(ipj<IpRoute[]>(t.host, 'route show 10.244.1.2/32')[0]).toMatchObject({ dev: a.hostVeth });
-    expect(ipj<IpNeigh[]>(t.host, `neigh show dev ${a.hostVeth}`).find((n) => n.dst === '10.244.1.2')).toMatchObject({ lladdr: a.podMac, state: ['PERMANENT'] });
+    expect(ipj<IpNeigh[]>(t.host, `neigh show dev ${a.hostVeth}`).find((n) => n.dst === '10.244.1.2')).toMatchObject({
+      lladdr: a.podMac,
+      state: ['PERMANENT'],
+    });
     // No policy routing in this mode.
     expect(ipj<{ priority: number }[]>(t.host, 'rule show').filter((r) => r.priority === 512 || r.priority === 2048)).toEqual([]);
 
@@ -55,7 +70,9 @@ describe('VPC route datapath', () => {
     sh(t.host.ns, 'ping -c1 -W2 10.244.1.2'); // node -> pod
     sh(p0.ns, 'ping -c1 -W2 10.9.9.9'); // pod -> VPC through the node's default route; back by the VPC route table
     sh(t.ext.ns, 'ping -c1 -W2 10.244.1.3'); // VPC -> pod
-    expect(await checkVpcRoutePod(t.host.ns, p0.ns, { podNamespace: 'default', podName: 'web-0', ifName: 'eth0', ip: '10.244.1.2' })).toEqual([]);
+    expect(
+      await checkVpcRoutePod(t.host.ns, p0.ns, { podNamespace: 'default', podName: 'web-0', ifName: 'eth0', ip: '10.244.1.2' }),
+    ).toEqual([]);
 
     // A repeated ADD ends the same.
     const again = await setupVpcRoutePod(t.host.ns, p0.ns, { podNamespace: 'default', podName: 'web-0', ifName: 'eth0', ip: '10.244.1.2' });
@@ -65,7 +82,9 @@ describe('VPC route datapath', () => {
 
     // CHECK names what broke.
     sh(t.host.ns, `ip route del 10.244.1.2/32 dev ${a.hostVeth}`);
-    expect(await checkVpcRoutePod(t.host.ns, p0.ns, { podNamespace: 'default', podName: 'web-0', ifName: 'eth0', ip: '10.244.1.2' })).toEqual([`host route 10.244.1.2/32 dev ${a.hostVeth} is missing`]);
+    expect(
+      await checkVpcRoutePod(t.host.ns, p0.ns, { podNamespace: 'default', podName: 'web-0', ifName: 'eth0', ip: '10.244.1.2' }),
+    ).toEqual([`host route 10.244.1.2/32 dev ${a.hostVeth} is missing`]);
 
     await teardownVpcRoutePod(t.host.ns, { podNamespace: 'default', podName: 'web-0', ip: '10.244.1.2' });
     await teardownVpcRoutePod(t.host.ns, { podNamespace: 'default', podName: 'web-0', ip: '10.244.1.2' });
@@ -77,7 +96,9 @@ describe('VPC route datapath', () => {
   it('a failed setup leaves nothing behind', async () => {
     t = vpcTopo(1);
     sh(t.pods[0]!.ns, 'ip link add eth0 type veth peer name eth0x');
-    await expect(setupVpcRoutePod(t.host.ns, t.pods[0]!.ns, { podNamespace: 'ns', podName: 'x', ifName: 'eth0', ip: '10.244.1.9' })).rejects.toThrow();
+    await expect(
+      setupVpcRoutePod(t.host.ns, t.pods[0]!.ns, { podNamespace: 'ns', podName: 'x', ifName: 'eth0', ip: '10.244.1.9' }),
+    ).rejects.toThrow();
     expect(ipj<{ ifname: string }[]>(t.host, 'link show').some((l) => l.ifname === hostVethName('ns', 'x'))).toBe(false);
     expect(ipj(t.host, 'route show 10.244.1.9/32')).toEqual([]);
   });
@@ -94,7 +115,12 @@ describe('VpcRouteAllocator', () => {
     expect(a.release('ns/a')).toBe(false);
     expect((await a.allocate('ns/c')).ip).toBe('10.244.1.1');
     const b = new VpcRouteAllocator('10.244.1.0/24');
-    expect(b.restore([{ key: 'ns/a', ip: '10.244.1.1' }, { key: 'ns/z', ip: '10.9.0.1' }])).toEqual(['ns/z']);
+    expect(
+      b.restore([
+        { key: 'ns/a', ip: '10.244.1.1' },
+        { key: 'ns/z', ip: '10.9.0.1' },
+      ]),
+    ).toEqual(['ns/z']);
     expect((await b.allocate('ns/b')).ip).toBe('10.244.1.2');
     expect(() => new VpcRouteAllocator('10.244.1.0')).toThrow(/pod CIDR/);
   });
@@ -109,10 +135,25 @@ describe('terway CNI + terwayd --daemon-mode VPC', () => {
     if (dir) fs.rmSync(dir, { recursive: true, force: true });
   });
 
-  async function cni(socket: string, command: 'ADD' | 'DEL' | 'CHECK', pod: TestNs, name: string, extra: Record<string, unknown> = {}): Promise<{ code: number; out: Record<string, unknown> | undefined }> {
+  async function cni(
+    socket: string,
+    command: 'ADD' | 'DEL' | 'CHECK',
+    pod: TestNs,
+    name: string,
+    extra: Record<string, unknown> = {},
+  ): Promise<{ code: number; out: Record<string, unknown> | undefined }> {
     const conf = { cniVersion: '1.0.0', name: 'terway', type: 'terway', socket, ...extra };
-    const env = { CNI_COMMAND: command, CNI_CONTAINERID: `ctr-${name}`, CNI_NETNS: pod.ns.path, CNI_IFNAME: 'eth0', CNI_PATH: '/opt/cni/bin', CNI_ARGS: `IgnoreUnknown=1;K8S_POD_NAMESPACE=default;K8S_POD_NAME=${name};K8S_POD_INFRA_CONTAINER_ID=ctr-${name}` };
-    const r = await useHostNetns(t.host.ns, () => runPlugin(plugin as unknown as PluginHandlers, { about: 'terway test' }, { env, stdin: JSON.stringify(conf) }));
+    const env = {
+      CNI_COMMAND: command,
+      CNI_CONTAINERID: `ctr-${name}`,
+      CNI_NETNS: pod.ns.path,
+      CNI_IFNAME: 'eth0',
+      CNI_PATH: '/opt/cni/bin',
+      CNI_ARGS: `IgnoreUnknown=1;K8S_POD_NAMESPACE=default;K8S_POD_NAME=${name};K8S_POD_INFRA_CONTAINER_ID=ctr-${name}`,
+    };
+    const r = await useHostNetns(t.host.ns, () =>
+      runPlugin(plugin as unknown as PluginHandlers, { about: 'terway test' }, { env, stdin: JSON.stringify(conf) }),
+    );
     return { code: r.exitCode, out: r.stdout.trim() ? (JSON.parse(r.stdout) as Record<string, unknown>) : undefined };
   }
 
@@ -125,7 +166,10 @@ describe('terway CNI + terwayd --daemon-mode VPC', () => {
     const [p0, p1] = t.pods as [TestNs, TestNs];
     const add = await cni(socket, 'ADD', p0, 'web-0');
     expect(add.code).toBe(0);
-    expect(add.out).toMatchObject({ ips: [{ address: '10.244.1.1/32', gateway: '169.254.1.1' }], routes: [{ dst: '0.0.0.0/0', gw: '169.254.1.1' }] });
+    expect(add.out).toMatchObject({
+      ips: [{ address: '10.244.1.1/32', gateway: '169.254.1.1' }],
+      routes: [{ dst: '0.0.0.0/0', gw: '169.254.1.1' }],
+    });
     const add2 = await cni(socket, 'ADD', p0, 'web-0'); // repeated: same address, same datapath
     expect(add2.code).toBe(0);
     expect(add2.out?.['ips']).toEqual(add.out?.['ips']);
@@ -142,7 +186,10 @@ describe('terway CNI + terwayd --daemon-mode VPC', () => {
 
     sh(t.host.ns, 'ip route del 10.244.1.1/32');
     const bad = await cni(socket, 'CHECK', p0, 'web-0', { prevResult: add.out });
-    expect(bad.out).toMatchObject({ code: 100, msg: `terway: CHECK: host route 10.244.1.1/32 dev ${hostVethName('default', 'web-0')} is missing` });
+    expect(bad.out).toMatchObject({
+      code: 100,
+      msg: `terway: CHECK: host route 10.244.1.1/32 dev ${hostVethName('default', 'web-0')} is missing`,
+    });
 
     expect((await cni(socket, 'DEL', p0, 'web-0')).code).toBe(0);
     expect((await cni(socket, 'DEL', p0, 'web-0')).code).toBe(0);

@@ -26,7 +26,8 @@ export async function checkVeth(cfg: VethConfig, containerId: string, ifName: st
   if (host === undefined) problems.push(`host veth ${hostName} missing`);
   else {
     if (!host.up) problems.push(`host veth ${hostName} is down`);
-    if (host.alias !== hostVethAlias(cfg.netName, containerId)) problems.push(`host veth ${hostName} has alias ${JSON.stringify(host.alias)}`);
+    if (host.alias !== hostVethAlias(cfg.netName, containerId))
+      problems.push(`host veth ${hostName} has alias ${JSON.stringify(host.alias)}`);
   }
   if (pod === undefined || host === undefined) throw new CniError(CODE_CHECK_FAILED, 'veth check failed', problems.join('; '));
 
@@ -35,7 +36,10 @@ export async function checkVeth(cfg: VethConfig, containerId: string, ifName: st
     const n = hostNeigh.find((x) => x.ip === p);
     if (n === undefined || n.mac !== pod.mac || n.state !== neigh.NUD.PERMANENT) problems.push(`host neighbour ${p} -> ${pod.mac} missing`);
   }
-  const hostRoutes = [...(await route.list(hostNs, { family: 4, oif: host.index })), ...(await route.list(hostNs, { family: 6, oif: host.index }))];
+  const hostRoutes = [
+    ...(await route.list(hostNs, { family: 4, oif: host.index })),
+    ...(await route.list(hostNs, { family: 6, oif: host.index })),
+  ];
   for (const p of podIPs) {
     if (!hostRoutes.some((r) => r.dst === hostCidr(p))) problems.push(`host route ${hostCidr(p)} dev ${host.name} missing`);
   }
@@ -53,7 +57,10 @@ export async function checkVeth(cfg: VethConfig, containerId: string, ifName: st
   const first = main.some((r) => r.oif === pod.index && r.src !== undefined && podIPs.includes(r.src));
   const plan = planTables(cfg, ifName, first);
   for (const table of plan.tables) {
-    const have = table === MAIN_TABLE ? main : [...(await route.list(podNs, { family: 4, table })), ...(await route.list(podNs, { family: 6, table }))];
+    const have =
+      table === MAIN_TABLE
+        ? main
+        : [...(await route.list(podNs, { family: 4, table })), ...(await route.list(podNs, { family: 6, table }))];
     const viaVeth = have.filter((r) => r.oif === pod.index);
     for (const h of pinned.filter((x) => !x.toLowerCase().startsWith('fe80:'))) {
       if (!viaVeth.some((r) => r.dst === hostCidr(h))) problems.push(`pod route ${hostCidr(h)} dev ${POD_VETH} table ${table} missing`);
@@ -61,13 +68,16 @@ export async function checkVeth(cfg: VethConfig, containerId: string, ifName: st
     for (const subnet of hijackSubnets(cfg)) {
       if (!podIPs.some((p) => familyOf(p) === ip.familyOf(subnet))) continue;
       const r = viaVeth.find((x) => x.dst === subnet);
-      if (r === undefined || r.gw === undefined || !pinned.includes(r.gw)) problems.push(`pod route ${subnet} via a host IP dev ${POD_VETH} table ${table} missing`);
+      if (r === undefined || r.gw === undefined || !pinned.includes(r.gw))
+        problems.push(`pod route ${subnet} via a host IP dev ${POD_VETH} table ${table} missing`);
     }
   }
   if (plan.migrateTo !== undefined) {
     for (const p of podIPs) {
       const rules = await rule.list(podNs, familyOf(p));
-      const ok = rules.some((r) => r.table === plan.migrateTo && r.src === hostCidr(p) && r.priority === rulePriorityForTable(plan.migrateTo!));
+      const ok = rules.some(
+        (r) => r.table === plan.migrateTo && r.src === hostCidr(p) && r.priority === rulePriorityForTable(plan.migrateTo!),
+      );
       if (!ok) problems.push(`pod rule from ${p} lookup ${plan.migrateTo} missing`);
     }
   }

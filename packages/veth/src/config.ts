@@ -4,7 +4,16 @@
  * code-7 error naming the field, the expected form and the value received.
  */
 import { ConfigError, prevResultOf, type NetConf, type Result } from '@cnikit/netlib';
-import { isObject, lenient, parseBool, parseInteger, parseMetaConfig, rejectUnknown, type ConfigWarnings, type MetaConfig } from '@cnikit/meta';
+import {
+  isObject,
+  lenient,
+  parseBool,
+  parseInteger,
+  parseMetaConfig,
+  rejectUnknown,
+  type ConfigWarnings,
+  type MetaConfig,
+} from '@cnikit/meta';
 
 export interface IpConflict {
   enabled: boolean;
@@ -70,13 +79,25 @@ export function parseConfig(conf: NetConf, needPrev: boolean, warnings?: ConfigW
     ...meta,
     netName: conf.name,
     cniVersion: conf.cniVersion,
-    ipConflict: lenient(warnings, () => parseIpConflict(raw), () => parseIpConflict({})),
+    ipConflict: lenient(
+      warnings,
+      () => parseIpConflict(raw),
+      () => parseIpConflict({}),
+    ),
   };
-  const macPrefix = lenient(warnings, () => parseMacPrefix(raw), () => undefined);
+  const macPrefix = lenient(
+    warnings,
+    () => parseMacPrefix(raw),
+    () => undefined,
+  );
   if (macPrefix !== undefined) cfg.macPrefix = macPrefix;
   if (needPrev) cfg.prevResult = prevResultOf(conf);
   else if (conf.prevResult !== undefined && conf.prevResult !== null) {
-    const prev = lenient(warnings, () => prevResultOf(conf), () => undefined);
+    const prev = lenient(
+      warnings,
+      () => prevResultOf(conf),
+      () => undefined,
+    );
     if (prev) cfg.prevResult = prev;
   }
   return cfg;

@@ -26,7 +26,11 @@ async function probeV4(ns: Netns, ifName: string, ipAddr: string, opts: IpConfli
     throw new CniError(CODE_IP_CONFLICT, 'IP address conflict', `another host on ${ifName} answers ARP for ${ipAddr}`);
   }
   if (res.code !== 0) {
-    throw new CniError(CODE_IP_CONFLICT, 'IP conflict probe failed', `arping -D ${ipAddr} on ${ifName} exited ${res.code}: ${res.stderr.trim()}`);
+    throw new CniError(
+      CODE_IP_CONFLICT,
+      'IP conflict probe failed',
+      `arping -D ${ipAddr} on ${ifName} exited ${res.code}: ${res.stderr.trim()}`,
+    );
   }
 }
 
@@ -43,13 +47,7 @@ async function probeV6(ns: Netns, ifIndex: number, ifName: string, ipAddr: strin
   throw new CniError(CODE_IP_CONFLICT, 'IP conflict probe timed out', `${ipAddr} on ${ifName} is still tentative`);
 }
 
-export async function checkIpConflicts(
-  ns: Netns,
-  ifIndex: number,
-  ifName: string,
-  ips: string[],
-  opts: IpConflict,
-): Promise<void> {
+export async function checkIpConflicts(ns: Netns, ifIndex: number, ifName: string, ips: string[], opts: IpConflict): Promise<void> {
   if (!opts.enabled) return;
   await Promise.all(
     ips.map((ipAddr) => (ipAddr.includes(':') ? probeV6(ns, ifIndex, ifName, ipAddr, opts) : probeV4(ns, ifName, ipAddr, opts))),

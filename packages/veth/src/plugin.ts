@@ -2,15 +2,7 @@
  * The veth plugin's CNI verbs: parse the config once, open the pod's netns,
  * hand over to setup/teardown/check, close the netns.
  */
-import {
-  CniCode,
-  CniError,
-  openNetns,
-  openNetnsIfPresent,
-  validAttachments,
-  type CmdArgs,
-  type Result,
-} from '@cnikit/netlib';
+import { CniCode, CniError, openNetns, openNetnsIfPresent, validAttachments, type CmdArgs, type Result } from '@cnikit/netlib';
 import { checkVeth } from './check';
 import { parseConfig } from './config';
 import { openLog } from '@cnikit/meta';

@@ -157,7 +157,11 @@ export async function addVeth(cfg: VethConfig, req: AddRequest): Promise<Result>
   const podIPs = requirePodIPs(prev, req.ifName);
   const chained = await link.find(req.podNs, req.ifName);
   if (chained === undefined) {
-    throw new CniError(CniCode.InvalidNetworkConfig, `interface ${req.ifName} not found in the pod`, `netns ${req.netnsPath}; the previous plugin should have created it`);
+    throw new CniError(
+      CniCode.InvalidNetworkConfig,
+      `interface ${req.ifName} not found in the pod`,
+      `netns ${req.netnsPath}; the previous plugin should have created it`,
+    );
   }
   await checkIpConflicts(req.podNs, chained.index, req.ifName, podIPs, cfg.ipConflict);
   const hostIPs = await discoverHostIPs(hostNs, podIPs);
@@ -171,7 +175,12 @@ export async function addVeth(cfg: VethConfig, req: AddRequest): Promise<Result>
 
     if (cfg.macPrefix !== undefined) {
       const v4 = podIPs.find((p) => familyOf(p) === 4);
-      if (v4 === undefined) throw new CniError(CniCode.InvalidNetworkConfig, 'mac_prefix needs an IPv4 address', `interface ${req.ifName} has only ${podIPs.join(', ')}`);
+      if (v4 === undefined)
+        throw new CniError(
+          CniCode.InvalidNetworkConfig,
+          'mac_prefix needs an IPv4 address',
+          `interface ${req.ifName} has only ${podIPs.join(', ')}`,
+        );
       const mac = ip.ipToMacV4(cfg.macPrefix, v4);
       await link.setMac(req.podNs, chained.index, mac);
       undo.push(`restore MAC of ${req.ifName}`, () => link.setMac(req.podNs, chained.index, chained.mac));
@@ -188,7 +197,11 @@ export async function addVeth(cfg: VethConfig, req: AddRequest): Promise<Result>
       pod = existing;
       const h = await link.find(hostNs, hostVethName(req.containerId));
       if (h === undefined) {
-        throw new CniError(CniCode.Internal, `pod has ${POD_VETH} but host end ${hostVethName(req.containerId)} is missing`, 'delete and re-add the pod network');
+        throw new CniError(
+          CniCode.Internal,
+          `pod has ${POD_VETH} but host end ${hostVethName(req.containerId)} is missing`,
+          'delete and re-add the pod network',
+        );
       }
       host = h;
     }

@@ -43,8 +43,10 @@ export async function delVeth(opts: {
       await ignoreNotFound(neigh.del(hostNs, { index: host.index, ip: p }));
     }
     // Other chained interfaces of the pod still route through this pair: keep it.
-    const others = [...(await route.list(hostNs, { family: 4, oif: host.index })), ...(await route.list(hostNs, { family: 6, oif: host.index }))]
-      .filter((r) => r.dst.endsWith('/32') || r.dst.endsWith('/128'));
+    const others = [
+      ...(await route.list(hostNs, { family: 4, oif: host.index })),
+      ...(await route.list(hostNs, { family: 6, oif: host.index })),
+    ].filter((r) => r.dst.endsWith('/32') || r.dst.endsWith('/128'));
     if (others.length > 0) {
       opts.log('host veth kept for other interfaces', { link: host.name, routes: others.map((r) => r.dst) });
       return;

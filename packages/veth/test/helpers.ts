@@ -43,11 +43,20 @@ export async function makeTopo(opts: { v6?: boolean } = {}): Promise<Topo> {
   const host = await newNs('vh');
   const pod = await newNs('vp');
   const containerId = `c${process.pid.toString(16)}${(seq++).toString(16).padStart(4, '0')}abcdef`;
-  await sh(host, 'ip link add br0 type bridge && ip link set br0 up && ip addr add 10.6.0.1/16 dev br0 && ip addr add 10.96.0.10/32 dev lo');
+  await sh(
+    host,
+    'ip link add br0 type bridge && ip link set br0 up && ip addr add 10.6.0.1/16 dev br0 && ip addr add 10.96.0.10/32 dev lo',
+  );
   await sh(host, `ip link add mv0 link br0 type macvlan mode bridge && ip link set mv0 netns ${pod.name}`);
-  await sh(pod, 'ip link set mv0 name eth0 && ip addr add 10.6.1.5/16 dev eth0 && ip link set eth0 up && ip route add default via 10.6.0.254 dev eth0 onlink');
+  await sh(
+    pod,
+    'ip link set mv0 name eth0 && ip addr add 10.6.1.5/16 dev eth0 && ip link set eth0 up && ip route add default via 10.6.0.254 dev eth0 onlink',
+  );
   if (opts.v6) {
-    await sh(host, 'sysctl -qw net.ipv6.conf.all.disable_ipv6=0 && ip addr add fd00:6::1/64 dev br0 nodad && ip addr add fd00:96::10/128 dev lo');
+    await sh(
+      host,
+      'sysctl -qw net.ipv6.conf.all.disable_ipv6=0 && ip addr add fd00:6::1/64 dev br0 nodad && ip addr add fd00:96::10/128 dev lo',
+    );
     await sh(pod, 'sysctl -qw net.ipv6.conf.all.disable_ipv6=0 && ip addr add fd00:6::15/64 dev eth0 nodad');
   }
   return {
@@ -65,14 +74,22 @@ export async function makeTopo(opts: { v6?: boolean } = {}): Promise<Topo> {
 export async function addNet1(t: Topo, opts: { v6?: boolean } = {}): Promise<void> {
   await sh(t.host, 'ip link add br1 type bridge && ip link set br1 up && ip addr add 10.7.0.1/16 dev br1');
   await sh(t.host, `ip link add mv1 link br1 type macvlan mode bridge && ip link set mv1 netns ${t.pod.name}`);
-  await sh(t.pod, 'ip link set mv1 name net1 && ip addr add 10.7.1.5/16 dev net1 && ip link set net1 up && ip route add 10.8.0.0/16 via 10.7.0.254 dev net1 onlink');
+  await sh(
+    t.pod,
+    'ip link set mv1 name net1 && ip addr add 10.7.1.5/16 dev net1 && ip link set net1 up && ip route add 10.8.0.0/16 via 10.7.0.254 dev net1 onlink',
+  );
   if (opts.v6) {
     await sh(t.host, 'ip addr add fd00:7::1/64 dev br1 nodad');
     await sh(t.pod, 'ip addr add fd00:7::15/64 dev net1 nodad');
   }
 }
 
-export function prevResult(version: string, ifName: string, ips: { address: string; gateway?: string }[], podNsPath: string): Record<string, unknown> {
+export function prevResult(
+  version: string,
+  ifName: string,
+  ips: { address: string; gateway?: string }[],
+  podNsPath: string,
+): Record<string, unknown> {
   const old = version.startsWith('0.');
   return {
     cniVersion: version,
@@ -106,7 +123,11 @@ export async function call(t: Topo, c: Call): Promise<{ out: Record<string, unkn
   return { out: raw.trim() === '' ? undefined : (JSON.parse(raw) as Record<string, unknown>), code: res.exitCode, raw };
 }
 
-export function vethConf(version: string, prev: Record<string, unknown> | undefined, extra: Record<string, unknown> = {}): Record<string, unknown> {
+export function vethConf(
+  version: string,
+  prev: Record<string, unknown> | undefined,
+  extra: Record<string, unknown> = {},
+): Record<string, unknown> {
   return {
     cniVersion: version,
     name: 'mv-veth',

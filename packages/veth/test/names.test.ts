@@ -4,7 +4,17 @@ import { sha256 } from '../src/sha256';
 
 describe('sha256 (own implementation, kept off node:crypto for start-up time)', () => {
   // Lengths around the padding boundaries (55/56/64 bytes), several blocks, multi-byte UTF-8.
-  const inputs = ['', 'abc', 'host:c0123', 'x'.repeat(55), 'x'.repeat(56), 'x'.repeat(63), 'x'.repeat(64), 'x'.repeat(1000), 'é€😀'.repeat(30)];
+  const inputs = [
+    '',
+    'abc',
+    'host:c0123',
+    'x'.repeat(55),
+    'x'.repeat(56),
+    'x'.repeat(63),
+    'x'.repeat(64),
+    'x'.repeat(1000),
+    'é€😀'.repeat(30),
+  ];
   it.each(inputs.map((s) => [s.length, s]))('equals node:crypto for a %i-character string', (_len, s) => {
     expect(sha256(s).toString('hex')).toBe(createHash('sha256').update(s).digest('hex'));
   });

@@ -8,10 +8,32 @@ import { hostVethName } from '../src/names';
 
 jest.setTimeout(60_000);
 
-interface IpRoute { dst: string; dev?: string; gateway?: string; prefsrc?: string; scope?: string; flags?: string[] }
-interface IpNeigh { dst: string; dev?: string; lladdr?: string; state?: string[] }
-interface IpRule { priority: number; src?: string; srclen?: number; table: string }
-interface IpLink { ifname: string; address: string; ifalias?: string; operstate: string }
+interface IpRoute {
+  dst: string;
+  dev?: string;
+  gateway?: string;
+  prefsrc?: string;
+  scope?: string;
+  flags?: string[];
+}
+interface IpNeigh {
+  dst: string;
+  dev?: string;
+  lladdr?: string;
+  state?: string[];
+}
+interface IpRule {
+  priority: number;
+  src?: string;
+  srclen?: number;
+  table: string;
+}
+interface IpLink {
+  ifname: string;
+  address: string;
+  ifalias?: string;
+  operstate: string;
+}
 
 const at = (v: string): number => VERSIONS.indexOf(v as (typeof VERSIONS)[number]);
 
@@ -24,8 +46,10 @@ async function hostLeftovers(topo: Topo): Promise<string[]> {
   const left: string[] = [];
   const links = await json<IpLink[]>(topo.host, 'ip -j link show');
   for (const l of links) if (l.ifname.startsWith('veth')) left.push(`link ${l.ifname}`);
-  for (const n of await json<IpNeigh[]>(topo.host, 'ip -j neigh show')) if (n.dst === '10.6.1.5' || n.dst === 'fd00:6::15') left.push(`neigh ${n.dst}`);
-  for (const r of await json<IpRoute[]>(topo.host, 'ip -j route show table all')) if (r.dst.startsWith('10.6.1.5') || r.dst.startsWith('10.7.1.5')) left.push(`route ${r.dst}`);
+  for (const n of await json<IpNeigh[]>(topo.host, 'ip -j neigh show'))
+    if (n.dst === '10.6.1.5' || n.dst === 'fd00:6::15') left.push(`neigh ${n.dst}`);
+  for (const r of await json<IpRoute[]>(topo.host, 'ip -j route show table all'))
+    if (r.dst.startsWith('10.6.1.5') || r.dst.startsWith('10.7.1.5')) left.push(`route ${r.dst}`);
   return left;
 }
 
@@ -154,7 +178,11 @@ describe('veth secondary interface set up before eth0', () => {
 
   it('name order decides, not call order: net1 still migrates and eth0 takes main', async () => {
     const v = '1.1.0';
-    const add1 = await call(t, { command: 'ADD', conf: vethConf(v, prevResult(v, 'net1', [{ address: '10.7.1.5/16' }], t.pod.path)), ifName: 'net1' });
+    const add1 = await call(t, {
+      command: 'ADD',
+      conf: vethConf(v, prevResult(v, 'net1', [{ address: '10.7.1.5/16' }], t.pod.path)),
+      ifName: 'net1',
+    });
     expect(add1.code).toBe(0);
     // Before eth0's chain runs the pod already reaches its host through the pair.
     await sh(t.pod, 'ping -c1 -W2 10.96.0.10');
@@ -183,7 +211,10 @@ describe('veth dual-stack', () => {
   it('routes IPv4 and IPv6 through veth0', async () => {
     const v = '1.0.0';
     const prev = prevResult(v, 'eth0', [{ address: '10.6.1.5/16' }, { address: 'fd00:6::15/64' }], t.pod.path);
-    const conf = vethConf(v, prev, { overlay_hijack_subnet: ['10.244.0.0/16', 'fd00:244::/64'], service_hijack_subnet: ['10.96.0.0/12', 'fd00:96::/108'] });
+    const conf = vethConf(v, prev, {
+      overlay_hijack_subnet: ['10.244.0.0/16', 'fd00:244::/64'],
+      service_hijack_subnet: ['10.96.0.0/12', 'fd00:96::/108'],
+    });
     const add = await call(t, { command: 'ADD', conf });
     expect(add.raw).not.toContain('"code"');
     expect(add.code).toBe(0);
@@ -211,9 +242,16 @@ describe('veth dual-stack with a secondary interface', () => {
   it('net1 gets IPv4 and IPv6 veth routes in table 100 and its replies use them', async () => {
     const v = '1.1.0';
     const extra = { overlay_hijack_subnet: ['10.244.0.0/16', 'fd00:244::/64'], service_hijack_subnet: ['10.96.0.0/12', 'fd00:96::/108'] };
-    const add0 = await call(t, { command: 'ADD', conf: vethConf(v, prevResult(v, 'eth0', [{ address: '10.6.1.5/16' }, { address: 'fd00:6::15/64' }], t.pod.path), extra) });
+    const add0 = await call(t, {
+      command: 'ADD',
+      conf: vethConf(v, prevResult(v, 'eth0', [{ address: '10.6.1.5/16' }, { address: 'fd00:6::15/64' }], t.pod.path), extra),
+    });
     expect(add0.raw).not.toContain('"code"');
-    const add1 = await call(t, { command: 'ADD', conf: vethConf(v, prevResult(v, 'net1', [{ address: '10.7.1.5/16' }, { address: 'fd00:7::15/64' }], t.pod.path), extra), ifName: 'net1' });
+    const add1 = await call(t, {
+      command: 'ADD',
+      conf: vethConf(v, prevResult(v, 'net1', [{ address: '10.7.1.5/16' }, { address: 'fd00:7::15/64' }], t.pod.path), extra),
+      ifName: 'net1',
+    });
     expect(add1.raw).not.toContain('"code"');
     const t100 = await json<IpRoute[]>(t.pod, 'ip -6 -j route show table 100');
     expect(t100.find((r) => r.dst === 'fd00:96::/108')).toMatchObject({ dev: 'veth0', prefsrc: 'fd00:7::15' });
@@ -238,11 +276,16 @@ describe('veth GC and STATUS', () => {
     const add = await call(t, { command: 'ADD', conf: vethConf(v, prevResult(v, 'eth0', [{ address: '10.6.1.5/16' }], t.pod.path)) });
     expect(add.code).toBe(0);
     await sh(t.host, 'ip link add vethforeign type veth peer name vethforeign1');
-    const keep = await call(t, { command: 'GC', conf: { ...vethConf(v, undefined), 'cni.dev/valid-attachments': [{ containerID: t.containerId, ifname: 'eth0' }] } });
+    const keep = await call(t, {
+      command: 'GC',
+      conf: { ...vethConf(v, undefined), 'cni.dev/valid-attachments': [{ containerID: t.containerId, ifname: 'eth0' }] },
+    });
     expect(keep.code).toBe(0);
     expect((await json<IpLink[]>(t.host, 'ip -j link show')).map((l) => l.ifname)).toContain(hostVethName(t.containerId));
     // Another network's GC never touches this network's links.
-    expect((await call(t, { command: 'GC', conf: { ...vethConf(v, undefined), name: 'other', 'cni.dev/valid-attachments': [] } })).code).toBe(0);
+    expect(
+      (await call(t, { command: 'GC', conf: { ...vethConf(v, undefined), name: 'other', 'cni.dev/valid-attachments': [] } })).code,
+    ).toBe(0);
     expect((await json<IpLink[]>(t.host, 'ip -j link show')).map((l) => l.ifname)).toContain(hostVethName(t.containerId));
     const gc = await call(t, { command: 'GC', conf: { ...vethConf(v, undefined), 'cni.dev/valid-attachments': [] } });
     expect(gc.code).toBe(0);
@@ -265,7 +308,12 @@ describe('veth bad input changes nothing', () => {
   const v = '1.1.0';
   it.each([
     ['missing prevResult', (): Record<string, unknown> => vethConf(v, undefined), 7],
-    ['bad service CIDR', (): Record<string, unknown> => vethConf(v, prevResult(v, 'eth0', [{ address: '10.6.1.5/16' }], '/x'), { service_hijack_subnet: ['10.96.0.0/99'] }), 7],
+    [
+      'bad service CIDR',
+      (): Record<string, unknown> =>
+        vethConf(v, prevResult(v, 'eth0', [{ address: '10.6.1.5/16' }], '/x'), { service_hijack_subnet: ['10.96.0.0/99'] }),
+      7,
+    ],
     ['unknown cniVersion', (): Record<string, unknown> => vethConf('9.9.9', prevResult(v, 'eth0', [{ address: '10.6.1.5/16' }], '/x')), 1],
     ['prevResult without IPs', (): Record<string, unknown> => vethConf(v, { cniVersion: v, interfaces: [], ips: [] }), 7],
   ])('%s', async (_n, conf, code) => {
@@ -293,7 +341,10 @@ describe('veth bad input changes nothing', () => {
     expect(del).toMatchObject({ code: 0, raw: '' });
     expect(await hostLeftovers(t)).toEqual([]);
     expect((await json<IpLink[]>(t.pod, 'ip -j link show')).map((l) => l.ifname)).not.toContain('veth0');
-    const lines = readFileSync(logFile, 'utf8').trim().split('\n').map((l) => JSON.parse(l) as Record<string, unknown>);
+    const lines = readFileSync(logFile, 'utf8')
+      .trim()
+      .split('\n')
+      .map((l) => JSON.parse(l) as Record<string, unknown>);
     rmSync(logFile, { force: true });
     const warnings = lines.filter((l) => l['msg'] === 'DEL: config field ignored');
     expect(warnings.length).toBe(2);
@@ -302,13 +353,21 @@ describe('veth bad input changes nothing', () => {
   });
 
   it('absent netns', async () => {
-    const res = await call(t, { command: 'ADD', conf: vethConf(v, prevResult(v, 'eth0', [{ address: '10.6.1.5/16' }], '/x')), netns: '/var/run/netns/does-not-exist' });
+    const res = await call(t, {
+      command: 'ADD',
+      conf: vethConf(v, prevResult(v, 'eth0', [{ address: '10.6.1.5/16' }], '/x')),
+      netns: '/var/run/netns/does-not-exist',
+    });
     expect(res.out?.['code']).toBe(3);
     expect(await hostLeftovers(t)).toEqual([]);
   });
 
   it('chained interface missing in the pod', async () => {
-    const res = await call(t, { command: 'ADD', conf: vethConf(v, prevResult(v, 'net5', [{ address: '10.6.1.9/16' }], t.pod.path)), ifName: 'net5' });
+    const res = await call(t, {
+      command: 'ADD',
+      conf: vethConf(v, prevResult(v, 'net5', [{ address: '10.6.1.9/16' }], t.pod.path)),
+      ifName: 'net5',
+    });
     expect(res.out?.['code']).toBe(7);
     expect(await hostLeftovers(t)).toEqual([]);
   });
@@ -346,7 +405,10 @@ describe('veth ip_conflict and mac_prefix', () => {
   const prev = (): Record<string, unknown> => prevResult(v, 'eth0', [{ address: '10.6.1.5/16' }], t.pod.path);
 
   it('passes when nobody else answers for the pod IP', async () => {
-    const res = await call(t, { command: 'ADD', conf: vethConf(v, prev(), { ip_conflict: { enabled: true, interval: '100ms', retries: 2 } }) });
+    const res = await call(t, {
+      command: 'ADD',
+      conf: vethConf(v, prev(), { ip_conflict: { enabled: true, interval: '100ms', retries: 2 } }),
+    });
     expect(res.code).toBe(0);
   });
 
@@ -354,7 +416,10 @@ describe('veth ip_conflict and mac_prefix', () => {
     // A rogue neighbour: a macvlan of the same bridge in its own namespace, holding the pod's address.
     const rogue = await (await import('./helpers')).makeRogue(t, '10.6.1.5/16');
     expect(rogue).toBe('ok');
-    const res = await call(t, { command: 'ADD', conf: vethConf(v, prev(), { ip_conflict: { enabled: true, interval: '200ms', retries: 3 } }) });
+    const res = await call(t, {
+      command: 'ADD',
+      conf: vethConf(v, prev(), { ip_conflict: { enabled: true, interval: '200ms', retries: 3 } }),
+    });
     expect(res.code).not.toBe(0);
     expect(res.out?.['code']).toBe(101);
     expect(String(res.out?.['details'])).toContain('10.6.1.5');

@@ -71,7 +71,11 @@ export async function runAllocationSim(o: SimOptions): Promise<SimResult> {
     const pre = o.preAllocate ?? 8;
     const nodes: CiliumNode[] = ids.map((id, k) => ({
       metadata: { name: `node-${k}` },
-      spec: { 'instance-id': id, eni: { 'instance-type': o.instanceType, 'vpc-id': w.vpcId, 'availability-zone': w.az, 'subnet-tags': { pods: 'a' } }, ipam: { 'pre-allocate': pre } },
+      spec: {
+        'instance-id': id,
+        eni: { 'instance-type': o.instanceType, 'vpc-id': w.vpcId, 'availability-zone': w.az, 'subnet-tags': { pods: 'a' } },
+        ipam: { 'pre-allocate': pre },
+      },
     }));
     proxy.rules.push({ action: '*', latencyMs: o.latencyMs });
     proxy.reset();
@@ -115,10 +119,18 @@ export async function runAllocationSim(o: SimOptions): Promise<SimResult> {
     const times = [...readyAt.values()].sort((a, b) => a - b);
     const minCalls = o.nodes * minCallsPerNode(limits.get(o.instanceType)!, o.pendingPods + pre) + 2; // + DescribeSubnets/DescribeVpcs once
     return {
-      nodes: o.nodes, podsReadyMs, watermarkMs, ec2Calls: ec2.stats.attempts, callsByAction: { ...proxy.calls }, minCalls,
-      lowerBoundMs: rateLimitLowerBoundMs(minCalls, o.qps, o.burst), syncs,
-      p50NodeReadyMs: times[Math.floor(times.length * 0.5)] ?? 0, p90NodeReadyMs: times[Math.floor(times.length * 0.9)] ?? 0,
-      throttleWaitMs: ec2.limiter.waitedMs, setupMs,
+      nodes: o.nodes,
+      podsReadyMs,
+      watermarkMs,
+      ec2Calls: ec2.stats.attempts,
+      callsByAction: { ...proxy.calls },
+      minCalls,
+      lowerBoundMs: rateLimitLowerBoundMs(minCalls, o.qps, o.burst),
+      syncs,
+      p50NodeReadyMs: times[Math.floor(times.length * 0.5)] ?? 0,
+      p90NodeReadyMs: times[Math.floor(times.length * 0.9)] ?? 0,
+      throttleWaitMs: ec2.limiter.waitedMs,
+      setupMs,
     };
   } finally {
     await proxy.close();

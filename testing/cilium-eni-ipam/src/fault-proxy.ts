@@ -71,18 +71,28 @@ export async function startFaultProxy(target: string, rules: FaultRule[] = [], o
         if (fault?.code) {
           injected[fault.code] = (injected[fault.code] ?? 0) + 1;
           const xml = ec2ErrorXml(fault.code, `injected ${fault.code} for ${action}`, `fault-${++seq}`);
-          res.writeHead(fault.status ?? statusFor(fault.code), { 'Content-Type': 'text/xml;charset=UTF-8', 'Content-Length': Buffer.byteLength(xml) });
+          res.writeHead(fault.status ?? statusFor(fault.code), {
+            'Content-Type': 'text/xml;charset=UTF-8',
+            'Content-Length': Buffer.byteLength(xml),
+          });
           res.end(xml);
           return;
         }
-        const up = http.request({ host: t.hostname, port: t.port, method: req.method, path: req.url, headers: { ...req.headers, host: t.host }, agent: false }, (ur) => {
-          res.writeHead(ur.statusCode ?? 502, ur.headers);
-          ur.pipe(res);
+        const up = http.request(
+          { host: t.hostname, port: t.port, method: req.method, path: req.url, headers: { ...req.headers, host: t.host }, agent: false },
+          (ur) => {
+            res.writeHead(ur.statusCode ?? 502, ur.headers);
+            ur.pipe(res);
+          },
+        );
+        up.on('error', (e) => {
+          res.writeHead(502);
+          res.end(String(e));
         });
-        up.on('error', (e) => { res.writeHead(502); res.end(String(e)); });
         up.end(body);
       };
-      if (delay > 0) setTimeout(respond, delay); else respond();
+      if (delay > 0) setTimeout(respond, delay);
+      else respond();
     });
   });
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
@@ -93,8 +103,15 @@ export async function startFaultProxy(target: string, rules: FaultRule[] = [], o
     calls,
     injected,
     total: () => Object.values(calls).reduce((a, b) => a + b, 0),
-    reset() { for (const k of Object.keys(calls)) delete calls[k]; for (const k of Object.keys(injected)) delete injected[k]; },
-    close: () => new Promise<void>((resolve) => { server.closeAllConnections(); server.close(() => resolve()); }),
+    reset() {
+      for (const k of Object.keys(calls)) delete calls[k];
+      for (const k of Object.keys(injected)) delete injected[k];
+    },
+    close: () =>
+      new Promise<void>((resolve) => {
+        server.closeAllConnections();
+        server.close(() => resolve());
+      }),
   };
   return proxy;
 }

@@ -47,7 +47,9 @@ export async function startMoto(opts: { timeoutMs?: number; seed?: number } = {}
     env: { ...process.env, AWS_DEFAULT_REGION: 'us-east-1', MOTO_ALLOW_NONEXISTENT_REGION: 'true' },
   });
   let stderr = '';
-  child.stderr?.on('data', (d: Buffer) => { stderr = (stderr + d.toString()).slice(-4000); });
+  child.stderr?.on('data', (d: Buffer) => {
+    stderr = (stderr + d.toString()).slice(-4000);
+  });
   const endpoint = `http://127.0.0.1:${port}`;
   const deadline = Date.now() + (opts.timeoutMs ?? 30_000);
   for (;;) {
@@ -55,8 +57,13 @@ export async function startMoto(opts: { timeoutMs?: number; seed?: number } = {}
     try {
       const r = await fetch(`${endpoint}/moto-api/`, { signal: AbortSignal.timeout(1000) });
       if (r.ok || r.status < 500) break;
-    } catch { /* not up yet */ }
-    if (Date.now() > deadline) { child.kill('SIGKILL'); throw new Error(`moto_server did not answer on ${endpoint}: ${stderr}`); }
+    } catch {
+      /* not up yet */
+    }
+    if (Date.now() > deadline) {
+      child.kill('SIGKILL');
+      throw new Error(`moto_server did not answer on ${endpoint}: ${stderr}`);
+    }
     await new Promise((r) => setTimeout(r, 100));
   }
   await fetch(`${endpoint}/moto-api/seed?a=${opts.seed ?? 42}`, { method: 'POST' });
@@ -68,9 +75,15 @@ export async function startMoto(opts: { timeoutMs?: number; seed?: number } = {}
     },
     stop() {
       return new Promise<void>((resolve) => {
-        if (child.exitCode !== null) { resolve(); return; }
+        if (child.exitCode !== null) {
+          resolve();
+          return;
+        }
         const t = setTimeout(() => child.kill('SIGKILL'), 3000);
-        child.once('exit', () => { clearTimeout(t); resolve(); });
+        child.once('exit', () => {
+          clearTimeout(t);
+          resolve();
+        });
         child.kill('SIGTERM');
       });
     },

@@ -16,12 +16,19 @@ export function stubAgent(socket: string, pool: PoolAllocator): Promise<net.Serv
       const req = JSON.parse(buf) as AgentRequest;
       let reply: AgentReply;
       try {
-        reply = req.op === 'add' ? { ok: true, lease: pool.allocate(req.owner) }
-          : req.op === 'del' ? { ok: true, released: pool.release(req.owner) }
-            : req.op === 'check' ? { ok: true, lease: pool.holding(req.owner) }
-              : req.op === 'gc' ? { ok: true, released: pool.releaseExcept(new Set(req.keep)) }
-                : { ok: true, pool: pool.poolSize, used: pool.used.size, free: pool.freeIps().length };
-      } catch (e) { reply = { ok: false, code: 11, msg: (e as Error).message }; }
+        reply =
+          req.op === 'add'
+            ? { ok: true, lease: pool.allocate(req.owner) }
+            : req.op === 'del'
+              ? { ok: true, released: pool.release(req.owner) }
+              : req.op === 'check'
+                ? { ok: true, lease: pool.holding(req.owner) }
+                : req.op === 'gc'
+                  ? { ok: true, released: pool.releaseExcept(new Set(req.keep)) }
+                  : { ok: true, pool: pool.poolSize, used: pool.used.size, free: pool.freeIps().length };
+      } catch (e) {
+        reply = { ok: false, code: 11, msg: (e as Error).message };
+      }
       s.end(`${JSON.stringify(reply)}\n`);
     });
   });

@@ -58,8 +58,8 @@ export function defaultStateDir(): string {
 
 export function defaultBinDir(version: string): string {
   if (process.env.CNIKIT_K8S_BIN_DIR) return process.env.CNIKIT_K8S_BIN_DIR;
-  const cacheRoot = process.env.CNIKIT_K8S_CACHE
-    ?? path.join(process.env.XDG_CACHE_HOME ?? path.join(os.homedir(), '.cache'), 'cnikit', 'k8s');
+  const cacheRoot =
+    process.env.CNIKIT_K8S_CACHE ?? path.join(process.env.XDG_CACHE_HOME ?? path.join(os.homedir(), '.cache'), 'cnikit', 'k8s');
   return path.join(cacheRoot, version);
 }
 
@@ -116,19 +116,57 @@ function openssl(args: string[], cwd: string): void {
 function makeCerts(dir: string): void {
   fs.mkdirSync(dir, { recursive: true });
   const ec = ['-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:prime256v1', '-nodes'];
-  openssl(['req', '-x509', ...ec, '-keyout', 'ca.key', '-out', 'ca.crt', '-days', '3650', '-subj', '/CN=cnikit-cluster-ca',
-    '-addext', 'basicConstraints=critical,CA:TRUE', '-addext', 'keyUsage=critical,keyCertSign,cRLSign'], dir);
+  openssl(
+    [
+      'req',
+      '-x509',
+      ...ec,
+      '-keyout',
+      'ca.key',
+      '-out',
+      'ca.crt',
+      '-days',
+      '3650',
+      '-subj',
+      '/CN=cnikit-cluster-ca',
+      '-addext',
+      'basicConstraints=critical,CA:TRUE',
+      '-addext',
+      'keyUsage=critical,keyCertSign,cRLSign',
+    ],
+    dir,
+  );
   const leaf = (name: string, subj: string, ext: string): void => {
     openssl(['req', '-new', ...ec, '-keyout', `${name}.key`, '-out', `${name}.csr`, '-subj', subj], dir);
     fs.writeFileSync(path.join(dir, `${name}.ext`), ext);
-    openssl(['x509', '-req', '-in', `${name}.csr`, '-CA', 'ca.crt', '-CAkey', 'ca.key', '-CAcreateserial',
-      '-days', '3650', '-out', `${name}.crt`, '-extfile', `${name}.ext`], dir);
+    openssl(
+      [
+        'x509',
+        '-req',
+        '-in',
+        `${name}.csr`,
+        '-CA',
+        'ca.crt',
+        '-CAkey',
+        'ca.key',
+        '-CAcreateserial',
+        '-days',
+        '3650',
+        '-out',
+        `${name}.crt`,
+        '-extfile',
+        `${name}.ext`,
+      ],
+      dir,
+    );
   };
-  leaf('apiserver', '/CN=kube-apiserver',
-    'subjectAltName=IP:127.0.0.1,DNS:localhost,DNS:kubernetes,DNS:kubernetes.default,DNS:kubernetes.default.svc\n'
-    + 'keyUsage=critical,digitalSignature,keyEncipherment\nextendedKeyUsage=serverAuth\n');
-  leaf('admin', '/O=system:masters/CN=cnikit-admin',
-    'keyUsage=critical,digitalSignature,keyEncipherment\nextendedKeyUsage=clientAuth\n');
+  leaf(
+    'apiserver',
+    '/CN=kube-apiserver',
+    'subjectAltName=IP:127.0.0.1,DNS:localhost,DNS:kubernetes,DNS:kubernetes.default,DNS:kubernetes.default.svc\n' +
+      'keyUsage=critical,digitalSignature,keyEncipherment\nextendedKeyUsage=serverAuth\n',
+  );
+  leaf('admin', '/O=system:masters/CN=cnikit-admin', 'keyUsage=critical,digitalSignature,keyEncipherment\nextendedKeyUsage=clientAuth\n');
   const sa = generateKeyPairSync('ec', { namedCurve: 'prime256v1' });
   fs.writeFileSync(path.join(dir, 'sa.key'), sa.privateKey.export({ type: 'pkcs8', format: 'pem' }), { mode: 0o600 });
   fs.writeFileSync(path.join(dir, 'sa.pub'), sa.publicKey.export({ type: 'spki', format: 'pem' }));
@@ -197,17 +235,26 @@ function ownsPid(pid: number, stateDir: string): boolean {
   }
 }
 
-interface HttpResult { status: number; body: string }
+interface HttpResult {
+  status: number;
+  body: string;
+}
 
 function httpsGet(url: string, certDir: string | undefined, timeoutMs = 2000): Promise<HttpResult> {
   return new Promise((resolve, reject) => {
     const tls = certDir
-      ? { ca: fs.readFileSync(path.join(certDir, 'ca.crt')), cert: fs.readFileSync(path.join(certDir, 'admin.crt')), key: fs.readFileSync(path.join(certDir, 'admin.key')) }
+      ? {
+          ca: fs.readFileSync(path.join(certDir, 'ca.crt')),
+          cert: fs.readFileSync(path.join(certDir, 'admin.crt')),
+          key: fs.readFileSync(path.join(certDir, 'admin.key')),
+        }
       : { rejectUnauthorized: false };
     const req = https.get(url, { ...tls, timeout: timeoutMs, agent: false }, (res) => {
       let body = '';
       res.setEncoding('utf8');
-      res.on('data', (c: string) => { body += c; });
+      res.on('data', (c: string) => {
+        body += c;
+      });
       res.on('end', () => resolve({ status: res.statusCode ?? 0, body }));
       res.on('error', reject);
     });
@@ -220,7 +267,12 @@ const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms
 
 function tailLog(stateDir: string, name: string, lines = 25): string {
   try {
-    return fs.readFileSync(path.join(stateDir, 'logs', `${name}.log`), 'utf8').trimEnd().split('\n').slice(-lines).join('\n');
+    return fs
+      .readFileSync(path.join(stateDir, 'logs', `${name}.log`), 'utf8')
+      .trimEnd()
+      .split('\n')
+      .slice(-lines)
+      .join('\n');
   } catch {
     return '(no log)';
   }
@@ -277,7 +329,12 @@ export async function startCluster(opts: ClusterOptions = {}): Promise<ClusterIn
   const pids: ClusterInfo['pids'] = { etcd: 0, apiserver: 0 };
   const stopAll = (): void => {
     for (const pid of [pids.controllerManager, pids.apiserver, pids.etcd]) {
-      if (pid && isAlive(pid)) try { process.kill(pid, 'SIGKILL'); } catch { /* gone */ }
+      if (pid && isAlive(pid))
+        try {
+          process.kill(pid, 'SIGKILL');
+        } catch {
+          /* gone */
+        }
     }
   };
   const deadProcess = (): string | undefined => {
@@ -288,30 +345,46 @@ export async function startCluster(opts: ClusterOptions = {}): Promise<ClusterIn
   };
   try {
     pids.etcd = startProcess(stateDir, 'etcd', bin('etcd'), [
-      '--name=cnikit', `--data-dir=${path.join(stateDir, 'etcd')}`,
-      `--listen-client-urls=${etcdUrl}`, `--advertise-client-urls=${etcdUrl}`,
-      `--listen-peer-urls=${peerUrl}`, `--initial-advertise-peer-urls=${peerUrl}`,
-      `--initial-cluster=cnikit=${peerUrl}`, '--unsafe-no-fsync=true', '--log-level=warn',
+      '--name=cnikit',
+      `--data-dir=${path.join(stateDir, 'etcd')}`,
+      `--listen-client-urls=${etcdUrl}`,
+      `--advertise-client-urls=${etcdUrl}`,
+      `--listen-peer-urls=${peerUrl}`,
+      `--initial-advertise-peer-urls=${peerUrl}`,
+      `--initial-cluster=cnikit=${peerUrl}`,
+      '--unsafe-no-fsync=true',
+      '--log-level=warn',
     ]);
     const readyDeadline = Date.now() + (opts.readyTimeoutMs ?? 60_000);
-    await waitFor('etcd', readyDeadline, async () => {
-      const res = await new Promise<number>((resolve, reject) => {
-        const req = http.get(`${etcdUrl}/health`, { timeout: 1000, agent: false }, (r) => { r.resume(); resolve(r.statusCode ?? 0); });
-        req.on('error', reject);
-        req.on('timeout', () => req.destroy(new Error('timeout')));
-      });
-      return res === 200;
-    }, deadProcess);
+    await waitFor(
+      'etcd',
+      readyDeadline,
+      async () => {
+        const res = await new Promise<number>((resolve, reject) => {
+          const req = http.get(`${etcdUrl}/health`, { timeout: 1000, agent: false }, (r) => {
+            r.resume();
+            resolve(r.statusCode ?? 0);
+          });
+          req.on('error', reject);
+          req.on('timeout', () => req.destroy(new Error('timeout')));
+        });
+        return res === 200;
+      },
+      deadProcess,
+    );
     log(`cluster: etcd ready on ${etcdUrl}`);
 
     pids.apiserver = startProcess(stateDir, 'apiserver', bin('kube-apiserver'), [
       `--etcd-servers=${etcdUrl}`,
-      '--bind-address=127.0.0.1', '--advertise-address=127.0.0.1', `--secure-port=${apiPort}`,
+      '--bind-address=127.0.0.1',
+      '--advertise-address=127.0.0.1',
+      `--secure-port=${apiPort}`,
       // A loopback advertise address is refused by the endpoint reconciler (it would publish it as the
       // kubernetes Service's endpoint); nothing here needs that endpoint.
       '--endpoint-reconciler-type=none',
       `--cert-dir=${certDir}`,
-      `--tls-cert-file=${path.join(certDir, 'apiserver.crt')}`, `--tls-private-key-file=${path.join(certDir, 'apiserver.key')}`,
+      `--tls-cert-file=${path.join(certDir, 'apiserver.crt')}`,
+      `--tls-private-key-file=${path.join(certDir, 'apiserver.key')}`,
       `--client-ca-file=${path.join(certDir, 'ca.crt')}`,
       '--authorization-mode=AlwaysAllow',
       `--service-account-key-file=${path.join(certDir, 'sa.pub')}`,
@@ -325,9 +398,18 @@ export async function startCluster(opts: ClusterOptions = {}): Promise<ClusterIn
       ...(opts.apiServerArgs ?? []),
     ]);
     const server = `https://127.0.0.1:${apiPort}`;
-    await waitFor('kube-apiserver /readyz', readyDeadline, async () => (await httpsGet(`${server}/readyz`, certDir)).status === 200, deadProcess);
-    await waitFor('namespace default', readyDeadline,
-      async () => (await httpsGet(`${server}/api/v1/namespaces/default`, certDir)).status === 200, deadProcess);
+    await waitFor(
+      'kube-apiserver /readyz',
+      readyDeadline,
+      async () => (await httpsGet(`${server}/readyz`, certDir)).status === 200,
+      deadProcess,
+    );
+    await waitFor(
+      'namespace default',
+      readyDeadline,
+      async () => (await httpsGet(`${server}/api/v1/namespaces/default`, certDir)).status === 200,
+      deadProcess,
+    );
     const startupMs = Date.now() - tStart;
     log(`cluster: kube-apiserver ready on ${server} after ${startupMs} ms`);
 
@@ -340,17 +422,32 @@ export async function startCluster(opts: ClusterOptions = {}): Promise<ClusterIn
       pids.controllerManager = startProcess(stateDir, 'controllerManager', bin('kube-controller-manager'), [
         `--kubeconfig=${kubeconfig}`,
         '--controllers=garbage-collector-controller',
-        '--leader-elect=false', '--use-service-account-credentials=false',
-        '--bind-address=127.0.0.1', `--secure-port=${kcmPort}`, `--cert-dir=${path.join(stateDir, 'kcm-certs')}`,
+        '--leader-elect=false',
+        '--use-service-account-credentials=false',
+        '--bind-address=127.0.0.1',
+        `--secure-port=${kcmPort}`,
+        `--cert-dir=${path.join(stateDir, 'kcm-certs')}`,
       ]);
-      await waitFor('kube-controller-manager /healthz', readyDeadline,
-        async () => (await httpsGet(`https://127.0.0.1:${kcmPort}/healthz`, undefined)).status === 200, deadProcess);
+      await waitFor(
+        'kube-controller-manager /healthz',
+        readyDeadline,
+        async () => (await httpsGet(`https://127.0.0.1:${kcmPort}/healthz`, undefined)).status === 200,
+        deadProcess,
+      );
       log(`cluster: kube-controller-manager (garbage collector) healthy on 127.0.0.1:${kcmPort}`);
     }
 
     const info: ClusterInfo = {
-      version, stateDir, kubeconfig, server, etcd: etcdUrl, caFile: path.join(certDir, 'ca.crt'), pids,
-      controllerManagerPort, startupMs: Date.now() - t0, startedAt: new Date(t0).toISOString(),
+      version,
+      stateDir,
+      kubeconfig,
+      server,
+      etcd: etcdUrl,
+      caFile: path.join(certDir, 'ca.crt'),
+      pids,
+      controllerManagerPort,
+      startupMs: Date.now() - t0,
+      startedAt: new Date(t0).toISOString(),
     };
     fs.writeFileSync(path.join(stateDir, 'state.json'), JSON.stringify(info, null, 2));
     return info;
@@ -362,10 +459,19 @@ export async function startCluster(opts: ClusterOptions = {}): Promise<ClusterIn
 
 async function stopPid(pid: number | undefined, stateDir: string, graceMs: number): Promise<void> {
   if (!pid || !isAlive(pid) || !ownsPid(pid, stateDir)) return;
-  try { process.kill(pid, 'SIGTERM'); } catch { return; }
+  try {
+    process.kill(pid, 'SIGTERM');
+  } catch {
+    return;
+  }
   const deadline = Date.now() + graceMs;
   while (Date.now() < deadline && isAlive(pid)) await sleep(50);
-  if (isAlive(pid)) try { process.kill(pid, 'SIGKILL'); } catch { /* gone */ }
+  if (isAlive(pid))
+    try {
+      process.kill(pid, 'SIGKILL');
+    } catch {
+      /* gone */
+    }
   while (isAlive(pid) && Date.now() < deadline + 2000) await sleep(20);
 }
 

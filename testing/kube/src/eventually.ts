@@ -12,7 +12,9 @@ export async function eventually<T>(what: string, fn: () => T | Promise<T>, time
       lastErr = err;
     }
     if (Date.now() > deadline) {
-      throw new Error(`timed out after ${timeoutMs} ms waiting for ${what} (last value ${JSON.stringify(last)}${lastErr ? `, last error ${(lastErr as Error).message}` : ''})`);
+      throw new Error(
+        `timed out after ${timeoutMs} ms waiting for ${what} (last value ${JSON.stringify(last)}${lastErr ? `, last error ${(lastErr as Error).message}` : ''})`,
+      );
     }
     await new Promise((r) => setTimeout(r, everyMs));
   }

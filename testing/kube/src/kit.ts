@@ -42,12 +42,20 @@ export function uniqueName(prefix: string): string {
 function etcdPost<T>(etcdUrl: string, path: string, body: unknown): Promise<T> {
   return new Promise((resolve, reject) => {
     const data = JSON.stringify(body);
-    const req = http.request(`${etcdUrl}${path}`, { method: 'POST', headers: { 'Content-Type': 'application/json' }, agent: false }, (res) => {
-      let text = '';
-      res.setEncoding('utf8');
-      res.on('data', (c: string) => { text += c; });
-      res.on('end', () => ((res.statusCode ?? 0) === 200 ? resolve(JSON.parse(text) as T) : reject(new Error(`etcd ${path}: ${res.statusCode} ${text}`))));
-    });
+    const req = http.request(
+      `${etcdUrl}${path}`,
+      { method: 'POST', headers: { 'Content-Type': 'application/json' }, agent: false },
+      (res) => {
+        let text = '';
+        res.setEncoding('utf8');
+        res.on('data', (c: string) => {
+          text += c;
+        });
+        res.on('end', () =>
+          (res.statusCode ?? 0) === 200 ? resolve(JSON.parse(text) as T) : reject(new Error(`etcd ${path}: ${res.statusCode} ${text}`)),
+        );
+      },
+    );
     req.on('error', reject);
     req.end(data);
   });
@@ -56,7 +64,9 @@ function etcdPost<T>(etcdUrl: string, path: string, body: unknown): Promise<T> {
 /** etcd's current revision (what the API server reports as resourceVersion). */
 export async function etcdRevision(etcdUrl: string): Promise<number> {
   // A range request for a key that does not exist still returns the store's header revision.
-  const res = await etcdPost<{ header: { revision: string } }>(etcdUrl, '/v3/kv/range', { key: Buffer.from('/cnikit-none').toString('base64') });
+  const res = await etcdPost<{ header: { revision: string } }>(etcdUrl, '/v3/kv/range', {
+    key: Buffer.from('/cnikit-none').toString('base64'),
+  });
   return Number(res.header.revision);
 }
 

@@ -152,7 +152,8 @@ export async function sendUdp(ns: Netns, o: UdpBurst): Promise<number> {
  */
 export function prerequisite(ok: boolean, what: string, why: string): boolean {
   if (ok) return true;
-  if (['1', 'true', 'yes'].includes((process.env['CI'] ?? '').toLowerCase())) throw new Error(`${what}: ${why} (CI=true: a missing prerequisite fails the tests)`);
+  if (['1', 'true', 'yes'].includes((process.env['CI'] ?? '').toLowerCase()))
+    throw new Error(`${what}: ${why} (CI=true: a missing prerequisite fails the tests)`);
   console.warn(`[test] skipping ${what}: ${why} (with CI=true these tests fail instead)`);
   return false;
 }

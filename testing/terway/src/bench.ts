@@ -56,10 +56,24 @@ export async function runBench(o: BenchOptions): Promise<BenchResult> {
   api.addInstanceType('ecs.bench', { eniQuantity: o.eniQuantity ?? 8, eniPrivateIpAddressQuantity: o.ipsPerEni ?? 20 });
   api.addInstance('i-bench', 'ecs.bench', 'vsw-a');
   await api.listen();
-  const cloud = new AliyunEniCloud({ regionId: 'cn-hangzhou', instanceId: 'i-bench', accessKeyId: 'LTAI-test', accessKeySecret: 'test-secret', ecsEndpoint: api.endpoint, vpcEndpoint: api.endpoint, protocol: 'http', pollIntervalMs: 20 });
+  const cloud = new AliyunEniCloud({
+    regionId: 'cn-hangzhou',
+    instanceId: 'i-bench',
+    accessKeyId: 'LTAI-test',
+    accessKeySecret: 'test-secret',
+    ecsEndpoint: api.endpoint,
+    vpcEndpoint: api.endpoint,
+    protocol: 'http',
+    pollIntervalMs: 20,
+  });
   const quota = await cloud.instanceQuota('ecs.bench');
   const pool = new EniIpPool({
-    config: parsePoolConfig({ max_pool_size: o.pods, ip_warm_up_size: o.warm ? o.pods : 0, security_group: 'sg-1', vswitches: { 'cn-hangzhou-i': ['vsw-a'] } }),
+    config: parsePoolConfig({
+      max_pool_size: o.pods,
+      ip_warm_up_size: o.warm ? o.pods : 0,
+      security_group: 'sg-1',
+      vswitches: { 'cn-hangzhou-i': ['vsw-a'] },
+    }),
     quota,
     cloud,
     clock: realClock,
@@ -90,7 +104,14 @@ export async function runBench(o: BenchOptions): Promise<BenchResult> {
         for (;;) {
           const i = next++;
           if (i >= o.pods) return;
-          const env = { CNI_COMMAND: 'ADD', CNI_CONTAINERID: `bench-${i}`, CNI_NETNS: pods[i]!.ns.path, CNI_IFNAME: 'eth0', CNI_PATH: '/opt/cni/bin', CNI_ARGS: `K8S_POD_NAMESPACE=bench;K8S_POD_NAME=p${i}` };
+          const env = {
+            CNI_COMMAND: 'ADD',
+            CNI_CONTAINERID: `bench-${i}`,
+            CNI_NETNS: pods[i]!.ns.path,
+            CNI_IFNAME: 'eth0',
+            CNI_PATH: '/opt/cni/bin',
+            CNI_ARGS: `K8S_POD_NAMESPACE=bench;K8S_POD_NAME=p${i}`,
+          };
           const s = Date.now();
           const r = await runPlugin(plugin as unknown as PluginHandlers, { about: 'bench' }, { env, stdin: conf });
           if (r.exitCode !== 0) throw new Error(`ADD p${i}: ${r.stdout}`);

@@ -113,7 +113,11 @@ export interface FakeOpenApiOptions {
 }
 
 class ApiError extends Error {
-  constructor(readonly status: number, readonly code: string, message: string) {
+  constructor(
+    readonly status: number,
+    readonly code: string,
+    message: string,
+  ) {
     super(message);
   }
 }
@@ -224,7 +228,10 @@ export class FakeOpenApi {
     req.on('data', (c: Buffer) => chunks.push(c));
     req.on('end', () => {
       const body = Buffer.concat(chunks);
-      const requestId = randomBytes(16).toString('hex').toUpperCase().replace(/^(.{8})(.{4})(.{4})(.{4})/, '$1-$2-$3-$4-');
+      const requestId = randomBytes(16)
+        .toString('hex')
+        .toUpperCase()
+        .replace(/^(.{8})(.{4})(.{4})(.{4})/, '$1-$2-$3-$4-');
       let action = '';
       const send = (status: number, obj: Record<string, unknown>): void => {
         const text = JSON.stringify({ RequestId: requestId, ...obj });
@@ -232,8 +239,20 @@ export class FakeOpenApi {
         res.end(text);
       };
       const fail = (e: unknown): void => {
-        const err = e instanceof ApiError ? e : new ApiError(500, 'InternalError', `The request processing has failed due to some unknown error. ${e instanceof Error ? e.message : ''}`);
-        send(err.status, { HostId: 'ecs.aliyuncs.com', Code: err.code, Message: err.message, Recommend: `https://api.aliyun.com/troubleshoot?q=${err.code}&product=Ecs` });
+        const err =
+          e instanceof ApiError
+            ? e
+            : new ApiError(
+                500,
+                'InternalError',
+                `The request processing has failed due to some unknown error. ${e instanceof Error ? e.message : ''}`,
+              );
+        send(err.status, {
+          HostId: 'ecs.aliyuncs.com',
+          Code: err.code,
+          Message: err.message,
+          Recommend: `https://api.aliyun.com/troubleshoot?q=${err.code}&product=Ecs`,
+        });
       };
       try {
         const url = new URL(req.url ?? '/', 'http://fake');
@@ -246,12 +265,19 @@ export class FakeOpenApi {
         const params: Record<string, string> = {};
         for (const [k, v] of url.searchParams) params[k] = v;
         const ctype = String(req.headers['content-type'] ?? '');
-        if (body.length && ctype.includes('x-www-form-urlencoded')) for (const [k, v] of new URLSearchParams(body.toString())) params[k] = v;
+        if (body.length && ctype.includes('x-www-form-urlencoded'))
+          for (const [k, v] of new URLSearchParams(body.toString())) params[k] = v;
         action = String(req.headers['x-acs-action'] ?? params['Action'] ?? '');
         const version = String(req.headers['x-acs-version'] ?? params['Version'] ?? '');
         if (req.headers['authorization']) this.verifyV3(req, url, body);
-        if (!action) throw new ApiError(400, 'MissingParameter', 'The input parameter "Action" that is mandatory for processing this request is not supplied.');
-        if (version !== ECS_VERSION && version !== VPC_VERSION) throw new ApiError(400, 'InvalidVersion', `Specified parameter Version is not valid: ${version}`);
+        if (!action)
+          throw new ApiError(
+            400,
+            'MissingParameter',
+            'The input parameter "Action" that is mandatory for processing this request is not supplied.',
+          );
+        if (version !== ECS_VERSION && version !== VPC_VERSION)
+          throw new ApiError(400, 'InvalidVersion', `Specified parameter Version is not valid: ${version}`);
         this.calls.push({ action, params });
         const run = (): void => {
           try {
@@ -287,7 +313,8 @@ export class FakeOpenApi {
     const secret = this.accessKeys[akId!];
     if (secret === undefined) throw new ApiError(404, 'InvalidAccessKeyId.NotFound', 'Specified access key is not found.');
     const payload = createHash('sha256').update(body).digest('hex');
-    if (req.headers['x-acs-content-sha256'] !== payload) throw new ApiError(400, 'SignatureDoesNotMatch', 'The request body hash does not match x-acs-content-sha256.');
+    if (req.headers['x-acs-content-sha256'] !== payload)
+      throw new ApiError(400, 'SignatureDoesNotMatch', 'The request body hash does not match x-acs-content-sha256.');
     const keys = [...url.searchParams.keys()].sort();
     const query = keys.map((k) => `${acsEncode(k)}=${acsEncode(url.searchParams.get(k) ?? '')}`).join('&');
     const names = signed!.split(';');
@@ -349,7 +376,12 @@ export class FakeOpenApi {
 
   private need(p: Record<string, string>, name: string): string {
     const v = p[name];
-    if (v === undefined || v === '') throw new ApiError(400, 'MissingParameter', `The input parameter "${name}" that is mandatory for processing this request is not supplied.`);
+    if (v === undefined || v === '')
+      throw new ApiError(
+        400,
+        'MissingParameter',
+        `The input parameter "${name}" that is mandatory for processing this request is not supplied.`,
+      );
     return v;
   }
 
@@ -362,7 +394,12 @@ export class FakeOpenApi {
     const v = p[name];
     if (v === undefined || v === '') return def;
     const n = Number(v);
-    if (!Number.isInteger(n) || n < min || n > max) throw new ApiError(400, `InvalidParameter.${name}`, `The specified parameter "${name}" is not valid: ${v}; expected an integer in [${min}, ${max}].`);
+    if (!Number.isInteger(n) || n < min || n > max)
+      throw new ApiError(
+        400,
+        `InvalidParameter.${name}`,
+        `The specified parameter "${name}" is not valid: ${v}; expected an integer in [${min}, ${max}].`,
+      );
     return n;
   }
 
@@ -389,7 +426,8 @@ export class FakeOpenApi {
 
   private eni(id: string): FakeEni {
     const e = this.enis.get(id);
-    if (!e || e.status === 'Deleting') throw new ApiError(404, 'InvalidEniId.NotFound', `The specified NetworkInterfaceId does not exist: ${id}`);
+    if (!e || e.status === 'Deleting')
+      throw new ApiError(404, 'InvalidEniId.NotFound', `The specified NetworkInterfaceId does not exist: ${id}`);
     return e;
   }
 
@@ -409,7 +447,8 @@ export class FakeOpenApi {
   }
 
   private takeIps(v: FakeVSwitch, n: number): string[] {
-    if (this.freeCount(v) < n) throw new ApiError(403, 'InvalidVSwitchId.IpNotEnough', `The specified VSwitch "${v.id}" has not enough IpAddress.`);
+    if (this.freeCount(v) < n)
+      throw new ApiError(403, 'InvalidVSwitchId.IpNotEnough', `The specified VSwitch "${v.id}" has not enough IpAddress.`);
     const out: string[] = [];
     const size = Number(ip.size(v.cidr));
     for (let i = 1; i < size - 3 && out.length < n; i++) {
@@ -462,7 +501,12 @@ export class FakeOpenApi {
   }
 
   private ipSets(e: FakeEni): Record<string, unknown> {
-    return { PrivateIpSet: [{ PrivateIpAddress: e.primaryIp, Primary: true }, ...e.secondaryIps.map((a) => ({ PrivateIpAddress: a, Primary: false }))] };
+    return {
+      PrivateIpSet: [
+        { PrivateIpAddress: e.primaryIp, Primary: true },
+        ...e.secondaryIps.map((a) => ({ PrivateIpAddress: a, Primary: false })),
+      ],
+    };
   }
 
   private eniView(e: FakeEni): Record<string, unknown> {
@@ -483,7 +527,9 @@ export class FakeOpenApi {
       SecurityGroupIds: { SecurityGroupId: e.securityGroupIds },
       Description: e.description ?? '',
       CreationTime: e.creationTime,
-      Attachment: e.instanceId ? { InstanceId: e.instanceId, DeviceIndex: e.deviceIndex ?? 0, ...(e.trunkEniId ? { TrunkNetworkInterfaceId: e.trunkEniId } : {}) } : {},
+      Attachment: e.instanceId
+        ? { InstanceId: e.instanceId, DeviceIndex: e.deviceIndex ?? 0, ...(e.trunkEniId ? { TrunkNetworkInterfaceId: e.trunkEniId } : {}) }
+        : {},
     };
   }
 
@@ -504,45 +550,96 @@ export class FakeOpenApi {
         this.region(p);
         const v = this.vsw(this.need(p, 'VSwitchId'));
         const sgs = [...this.list(p, 'SecurityGroupIds'), ...(p['SecurityGroupId'] ? [p['SecurityGroupId']] : [])];
-        if (sgs.length === 0) throw new ApiError(400, 'MissingParameter', 'The input parameter "SecurityGroupId" that is mandatory for processing this request is not supplied.');
+        if (sgs.length === 0)
+          throw new ApiError(
+            400,
+            'MissingParameter',
+            'The input parameter "SecurityGroupId" that is mandatory for processing this request is not supplied.',
+          );
         const n = this.int(p, 'SecondaryPrivateIpAddressCount', 0, 0, MAX_SECONDARY_ON_CREATE);
         // InstanceType: Secondary (default) or Trunk.
         const kind = p['InstanceType'] ?? 'Secondary';
-        if (kind !== 'Secondary' && kind !== 'Trunk') throw new ApiError(400, 'InvalidParameter.InstanceType', `The specified parameter "InstanceType" is not valid: ${kind}; expected Secondary or Trunk.`);
+        if (kind !== 'Secondary' && kind !== 'Trunk')
+          throw new ApiError(
+            400,
+            'InvalidParameter.InstanceType',
+            `The specified parameter "InstanceType" is not valid: ${kind}; expected Secondary or Trunk.`,
+          );
         const n6 = this.int(p, 'Ipv6AddressCount', 0, 0, 10);
-        if (n6 > 0 && !v.ipv6Cidr) throw new ApiError(403, 'InvalidVSwitch.Ipv6NotTurnOn', `The specified VSwitch "${v.id}" has no IPv6 CIDR block.`);
+        if (n6 > 0 && !v.ipv6Cidr)
+          throw new ApiError(403, 'InvalidVSwitch.Ipv6NotTurnOn', `The specified VSwitch "${v.id}" has no IPv6 CIDR block.`);
         const e = this.newEni(v, sgs, n, kind);
         if (n6 > 0) e.ipv6s.push(...this.takeIpv6s(v, n6));
         if (p['Description']) e.description = p['Description'];
-        return { NetworkInterfaceId: e.id, Status: e.status, Type: e.type, VpcId: v.vpcId, VSwitchId: v.id, ZoneId: v.zoneId, MacAddress: e.mac, PrivateIpAddress: e.primaryIp, PrivateIpSets: this.ipSets(e), SecurityGroupIds: { SecurityGroupId: sgs } };
+        return {
+          NetworkInterfaceId: e.id,
+          Status: e.status,
+          Type: e.type,
+          VpcId: v.vpcId,
+          VSwitchId: v.id,
+          ZoneId: v.zoneId,
+          MacAddress: e.mac,
+          PrivateIpAddress: e.primaryIp,
+          PrivateIpSets: this.ipSets(e),
+          SecurityGroupIds: { SecurityGroupId: sgs },
+        };
       }
       case 'AttachNetworkInterface': {
         this.region(p);
         const e = this.eni(this.need(p, 'NetworkInterfaceId'));
         const inst = this.instance(this.need(p, 'InstanceId'));
-        if (e.status !== 'Available') throw new ApiError(403, 'InvalidOperation.InvalidEniState', `The current status of the ENI ${e.id} does not support this operation: ${e.status}`);
+        if (e.status !== 'Available')
+          throw new ApiError(
+            403,
+            'InvalidOperation.InvalidEniState',
+            `The current status of the ENI ${e.id} does not support this operation: ${e.status}`,
+          );
         const t = this.instanceTypes.get(inst.type);
         const trunkId = p['TrunkNetworkInstanceId'];
-        if (e.type === 'Trunk' && t && !t.eniTrunkSupported) throw new ApiError(403, 'InvalidOperation.InstanceTypeNotSupportTrunk', `The instance type ${inst.type} does not support trunk ENIs.`);
+        if (e.type === 'Trunk' && t && !t.eniTrunkSupported)
+          throw new ApiError(
+            403,
+            'InvalidOperation.InstanceTypeNotSupportTrunk',
+            `The instance type ${inst.type} does not support trunk ENIs.`,
+          );
         if (trunkId) {
           // A member ENI: through the instance's InUse trunk ENI, counted against EniTotalQuantity - EniQuantity.
           const trunk = this.eni(trunkId);
-          if (trunk.type !== 'Trunk' || trunk.instanceId !== inst.id || trunk.status !== 'InUse') throw new ApiError(403, 'InvalidOperation.InvalidTrunkEniState', `The ENI ${trunkId} is not an InUse trunk ENI of ${inst.id}.`);
-          if (e.type !== 'Secondary') throw new ApiError(403, 'InvalidOperation.InvalidEniType', `Only a Secondary ENI can be a trunk member: ${e.id} is ${e.type}.`);
+          if (trunk.type !== 'Trunk' || trunk.instanceId !== inst.id || trunk.status !== 'InUse')
+            throw new ApiError(403, 'InvalidOperation.InvalidTrunkEniState', `The ENI ${trunkId} is not an InUse trunk ENI of ${inst.id}.`);
+          if (e.type !== 'Secondary')
+            throw new ApiError(403, 'InvalidOperation.InvalidEniType', `Only a Secondary ENI can be a trunk member: ${e.id} is ${e.type}.`);
           const room = t ? (t.eniTotalQuantity ?? t.eniQuantity) - t.eniQuantity : 0;
-          if (this.membersOf(trunkId).length >= room) throw new ApiError(403, 'EniPerInstanceLimitExceeded', `The number of member ENIs of the trunk ${trunkId} exceeds the limit of ${room} for ${inst.type}.`);
+          if (this.membersOf(trunkId).length >= room)
+            throw new ApiError(
+              403,
+              'EniPerInstanceLimitExceeded',
+              `The number of member ENIs of the trunk ${trunkId} exceeds the limit of ${room} for ${inst.type}.`,
+            );
           e.trunkEniId = trunkId;
           e.deviceIndex = 0;
         } else {
-          if (t && this.enisOn(inst.id).length >= t.eniQuantity) throw new ApiError(403, 'EniPerInstanceLimitExceeded', `The number of ENIs attached to the instance exceeds the limit of ${t.eniQuantity} for ${inst.type}.`);
+          if (t && this.enisOn(inst.id).length >= t.eniQuantity)
+            throw new ApiError(
+              403,
+              'EniPerInstanceLimitExceeded',
+              `The number of ENIs attached to the instance exceeds the limit of ${t.eniQuantity} for ${inst.type}.`,
+            );
           const taken = new Set(this.enisOn(inst.id).map((x) => x.deviceIndex));
           let idx = 1;
           while (taken.has(idx)) idx++;
           e.deviceIndex = idx;
         }
-        if (t && 1 + e.secondaryIps.length > t.eniPrivateIpAddressQuantity) throw new ApiError(403, 'InvalidOperation.Ipv4CountExceeded', `The ENI holds more private IPs than ${inst.type} allows per ENI.`);
-        if (t && e.ipv6s.length > (t.eniIpv6AddressQuantity ?? 0)) throw new ApiError(403, 'InvalidOperation.Ipv6CountExceeded', `The ENI holds more IPv6 addresses than ${inst.type} allows per ENI.`);
-        if (this.vsw(e.vswitchId).zoneId !== inst.zoneId) throw new ApiError(403, 'InvalidVSwitchId.ZoneMismatch', 'The ENI and the instance are in different zones.');
+        if (t && 1 + e.secondaryIps.length > t.eniPrivateIpAddressQuantity)
+          throw new ApiError(403, 'InvalidOperation.Ipv4CountExceeded', `The ENI holds more private IPs than ${inst.type} allows per ENI.`);
+        if (t && e.ipv6s.length > (t.eniIpv6AddressQuantity ?? 0))
+          throw new ApiError(
+            403,
+            'InvalidOperation.Ipv6CountExceeded',
+            `The ENI holds more IPv6 addresses than ${inst.type} allows per ENI.`,
+          );
+        if (this.vsw(e.vswitchId).zoneId !== inst.zoneId)
+          throw new ApiError(403, 'InvalidVSwitchId.ZoneMismatch', 'The ENI and the instance are in different zones.');
         e.status = 'Attaching';
         e.instanceId = inst.id;
         this.later(this.o.attachDelayMs ?? 30, () => {
@@ -564,9 +661,16 @@ export class FakeOpenApi {
         const e = this.eni(this.need(p, 'NetworkInterfaceId'));
         const instId = this.need(p, 'InstanceId');
         this.instance(instId);
-        if (e.type === 'Primary') throw new ApiError(403, 'InvalidOperation.DetachPrimaryEniNotAllowed', 'The primary ENI cannot be detached.');
-        if (e.instanceId !== instId || e.status !== 'InUse') throw new ApiError(403, 'InvalidOperation.InvalidEniState', `The current status of the ENI ${e.id} does not support this operation: ${e.status}`);
-        if (e.type === 'Trunk' && this.membersOf(e.id).length > 0) throw new ApiError(403, 'InvalidOperation.TrunkEniHasMembers', `The trunk ENI ${e.id} still has member ENIs.`);
+        if (e.type === 'Primary')
+          throw new ApiError(403, 'InvalidOperation.DetachPrimaryEniNotAllowed', 'The primary ENI cannot be detached.');
+        if (e.instanceId !== instId || e.status !== 'InUse')
+          throw new ApiError(
+            403,
+            'InvalidOperation.InvalidEniState',
+            `The current status of the ENI ${e.id} does not support this operation: ${e.status}`,
+          );
+        if (e.type === 'Trunk' && this.membersOf(e.id).length > 0)
+          throw new ApiError(403, 'InvalidOperation.TrunkEniHasMembers', `The trunk ENI ${e.id} still has member ENIs.`);
         e.status = 'Detaching';
         this.later(this.o.attachDelayMs ?? 30, () => {
           if (e.status !== 'Detaching') return;
@@ -581,7 +685,12 @@ export class FakeOpenApi {
       case 'DeleteNetworkInterface': {
         this.region(p);
         const e = this.eni(this.need(p, 'NetworkInterfaceId'));
-        if (e.status !== 'Available') throw new ApiError(403, 'InvalidOperation.InvalidEniState', `The current status of the ENI ${e.id} does not support this operation: ${e.status}`);
+        if (e.status !== 'Available')
+          throw new ApiError(
+            403,
+            'InvalidOperation.InvalidEniState',
+            `The current status of the ENI ${e.id} does not support this operation: ${e.status}`,
+          );
         const v = this.vswitches.get(e.vswitchId)!;
         for (const a of [e.primaryIp, ...e.secondaryIps]) v.used.delete(a);
         for (const a of e.ipv6s) v.used6.delete(a);
@@ -591,18 +700,30 @@ export class FakeOpenApi {
       case 'AssignPrivateIpAddresses': {
         this.region(p);
         const e = this.eni(this.need(p, 'NetworkInterfaceId'));
-        if (e.status !== 'InUse' && e.status !== 'Available') throw new ApiError(403, 'InvalidOperation.InvalidEniState', `The current status of the ENI ${e.id} does not support this operation: ${e.status}`);
+        if (e.status !== 'InUse' && e.status !== 'Available')
+          throw new ApiError(
+            403,
+            'InvalidOperation.InvalidEniState',
+            `The current status of the ENI ${e.id} does not support this operation: ${e.status}`,
+          );
         const explicit = this.list(p, 'PrivateIpAddress');
         const n = explicit.length || this.int(p, 'SecondaryPrivateIpAddressCount', 0, 1, MAX_ASSIGN_PER_CALL);
-        if (n === 0) throw new ApiError(400, 'MissingParameter', 'Either "PrivateIpAddress.N" or "SecondaryPrivateIpAddressCount" must be supplied.');
+        if (n === 0)
+          throw new ApiError(400, 'MissingParameter', 'Either "PrivateIpAddress.N" or "SecondaryPrivateIpAddressCount" must be supplied.');
         const inst = e.instanceId ? this.instances.get(e.instanceId) : undefined;
         const t = inst ? this.instanceTypes.get(inst.type) : undefined;
-        if (t && 1 + e.secondaryIps.length + n > t.eniPrivateIpAddressQuantity) throw new ApiError(403, 'InvalidOperation.Ipv4CountExceeded', `The ENI ${e.id} would hold more than ${t.eniPrivateIpAddressQuantity} private IPs (${inst!.type}).`);
+        if (t && 1 + e.secondaryIps.length + n > t.eniPrivateIpAddressQuantity)
+          throw new ApiError(
+            403,
+            'InvalidOperation.Ipv4CountExceeded',
+            `The ENI ${e.id} would hold more than ${t.eniPrivateIpAddressQuantity} private IPs (${inst!.type}).`,
+          );
         const v = this.vswitches.get(e.vswitchId)!;
         let ips: string[];
         if (explicit.length) {
           for (const a of explicit) {
-            if (!ip.contains(v.cidr, a)) throw new ApiError(400, 'InvalidPrivateIpAddress.Malformed', `The IP ${a} is not in the vSwitch CIDR ${v.cidr}.`);
+            if (!ip.contains(v.cidr, a))
+              throw new ApiError(400, 'InvalidPrivateIpAddress.Malformed', `The IP ${a} is not in the vSwitch CIDR ${v.cidr}.`);
             if (v.used.has(a)) throw new ApiError(400, 'InvalidIp.IpAssigned', `The IP ${a} is already assigned.`);
           }
           for (const a of explicit) v.used.add(a);
@@ -615,10 +736,17 @@ export class FakeOpenApi {
         this.region(p);
         const e = this.eni(this.need(p, 'NetworkInterfaceId'));
         const ips = this.list(p, 'PrivateIpAddress');
-        if (ips.length === 0) throw new ApiError(400, 'MissingParameter', 'The input parameter "PrivateIpAddress.N" that is mandatory for processing this request is not supplied.');
+        if (ips.length === 0)
+          throw new ApiError(
+            400,
+            'MissingParameter',
+            'The input parameter "PrivateIpAddress.N" that is mandatory for processing this request is not supplied.',
+          );
         for (const a of ips) {
-          if (a === e.primaryIp) throw new ApiError(403, 'InvalidOperation.PrimaryIpCannotBeUnassigned', `The primary IP ${a} of ${e.id} cannot be unassigned.`);
-          if (!e.secondaryIps.includes(a)) throw new ApiError(404, 'InvalidPrivateIpAddress.NotFound', `The IP ${a} is not assigned to ${e.id}.`);
+          if (a === e.primaryIp)
+            throw new ApiError(403, 'InvalidOperation.PrimaryIpCannotBeUnassigned', `The primary IP ${a} of ${e.id} cannot be unassigned.`);
+          if (!e.secondaryIps.includes(a))
+            throw new ApiError(404, 'InvalidPrivateIpAddress.NotFound', `The IP ${a} is not assigned to ${e.id}.`);
         }
         const v = this.vswitches.get(e.vswitchId)!;
         e.secondaryIps = e.secondaryIps.filter((a) => !ips.includes(a));
@@ -628,19 +756,31 @@ export class FakeOpenApi {
       case 'AssignIpv6Addresses': {
         this.region(p);
         const e = this.eni(this.need(p, 'NetworkInterfaceId'));
-        if (e.status !== 'InUse' && e.status !== 'Available') throw new ApiError(403, 'InvalidOperation.InvalidEniState', `The current status of the ENI ${e.id} does not support this operation: ${e.status}`);
+        if (e.status !== 'InUse' && e.status !== 'Available')
+          throw new ApiError(
+            403,
+            'InvalidOperation.InvalidEniState',
+            `The current status of the ENI ${e.id} does not support this operation: ${e.status}`,
+          );
         const v = this.vswitches.get(e.vswitchId)!;
         if (!v.ipv6Cidr) throw new ApiError(403, 'InvalidVSwitch.Ipv6NotTurnOn', `The specified VSwitch "${v.id}" has no IPv6 CIDR block.`);
         const explicit = this.list(p, 'Ipv6Address');
         const n = explicit.length || this.int(p, 'Ipv6AddressCount', 0, 1, MAX_ASSIGN_PER_CALL);
         if (n === 0) throw new ApiError(400, 'MissingParameter', 'Either "Ipv6Address.N" or "Ipv6AddressCount" must be supplied.');
         const quota = this.ipv6Quota(e);
-        if (quota !== undefined && e.ipv6s.length + n > quota) throw new ApiError(403, 'InvalidOperation.Ipv6CountExceeded', `The ENI ${e.id} would hold more than ${quota} IPv6 addresses.`);
+        if (quota !== undefined && e.ipv6s.length + n > quota)
+          throw new ApiError(403, 'InvalidOperation.Ipv6CountExceeded', `The ENI ${e.id} would hold more than ${quota} IPv6 addresses.`);
         let ips: string[];
         if (explicit.length) {
           for (const a of explicit) {
-            if (!ip.contains(v.ipv6Cidr, a)) throw new ApiError(400, 'InvalidIpv6Address.Malformed', `The IPv6 address ${a} is not in the vSwitch IPv6 CIDR ${v.ipv6Cidr}.`);
-            if (v.used6.has(ip.canonicalIp(a))) throw new ApiError(400, 'InvalidIp.IpAssigned', `The IPv6 address ${a} is already assigned.`);
+            if (!ip.contains(v.ipv6Cidr, a))
+              throw new ApiError(
+                400,
+                'InvalidIpv6Address.Malformed',
+                `The IPv6 address ${a} is not in the vSwitch IPv6 CIDR ${v.ipv6Cidr}.`,
+              );
+            if (v.used6.has(ip.canonicalIp(a)))
+              throw new ApiError(400, 'InvalidIp.IpAssigned', `The IPv6 address ${a} is already assigned.`);
           }
           ips = explicit.map((a) => ip.canonicalIp(a));
           for (const a of ips) v.used6.add(a);
@@ -652,8 +792,15 @@ export class FakeOpenApi {
         this.region(p);
         const e = this.eni(this.need(p, 'NetworkInterfaceId'));
         const ips = this.list(p, 'Ipv6Address').map((a) => ip.canonicalIp(a));
-        if (ips.length === 0) throw new ApiError(400, 'MissingParameter', 'The input parameter "Ipv6Address.N" that is mandatory for processing this request is not supplied.');
-        for (const a of ips) if (!e.ipv6s.includes(a)) throw new ApiError(404, 'InvalidIpv6Address.NotFound', `The IPv6 address ${a} is not assigned to ${e.id}.`);
+        if (ips.length === 0)
+          throw new ApiError(
+            400,
+            'MissingParameter',
+            'The input parameter "Ipv6Address.N" that is mandatory for processing this request is not supplied.',
+          );
+        for (const a of ips)
+          if (!e.ipv6s.includes(a))
+            throw new ApiError(404, 'InvalidIpv6Address.NotFound', `The IPv6 address ${a} is not assigned to ${e.id}.`);
         const v = this.vswitches.get(e.vswitchId)!;
         e.ipv6s = e.ipv6s.filter((a) => !ips.includes(a));
         for (const a of ips) v.used6.delete(a);
@@ -690,7 +837,14 @@ export class FakeOpenApi {
         const all = [...this.instanceTypes].filter(([n]) => names.length === 0 || names.includes(n));
         return {
           InstanceTypes: {
-            InstanceType: all.map(([n, t]) => ({ InstanceTypeId: n, EniQuantity: t.eniQuantity, EniPrivateIpAddressQuantity: t.eniPrivateIpAddressQuantity, EniIpv6AddressQuantity: t.eniIpv6AddressQuantity ?? 0, EniTotalQuantity: t.eniTotalQuantity ?? t.eniQuantity, EniTrunkSupported: t.eniTrunkSupported ?? false })),
+            InstanceType: all.map(([n, t]) => ({
+              InstanceTypeId: n,
+              EniQuantity: t.eniQuantity,
+              EniPrivateIpAddressQuantity: t.eniPrivateIpAddressQuantity,
+              EniIpv6AddressQuantity: t.eniIpv6AddressQuantity ?? 0,
+              EniTotalQuantity: t.eniTotalQuantity ?? t.eniQuantity,
+              EniTrunkSupported: t.eniTrunkSupported ?? false,
+            })),
           },
           NextToken: '',
         };
@@ -700,7 +854,16 @@ export class FakeOpenApi {
         const ids = this.list(p, 'InstanceIds');
         const all = [...this.instances.values()].filter((i) => ids.length === 0 || ids.includes(i.id));
         return {
-          Instances: { Instance: all.map((i) => ({ InstanceId: i.id, InstanceType: i.type, ZoneId: i.zoneId, RegionId: this.regionId, Status: 'Running', VpcAttributes: { VSwitchId: i.vswitchId, VpcId: this.vswitches.get(i.vswitchId)?.vpcId ?? '' } })) },
+          Instances: {
+            Instance: all.map((i) => ({
+              InstanceId: i.id,
+              InstanceType: i.type,
+              ZoneId: i.zoneId,
+              RegionId: this.regionId,
+              Status: 'Running',
+              VpcAttributes: { VSwitchId: i.vswitchId, VpcId: this.vswitches.get(i.vswitchId)?.vpcId ?? '' },
+            })),
+          },
           TotalCount: all.length,
           NextToken: '',
         };
@@ -725,7 +888,18 @@ export class FakeOpenApi {
         if (p['VpcId']) all = all.filter((v) => v.vpcId === p['VpcId']);
         const page = all.slice((pageNumber - 1) * pageSize, pageNumber * pageSize);
         return {
-          VSwitches: { VSwitch: page.map((v) => ({ VSwitchId: v.id, VpcId: v.vpcId, ZoneId: v.zoneId, CidrBlock: v.cidr, ...(v.ipv6Cidr ? { Ipv6CidrBlock: v.ipv6Cidr } : {}), AvailableIpAddressCount: this.freeCount(v), Status: 'Available', IsDefault: false })) },
+          VSwitches: {
+            VSwitch: page.map((v) => ({
+              VSwitchId: v.id,
+              VpcId: v.vpcId,
+              ZoneId: v.zoneId,
+              CidrBlock: v.cidr,
+              ...(v.ipv6Cidr ? { Ipv6CidrBlock: v.ipv6Cidr } : {}),
+              AvailableIpAddressCount: this.freeCount(v),
+              Status: 'Available',
+              IsDefault: false,
+            })),
+          },
           TotalCount: all.length,
           PageNumber: pageNumber,
           PageSize: pageSize,

@@ -14,8 +14,12 @@ const meta = job.meta;
  */
 function call(plugin, command, netns, conf, cpu = false) {
   const env = {
-    CNI_COMMAND: command, CNI_CONTAINERID: `b${netns.slice(-6)}-${netns.split("/").pop()}`, CNI_NETNS: netns,
-    CNI_IFNAME: job.ifName, CNI_PATH: job.cniPath, PATH: '/usr/sbin:/usr/bin:/sbin:/bin',
+    CNI_COMMAND: command,
+    CNI_CONTAINERID: `b${netns.slice(-6)}-${netns.split('/').pop()}`,
+    CNI_NETNS: netns,
+    CNI_IFNAME: job.ifName,
+    CNI_PATH: job.cniPath,
+    PATH: '/usr/sbin:/usr/bin:/sbin:/bin',
   };
   const [file, args] = cpu ? [PERF, [...PERF_ARGS, job.plugins[plugin]]] : [job.plugins[plugin], []];
   const t0 = process.hrtime.bigint();
@@ -64,7 +68,9 @@ function chain(netns, withMeta) {
 
 function bare(cpu = false) {
   const t0 = process.hrtime.bigint();
-  const r = cpu ? spawnSync(PERF, [...PERF_ARGS, job.node, '-e', '0'], { env: {}, encoding: 'utf8' }) : spawnSync(job.node, ['-e', '0'], { env: {} });
+  const r = cpu
+    ? spawnSync(PERF, [...PERF_ARGS, job.node, '-e', '0'], { env: {}, encoding: 'utf8' })
+    : spawnSync(job.node, ['-e', '0'], { env: {} });
   return cpu ? taskClock(r.stderr) : Number(process.hrtime.bigint() - t0) / 1e6;
 }
 

@@ -38,7 +38,13 @@ export function alternate(a, b, runs) {
   const out = { a: [], b: [], ratios: [] };
   for (let i = 0; i < runs; i++) {
     let ta, tb;
-    if (i % 2 === 0) { ta = timeOnce(a); tb = timeOnce(b); } else { tb = timeOnce(b); ta = timeOnce(a); }
+    if (i % 2 === 0) {
+      ta = timeOnce(a);
+      tb = timeOnce(b);
+    } else {
+      tb = timeOnce(b);
+      ta = timeOnce(a);
+    }
     out.a.push(ta);
     out.b.push(tb);
     out.ratios.push(ta / tb);
@@ -53,8 +59,12 @@ export function alternate(a, b, runs) {
  */
 export function cpuOnce(cmd) {
   if (!fs.existsSync('/usr/bin/perf')) return undefined;
-  const r = spawnSync('/usr/bin/perf', ['stat', '-x,', '-e', 'task-clock', cmd.file, ...(cmd.args ?? [])],
-    { env: cmd.env ?? {}, input: cmd.input ?? '', argv0: cmd.argv0, encoding: 'utf8' });
+  const r = spawnSync('/usr/bin/perf', ['stat', '-x,', '-e', 'task-clock', cmd.file, ...(cmd.args ?? [])], {
+    env: cmd.env ?? {},
+    input: cmd.input ?? '',
+    argv0: cmd.argv0,
+    encoding: 'utf8',
+  });
   if (r.error && r.error.code !== 'EPIPE') throw r.error;
   if (r.status !== 0) throw new Error(`${cmd.file} exited ${r.status ?? r.signal}: ${r.stderr || r.stdout}`.trim());
   const m = /^([0-9.]+),msec,task-clock/m.exec(r.stderr);
@@ -79,8 +89,11 @@ export function alternateCpu(a, b, runs) {
 export function peakRssKiB(cmd) {
   const report = path.join(fs.mkdtempSync(path.join(os.tmpdir(), 'bench-rss-')), 'rss');
   try {
-    const r = spawnSync('/usr/bin/time', ['-f', '%M', '-o', report, cmd.file, ...(cmd.args ?? [])],
-      { env: cmd.env ?? {}, input: cmd.input ?? '', encoding: 'utf8' });
+    const r = spawnSync('/usr/bin/time', ['-f', '%M', '-o', report, cmd.file, ...(cmd.args ?? [])], {
+      env: cmd.env ?? {},
+      input: cmd.input ?? '',
+      encoding: 'utf8',
+    });
     if (r.error) throw r.error;
     if (r.status !== 0) throw new Error(`${cmd.file} exited ${r.status}: ${r.stderr}`);
     return Number(fs.readFileSync(report, 'utf8').trim().split('\n').pop());
@@ -98,7 +111,14 @@ export const ratio = (x) => `${x.toFixed(2)}x`;
 export function table(header, rows) {
   const all = [header, ...rows];
   const w = header.map((_, i) => Math.max(...all.map((r) => String(r[i]).length)));
-  for (const r of all) console.log('  ' + r.map((c, i) => String(c).padEnd(w[i])).join('  ').trimEnd());
+  for (const r of all)
+    console.log(
+      '  ' +
+        r
+          .map((c, i) => String(c).padEnd(w[i]))
+          .join('  ')
+          .trimEnd(),
+    );
 }
 
 /**
@@ -108,8 +128,11 @@ export function table(header, rows) {
  */
 export function cpuMs(cmd, runs) {
   if (!fs.existsSync('/usr/bin/perf')) return undefined;
-  const r = spawnSync('/usr/bin/perf', ['stat', '-x,', '-e', 'task-clock', '-r', String(runs), cmd.file, ...(cmd.args ?? [])],
-    { env: cmd.env ?? {}, input: cmd.input ?? '', encoding: 'utf8' });
+  const r = spawnSync('/usr/bin/perf', ['stat', '-x,', '-e', 'task-clock', '-r', String(runs), cmd.file, ...(cmd.args ?? [])], {
+    env: cmd.env ?? {},
+    input: cmd.input ?? '',
+    encoding: 'utf8',
+  });
   const line = r.stderr.split('\n').find((l) => l.includes('task-clock'));
   return line ? Number(line.split(',')[0]) : undefined;
 }

@@ -17,8 +17,12 @@ function run(cmd, args, opts = {}) {
 
 /** Lines of the blob step's stderr worth showing (drops Node's fixed notices). */
 function noteworthy(stderr) {
-  return stderr.split('\n').filter((l) => l.trim() !== '' &&
-    !/ExperimentalWarning: Single executable|Wrote single executable|--trace-warnings|is redundant when/.test(l));
+  return stderr
+    .split('\n')
+    .filter(
+      (l) =>
+        l.trim() !== '' && !/ExperimentalWarning: Single executable|Wrote single executable|--trace-warnings|is redundant when/.test(l),
+    );
 }
 
 /**

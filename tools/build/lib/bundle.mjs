@@ -36,8 +36,15 @@ function addonShim(root) {
     setup(build) {
       build.onResolve({ filter: /^node-gyp-build$/ }, (args) => {
         if (args.importer.includes(netlink)) return { path: shim };
-        return { errors: [{ text: `${args.importer} loads a native addon through node-gyp-build: ` +
-          'teach tools/build/lib/addons.mjs and runtime/node-gyp-build.ts about it' }] };
+        return {
+          errors: [
+            {
+              text:
+                `${args.importer} loads a native addon through node-gyp-build: ` +
+                'teach tools/build/lib/addons.mjs and runtime/node-gyp-build.ts about it',
+            },
+          ],
+        };
       });
     },
   };
@@ -57,9 +64,14 @@ function netlinkUtilShim(root) {
       build.onResolve({ filter: /^util$/ }, (args) => {
         if (!args.importer.includes(netlink)) return undefined;
         // A newer netlink using more of util must fail the build, not the plugin at run time.
-        const used = new Set([...fs.readFileSync(args.importer, 'utf8').matchAll(/\butil\.(\w+)|\{\s*(\w+)\s*\}\s*=\s*util\b/g)].map((m) => m[1] ?? m[2]));
+        const used = new Set(
+          [...fs.readFileSync(args.importer, 'utf8').matchAll(/\butil\.(\w+)|\{\s*(\w+)\s*\}\s*=\s*util\b/g)].map((m) => m[1] ?? m[2]),
+        );
         const missing = [...used].filter((n) => n !== 'getSystemErrorName');
-        if (missing.length) return { errors: [{ text: `${args.importer} uses util.${missing.join(', util.')}: add it to tools/build/runtime/netlink-util.ts` }] };
+        if (missing.length)
+          return {
+            errors: [{ text: `${args.importer} uses util.${missing.join(', util.')}: add it to tools/build/runtime/netlink-util.ts` }],
+          };
         return { path: shim };
       });
     },

@@ -51,7 +51,8 @@ export async function programChunks(root, programs, { minify, workDir, node, mul
     b.inputs.forEach((i) => inputs.add(i));
     warnings.push(...b.warnings);
   }
-  const start = (p) => `require(${JSON.stringify(path.join(root, 'tools/build/runtime/program-chunk.ts'))}).runProgramChunk(${JSON.stringify(p.name)})`;
+  const start = (p) =>
+    `require(${JSON.stringify(path.join(root, 'tools/build/runtime/program-chunk.ts'))}).runProgramChunk(${JSON.stringify(p.name)})`;
   const launch = await bundleSource(root, minify, launcherSource(root, programs, [], { multicall, snapshot: false, start }));
   const prepare = async () => {
     const assets = {};

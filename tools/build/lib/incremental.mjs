@@ -17,7 +17,9 @@ export function toolingDigest(buildDir) {
   const walk = (d) => {
     for (const e of fs.readdirSync(d, { withFileTypes: true })) {
       const p = path.join(d, e.name);
-      if (e.isDirectory()) { if (e.name !== 'fixtures' && e.name !== 'test') walk(p); } else if (/\.(mjs|ts)$/.test(e.name)) files.push(p);
+      if (e.isDirectory()) {
+        if (e.name !== 'fixtures' && e.name !== 'test') walk(p);
+      } else if (/\.(mjs|ts)$/.test(e.name)) files.push(p);
     }
   };
   walk(buildDir);

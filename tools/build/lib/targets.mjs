@@ -24,7 +24,12 @@ export function workspaceTargets(root) {
     if (!fs.existsSync(manifest)) continue;
     const pkg = JSON.parse(fs.readFileSync(manifest, 'utf8'));
     const cni = pkg.cnikit?.cniPlugins;
-    out.push(...fromDeclaration(pkg.cnikit?.executables ?? {}, path.join(pkgsDir, dir), manifest).map((t) => ({ ...t, cni: !Array.isArray(cni) || cni.includes(t.name) })));
+    out.push(
+      ...fromDeclaration(pkg.cnikit?.executables ?? {}, path.join(pkgsDir, dir), manifest).map((t) => ({
+        ...t,
+        cni: !Array.isArray(cni) || cni.includes(t.name),
+      })),
+    );
   }
   return checked(out);
 }

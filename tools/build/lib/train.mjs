@@ -27,7 +27,8 @@ import { buildKey, record, upToDate } from './incremental.mjs';
 const TRAINING_DIR = path.join(import.meta.dirname, '..', 'training');
 export const GO_PLUGINS = '/usr/lib/cni';
 /** Whether scenarios in network namespaces can run; part of the build key, so a build that could not is redone when it can. */
-export const kernelTraining = () => process.getuid?.() === 0 && ['macvlan', 'host-local'].every((p) => fs.existsSync(path.join(GO_PLUGINS, p)));
+export const kernelTraining = () =>
+  process.getuid?.() === 0 && ['macvlan', 'host-local'].every((p) => fs.existsSync(path.join(GO_PLUGINS, p)));
 
 /** A program on the executable search path of the build (ip lives in /usr/sbin or /sbin). */
 function which(cmd) {
@@ -103,7 +104,13 @@ export function createTrainer(o) {
       call(env, input, netns) {
         const command = env.CNI_COMMAND ?? 'NONE';
         const cache = path.join(path.dirname(js), `program-${name}.${command}.cache`);
-        const trainEnv = { ...env, CNIKIT_TRAIN_NAME: name, CNIKIT_TRAIN_SOURCE: js, CNIKIT_TRAIN_CACHE: cache, CNIKIT_CACHE_DIR: path.join(work, 'addons') };
+        const trainEnv = {
+          ...env,
+          CNIKIT_TRAIN_NAME: name,
+          CNIKIT_TRAIN_SOURCE: js,
+          CNIKIT_TRAIN_CACHE: cache,
+          CNIKIT_CACHE_DIR: path.join(work, 'addons'),
+        };
         try {
           return t.exec(exe, trainEnv, input, netns);
         } finally {
@@ -117,7 +124,10 @@ export function createTrainer(o) {
         const [cmd, args] = netns ? [which('ip'), ['netns', 'exec', netns, file]] : [file, []];
         const r = spawnSync(cmd, args, { env, input, encoding: 'utf8', timeout: 60_000 });
         if (r.error) throw r.error;
-        if (r.status !== 0) throw new Error(`${path.basename(file)} ${env.CNI_COMMAND ?? ''} exited ${r.status ?? r.signal}: ${(r.stdout + r.stderr).trim().slice(0, 500)}`);
+        if (r.status !== 0)
+          throw new Error(
+            `${path.basename(file)} ${env.CNI_COMMAND ?? ''} exited ${r.status ?? r.signal}: ${(r.stdout + r.stderr).trim().slice(0, 500)}`,
+          );
         return r.stdout;
       },
       ip(...args) {

@@ -53,8 +53,7 @@ function start(spec: LaunchSpec): void {
   }
   const name = spec.multicall ? pickByName(spec.programs) : names[0];
   if (name === undefined) {
-    process.stderr.write('usage: cnikit <program> [args], or cnikit linked under the program\'s name\n' +
-      `programs: ${names.join(' ')}\n`);
+    process.stderr.write("usage: cnikit <program> [args], or cnikit linked under the program's name\n" + `programs: ${names.join(' ')}\n`);
     process.exitCode = 2;
     return;
   }

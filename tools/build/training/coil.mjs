@@ -43,8 +43,13 @@ export async function train(t) {
     });
     const conf = JSON.stringify({ cniVersion: '1.0.0', name: 'k8s-pod-network', type: 'coil', socket });
     const env = (command) => ({
-      CNI_COMMAND: command, CNI_CONTAINERID: `${t.id}0123456789`, CNI_NETNS: '/var/run/netns/train', CNI_IFNAME: 'eth0',
-      CNI_PATH: '/nonexistent', CNI_ARGS: 'IgnoreUnknown=1;K8S_POD_NAME=p;K8S_POD_NAMESPACE=default', PATH: '/nonexistent',
+      CNI_COMMAND: command,
+      CNI_CONTAINERID: `${t.id}0123456789`,
+      CNI_NETNS: '/var/run/netns/train',
+      CNI_IFNAME: 'eth0',
+      CNI_PATH: '/nonexistent',
+      CNI_ARGS: 'IgnoreUnknown=1;K8S_POD_NAME=p;K8S_POD_NAMESPACE=default',
+      PATH: '/nonexistent',
     });
     t.call(env('ADD'), conf);
     t.call(env('DEL'), conf);

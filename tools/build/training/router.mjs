@@ -6,16 +6,31 @@ export function train(t) {
   const pod = `${t.id}-p`;
   const podPath = `/var/run/netns/${pod}`;
   const env = (command) => ({
-    CNI_COMMAND: command, CNI_CONTAINERID: `${t.id}0123456789`, CNI_NETNS: podPath, CNI_IFNAME: 'net1',
-    CNI_PATH: t.goPlugin(''), PATH: '/usr/sbin:/usr/bin:/sbin:/bin',
+    CNI_COMMAND: command,
+    CNI_CONTAINERID: `${t.id}0123456789`,
+    CNI_NETNS: podPath,
+    CNI_IFNAME: 'net1',
+    CNI_PATH: t.goPlugin(''),
+    PATH: '/usr/sbin:/usr/bin:/sbin:/bin',
   });
   const base = { cniVersion: '1.0.0', name: 'train-router' };
   const macvlan = {
-    ...base, type: 'macvlan', master: 'mvmaster', mode: 'bridge',
-    ipam: { type: 'host-local', dataDir: `${t.work}/ipam`, ranges: [[{ subnet: '172.30.0.0/24', gateway: '172.30.0.254' }]], routes: [{ dst: '0.0.0.0/0' }] },
+    ...base,
+    type: 'macvlan',
+    master: 'mvmaster',
+    mode: 'bridge',
+    ipam: {
+      type: 'host-local',
+      dataDir: `${t.work}/ipam`,
+      ranges: [[{ subnet: '172.30.0.0/24', gateway: '172.30.0.254' }]],
+      routes: [{ dst: '0.0.0.0/0' }],
+    },
   };
   const router = {
-    ...base, type: 'router', overlay_hijack_subnet: ['10.244.0.0/16'], service_hijack_subnet: ['10.96.0.0/12'],
+    ...base,
+    type: 'router',
+    overlay_hijack_subnet: ['10.244.0.0/16'],
+    service_hijack_subnet: ['10.96.0.0/12'],
     log_options: { log_level: 'info', log_file: `${t.work}/router.log` },
   };
   try {
@@ -38,7 +53,11 @@ export function train(t) {
     t.exec(t.goPlugin('macvlan'), env('DEL'), JSON.stringify({ ...macvlan, prevResult: result }), host);
   } finally {
     for (const n of [pod, host]) {
-      try { t.ip('netns', 'del', n); } catch { /* not created */ }
+      try {
+        t.ip('netns', 'del', n);
+      } catch {
+        /* not created */
+      }
     }
   }
 }

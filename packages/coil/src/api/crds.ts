@@ -12,9 +12,7 @@ import { AddressBlocks, AddressPools, BlockRequests } from './types';
 const cidrString = (family: 4 | 6): JSONSchemaProps => ({
   type: 'string',
   maxLength: 64,
-  'x-kubernetes-validations': [
-    { rule: `isCIDR(self) && cidr(self).ip().family() == ${family}`, message: `must be an IPv${family} CIDR` },
-  ],
+  'x-kubernetes-validations': [{ rule: `isCIDR(self) && cidr(self).ip().family() == ${family}`, message: `must be an IPv${family} CIDR` }],
 });
 
 const hostBits = (v: string, family: 4 | 6): string => `(${family === 4 ? 32 : 128} - cidr(${v}).prefixLength())`;
@@ -103,7 +101,10 @@ const requestSchema: JSONSchemaProps = {
 const intOrPercent: JSONSchemaProps = {
   'x-kubernetes-int-or-string': true,
   'x-kubernetes-validations': [
-    { rule: "type(self) == int ? int(self) >= 0 : string(self).matches('^(100|[1-9]?[0-9])%$')", message: 'must be a non-negative integer or a percentage from 0% to 100%' },
+    {
+      rule: "type(self) == int ? int(self) >= 0 : string(self).matches('^(100|[1-9]?[0-9])%$')",
+      message: 'must be a non-negative integer or a percentage from 0% to 100%',
+    },
   ],
 };
 
@@ -131,7 +132,10 @@ const egressSchema: JSONSchemaProps = {
             type: 'string',
             maxLength: 64,
             'x-kubernetes-validations': [
-              { rule: 'isCIDR(self) && cidr(self) == cidr(self).masked()', message: 'must be a CIDR without host bits, e.g. 10.0.0.0/8 or 2001:db8::/32' },
+              {
+                rule: 'isCIDR(self) && cidr(self) == cidr(self).masked()',
+                message: 'must be a CIDR without host bits, e.g. 10.0.0.0/8 or 2001:db8::/32',
+              },
             ],
           },
         },
@@ -143,7 +147,10 @@ const egressSchema: JSONSchemaProps = {
             rollingUpdate: { type: 'object', properties: { maxSurge: intOrPercent, maxUnavailable: intOrPercent } },
           },
           'x-kubernetes-validations': [
-            { rule: "!has(self.rollingUpdate) || !has(self.type) || self.type == 'RollingUpdate'", message: 'rollingUpdate is only allowed with type RollingUpdate' },
+            {
+              rule: "!has(self.rollingUpdate) || !has(self.type) || self.type == 'RollingUpdate'",
+              message: 'rollingUpdate is only allowed with type RollingUpdate',
+            },
           ],
         },
         template: {
@@ -165,7 +172,10 @@ const egressSchema: JSONSchemaProps = {
           type: 'object',
           properties: { minAvailable: intOrPercent, maxUnavailable: intOrPercent },
           'x-kubernetes-validations': [
-            { rule: '!(has(self.minAvailable) && has(self.maxUnavailable))', message: 'minAvailable and maxUnavailable cannot be both set' },
+            {
+              rule: '!(has(self.minAvailable) && has(self.maxUnavailable))',
+              message: 'minAvailable and maxUnavailable cannot be both set',
+            },
           ],
         },
       },

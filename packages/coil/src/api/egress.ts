@@ -87,7 +87,13 @@ export interface Deployment extends KubeObject {
   };
   status?: { replicas?: number; readyReplicas?: number; availableReplicas?: number; [k: string]: unknown };
 }
-export const Deployments = defineResource<Deployment>({ group: 'apps', version: 'v1', kind: 'Deployment', plural: 'deployments', namespaced: true });
+export const Deployments = defineResource<Deployment>({
+  group: 'apps',
+  version: 'v1',
+  kind: 'Deployment',
+  plural: 'deployments',
+  namespaced: true,
+});
 
 export interface Service extends KubeObject {
   spec: {
@@ -109,7 +115,11 @@ export interface PodDisruptionBudget extends KubeObject {
   spec: { minAvailable?: IntOrString; maxUnavailable?: IntOrString; selector?: { matchLabels?: Record<string, string> } };
 }
 export const PodDisruptionBudgets = defineResource<PodDisruptionBudget>({
-  group: 'policy', version: 'v1', kind: 'PodDisruptionBudget', plural: 'poddisruptionbudgets', namespaced: true,
+  group: 'policy',
+  version: 'v1',
+  kind: 'PodDisruptionBudget',
+  plural: 'poddisruptionbudgets',
+  namespaced: true,
 });
 
 /** Labels of everything made for one Egress; also the Deployment's and the Service's selector. */
@@ -119,7 +129,10 @@ export function egressLabels(egressName: string): Record<string, string> {
 
 /** The selector in string form (sorted keys, as a LabelSelector serialises). */
 export function egressSelector(egressName: string): string {
-  return Object.entries(egressLabels(egressName)).sort(([a], [b]) => a.localeCompare(b)).map(([k, v]) => `${k}=${v}`).join(',');
+  return Object.entries(egressLabels(egressName))
+    .sort(([a], [b]) => a.localeCompare(b))
+    .map(([k, v]) => `${k}=${v}`)
+    .join(',');
 }
 
 /** Every Egress a pod asks for: `egress.coil.cybozu.com/<ns>: a,b` -> [{namespace, name}], in a stable order. */
@@ -128,13 +141,23 @@ export function egressesOfPod(annotations: Record<string, string> | undefined): 
   for (const [k, v] of Object.entries(annotations ?? {})) {
     if (!k.startsWith(ANNOTATION_EGRESS_PREFIX)) continue;
     const namespace = k.slice(ANNOTATION_EGRESS_PREFIX.length);
-    for (const name of v.split(',').map((s) => s.trim()).filter(Boolean)) out.push({ namespace, name });
+    for (const name of v
+      .split(',')
+      .map((s) => s.trim())
+      .filter(Boolean))
+      out.push({ namespace, name });
   }
   return out.sort((a, b) => `${a.namespace}/${a.name}`.localeCompare(`${b.namespace}/${b.name}`));
 }
 
 export type ServiceAccount = KubeObject;
-export const ServiceAccounts = defineResource<ServiceAccount>({ group: '', version: 'v1', kind: 'ServiceAccount', plural: 'serviceaccounts', namespaced: true });
+export const ServiceAccounts = defineResource<ServiceAccount>({
+  group: '',
+  version: 'v1',
+  kind: 'ServiceAccount',
+  plural: 'serviceaccounts',
+  namespaced: true,
+});
 
 export interface RbacSubject {
   kind: string;
@@ -147,7 +170,11 @@ export interface ClusterRoleBinding extends KubeObject {
   subjects?: RbacSubject[];
 }
 export const ClusterRoleBindings = defineResource<ClusterRoleBinding>({
-  group: 'rbac.authorization.k8s.io', version: 'v1', kind: 'ClusterRoleBinding', plural: 'clusterrolebindings', namespaced: false,
+  group: 'rbac.authorization.k8s.io',
+  version: 'v1',
+  kind: 'ClusterRoleBinding',
+  plural: 'clusterrolebindings',
+  namespaced: false,
 });
 /** ClusterRoleBinding (from config/rbac.yaml) whose subjects the controller keeps: coil-egress of every Egress namespace. */
 export const EGRESS_CLUSTER_ROLE_BINDING = 'coil-egress';

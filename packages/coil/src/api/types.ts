@@ -52,9 +52,27 @@ export interface BlockRequestStatus {
 }
 export type BlockRequest = CustomObject<BlockRequestSpec, BlockRequestStatus>;
 
-export const AddressPools = defineResource<AddressPool>({ group: GROUP, version: VERSION, kind: 'AddressPool', plural: 'addresspools', namespaced: false });
-export const AddressBlocks = defineResource<AddressBlock>({ group: GROUP, version: VERSION, kind: 'AddressBlock', plural: 'addressblocks', namespaced: false });
-export const BlockRequests = defineResource<BlockRequest>({ group: GROUP, version: VERSION, kind: 'BlockRequest', plural: 'blockrequests', namespaced: false });
+export const AddressPools = defineResource<AddressPool>({
+  group: GROUP,
+  version: VERSION,
+  kind: 'AddressPool',
+  plural: 'addresspools',
+  namespaced: false,
+});
+export const AddressBlocks = defineResource<AddressBlock>({
+  group: GROUP,
+  version: VERSION,
+  kind: 'AddressBlock',
+  plural: 'addressblocks',
+  namespaced: false,
+});
+export const BlockRequests = defineResource<BlockRequest>({
+  group: GROUP,
+  version: VERSION,
+  kind: 'BlockRequest',
+  plural: 'blockrequests',
+  namespaced: false,
+});
 
 export const blockName = (pool: string, index: number): string => `${pool}-${index}`;
 export const requestName = (pool: string, node: string): string => `req-${pool}-${node}`;

@@ -26,7 +26,12 @@ function argsOf(a: CmdArgs): Partial<CNIArgs> {
   }
   args['IS_CHAINED'] = a.conf.prevResult !== undefined ? 'true' : 'false';
   return {
-    containerId: a.containerId, netns: a.netns, ifname: a.ifName, args, path: a.path.join(':'), stdinData: a.stdin,
+    containerId: a.containerId,
+    netns: a.netns,
+    ifname: a.ifName,
+    args,
+    path: a.path.join(':'),
+    stdinData: a.stdin,
   };
 }
 
@@ -34,7 +39,8 @@ async function call(a: CmdArgs, method: string): Promise<Buffer> {
   try {
     return await unaryCall(socketOf(a), method, encodeCNIArgs(argsOf(a)), TIMEOUT_MS);
   } catch (err) {
-    if (err instanceof RpcError && err.cniError) throw new CniError(err.cniError.code || CniCode.Internal, err.cniError.msg, err.cniError.details);
+    if (err instanceof RpcError && err.cniError)
+      throw new CniError(err.cniError.code || CniCode.Internal, err.cniError.msg, err.cniError.details);
     if (err instanceof UnavailableError) {
       if (method === 'Status') throw new CniError(CniCode.NotAvailable, 'coild is not reachable', err.message);
       throw new TransientError('coild is not reachable', err.message, { cause: err });

@@ -5,11 +5,16 @@
  * the kernel shows (COIL: aliases + table-116 routes), GC unused blocks, sync the export table.
  */
 import {
-  CniCode, CniError, UndoStack, optionalPrevResultOf, parseNetConf, validAttachments, type Netns, type Result,
+  CniCode,
+  CniError,
+  UndoStack,
+  optionalPrevResultOf,
+  parseNetConf,
+  validAttachments,
+  type Netns,
+  type Result,
 } from '@cnikit/netlib';
-import {
-  Informer, Namespaces, Nodes, ResourceClient, traceLogger, type KubeTransport, type Logger, type Namespace,
-} from '@cnikit/kube';
+import { Informer, Namespaces, Nodes, ResourceClient, traceLogger, type KubeTransport, type Logger, type Namespace } from '@cnikit/kube';
 import type { Registry } from 'prom-client';
 import { ANNOTATION_POOL, DEFAULT_POOL, isValidPoolName } from '../api/types';
 import type { CNIArgs } from '../rpc/codec';
@@ -54,20 +59,32 @@ export class Coild {
   constructor(private readonly opts: CoildOptions) {
     this.log = opts.logger ?? traceLogger('coild', { node: opts.nodeName });
     this.pnCfg = {
-      podTableId: opts.podTableId ?? 116, podRulePrio: opts.podRulePrio ?? 2000, protocolId: opts.protocolId ?? 30,
+      podTableId: opts.podTableId ?? 116,
+      podRulePrio: opts.podRulePrio ?? 2000,
+      protocolId: opts.protocolId ?? 30,
       compatCalico: opts.compatCalico ?? false,
     };
     this.podNetwork = new PodNetwork(opts.hostNs, this.pnCfg);
     this.exporter = new RouteExporter(opts.hostNs, opts.exportTableId ?? 119, opts.protocolId ?? 30);
-    this.ipam = new NodeIPAM(opts.transport, opts.nodeName, {
-      blockAdded: (b: OwnedBlock) => this.exportBlock(b, true),
-      blockRemoved: (b: OwnedBlock) => this.exportBlock(b, false),
-    }, { logger: this.log });
+    this.ipam = new NodeIPAM(
+      opts.transport,
+      opts.nodeName,
+      {
+        blockAdded: (b: OwnedBlock) => this.exportBlock(b, true),
+        blockRemoved: (b: OwnedBlock) => this.exportBlock(b, false),
+      },
+      { logger: this.log },
+    );
     this.namespaces = new Informer(new ResourceClient(opts.transport, Namespaces));
     if (opts.egress) {
       this.egress = new EgressClient({
-        transport: opts.transport, nodeName: opts.nodeName, hostNs: opts.hostNs, fouPort: opts.egress.fouPort,
-        natClient: opts.egress.natClient ?? defaultNatClient(), registry: opts.registry, logger: this.log,
+        transport: opts.transport,
+        nodeName: opts.nodeName,
+        hostNs: opts.hostNs,
+        fouPort: opts.egress.fouPort,
+        natClient: opts.egress.natClient ?? defaultNatClient(),
+        registry: opts.registry,
+        logger: this.log,
         lock: (containerId, fn) => this.locks.run(containerId, fn),
       });
     }
@@ -93,7 +110,7 @@ export class Coild {
       this.attachments.set(`${p.containerId}/${p.ifname}`, p);
       if (!this.ipam.register(p.pool, { ipv4: p.ipv4, ipv6: p.ipv6 })) orphans++;
     }
-    if (orphans) this.log.warn('pods with addresses outside the node\'s blocks', { count: orphans });
+    if (orphans) this.log.warn("pods with addresses outside the node's blocks", { count: orphans });
     await this.ipam.gc();
     await this.egress?.start([...this.attachments.values()]);
     await this.exporter.sync(this.ipam.owned().flatMap((b) => NodeIPAM.cidrsOf(b)));
@@ -126,7 +143,11 @@ export class Coild {
     const v = ns.metadata.annotations?.[ANNOTATION_POOL];
     if (v === undefined) return DEFAULT_POOL;
     if (!isValidPoolName(v)) {
-      throw new CniError(CniCode.InvalidNetworkConfig, `malformed ${ANNOTATION_POOL} annotation`, `namespace ${namespace}: ${JSON.stringify(v)} is not a pool name`);
+      throw new CniError(
+        CniCode.InvalidNetworkConfig,
+        `malformed ${ANNOTATION_POOL} annotation`,
+        `namespace ${namespace}: ${JSON.stringify(v)} is not a pool name`,
+      );
     }
     return v;
   }
@@ -154,7 +175,14 @@ export class Coild {
       try {
         const natCfg = egressPlan && this.egress!.configFor(egressPlan, alloc.ipv4, alloc.ipv6);
         const { result, info } = await this.podNetwork.setup({
-          containerId: a.containerId, ifname: a.ifname, netns: a.netns, pool, ipv4: alloc.ipv4, ipv6: alloc.ipv6, podNamespace, podName,
+          containerId: a.containerId,
+          ifname: a.ifname,
+          netns: a.netns,
+          pool,
+          ipv4: alloc.ipv4,
+          ipv6: alloc.ipv6,
+          podNamespace,
+          podName,
         });
         undo.push('destroy pod network', () => this.podNetwork.destroy(info));
         if (natCfg && egressPlan) {
@@ -162,8 +190,15 @@ export class Coild {
           undo.push('remove egress NAT', () => this.egress!.remove(a.netns));
           await this.egress!.apply(a.netns, natCfg);
           this.egress!.register({
-            containerId: a.containerId, ifname: a.ifname, podNamespace: podNamespace!, podName: podName!, hostIndex: info.hostIndex,
-            ipv4: info.ipv4, ipv6: info.ipv6, netns: a.netns, egresses: egressPlan.map((e) => ({ namespace: e.namespace, name: e.name })),
+            containerId: a.containerId,
+            ifname: a.ifname,
+            podNamespace: podNamespace!,
+            podName: podName!,
+            hostIndex: info.hostIndex,
+            ipv4: info.ipv4,
+            ipv6: info.ipv6,
+            netns: a.netns,
+            egresses: egressPlan.map((e) => ({ namespace: e.namespace, name: e.name })),
           });
         }
         undo.commit();

@@ -14,13 +14,9 @@
  * veth (netns-finder.ts): nothing is kept in files.
  */
 import { CniCode, CniError, openNetns, type Netns } from '@cnikit/netlib';
-import {
-  Informer, Pods, ResourceClient, isNotFound, traceLogger, type KubeTransport, type Logger, type Pod,
-} from '@cnikit/kube';
+import { Informer, Pods, ResourceClient, isNotFound, traceLogger, type KubeTransport, type Logger, type Pod } from '@cnikit/kube';
 import { Gauge, type Registry } from 'prom-client';
-import {
-  Egresses, LABEL_APP_COMPONENT, LABEL_APP_NAME, Services, egressesOfPod, type Egress, type Service,
-} from '../api/egress';
+import { Egresses, LABEL_APP_COMPONENT, LABEL_APP_NAME, Services, egressesOfPod, type Egress, type Service } from '../api/egress';
 import { isValidPoolName } from '../api/types';
 import { findPeerNetns } from './netns-finder';
 import type { PodInfo } from './podnetwork';
@@ -32,7 +28,9 @@ export type { EgressPeer, NatClientConfig };
 export interface NatClient {
   reconcileNatClient(netnsPath: string, cfg: NatClientConfig): Promise<void>;
   removeNatClient(netnsPath: string): Promise<void>;
-  readNatClient(netnsPath: string): Promise<{ fouPort?: number; peers: Array<{ peer: string; sportAuto: boolean; destinations: string[] }> }>;
+  readNatClient(
+    netnsPath: string,
+  ): Promise<{ fouPort?: number; peers: Array<{ peer: string; sportAuto: boolean; destinations: string[] }> }>;
 }
 
 /** The real NAT client, loaded on first use (coild without --enable-egress never loads it). */
@@ -113,18 +111,31 @@ export class EgressClient {
     this.egressInformer = new Informer(this.egresses);
     this.serviceInformer = new Informer(this.services, { labelSelector: `${LABEL_APP_NAME}=coil,${LABEL_APP_COMPONENT}=egress` });
     // Only this node's pods: to map pods coild did not set up in this lifetime to their Pod objects.
-    this.podInformer = new Informer(this.pods, { fieldSelector: `spec.nodeName=${opts.nodeName}`, indexers: { ip: (p) => (p.status?.podIPs ?? []).map((x) => x.ip) } });
+    this.podInformer = new Informer(this.pods, {
+      fieldSelector: `spec.nodeName=${opts.nodeName}`,
+      indexers: { ip: (p) => (p.status?.podIPs ?? []).map((x) => x.ip) },
+    });
     if (opts.registry) {
       const registers = [opts.registry];
-      this.podCount = new Gauge({ name: 'coil_egress_client_pod_count', help: 'the number of pods on this node using the egress', labelNames: ['namespace', 'egress'], registers });
+      this.podCount = new Gauge({
+        name: 'coil_egress_client_pod_count',
+        help: 'the number of pods on this node using the egress',
+        labelNames: ['namespace', 'egress'],
+        registers,
+      });
       this.podInfo = new Gauge({
-        name: 'coil_egress_client_pod_info', help: 'a pod on this node using the egress (always 1)',
-        labelNames: ['namespace', 'pod', 'interface', 'egress', 'egress_namespace'], registers,
+        name: 'coil_egress_client_pod_info',
+        help: 'a pod on this node using the egress (always 1)',
+        labelNames: ['namespace', 'pod', 'interface', 'egress', 'egress_namespace'],
+        registers,
       });
     }
     this.egressInformer.addHandlers({
       update: (o, n) => {
-        if (JSON.stringify([o.spec.destinations, o.spec.fouSourcePortAuto ?? false]) !== JSON.stringify([n.spec.destinations, n.spec.fouSourcePortAuto ?? false])) {
+        if (
+          JSON.stringify([o.spec.destinations, o.spec.fouSourcePortAuto ?? false]) !==
+          JSON.stringify([n.spec.destinations, n.spec.fouSourcePortAuto ?? false])
+        ) {
           this.refresh(n.metadata.namespace!, n.metadata.name!, 'egress changed');
         }
       },
@@ -134,7 +145,8 @@ export class EgressClient {
     this.podInformer.addHandlers({ update: (_o, n) => this.adoptPod(n) });
     this.serviceInformer.addHandlers({
       update: (o, n) => {
-        if (JSON.stringify(clusterIPsOf(o)) !== JSON.stringify(clusterIPsOf(n))) this.refresh(n.metadata.namespace!, n.metadata.name!, 'service ClusterIPs changed');
+        if (JSON.stringify(clusterIPsOf(o)) !== JSON.stringify(clusterIPsOf(n)))
+          this.refresh(n.metadata.namespace!, n.metadata.name!, 'service ClusterIPs changed');
       },
       // A Service deleted and re-created gets new ClusterIPs: the pods' tunnels follow.
       add: (n) => this.refresh(n.metadata.namespace!, n.metadata.name!, 'service added'),
@@ -180,7 +192,10 @@ export class EgressClient {
       try {
         pod = await this.pods.get(podName, { namespace: podNamespace });
       } catch (err) {
-        if (isNotFound(err)) throw new CniError(CniCode.TryAgainLater, 'pod not found', `${podNamespace}/${podName}: egress NAT needs the Pod object`, { cause: err });
+        if (isNotFound(err))
+          throw new CniError(CniCode.TryAgainLater, 'pod not found', `${podNamespace}/${podName}: egress NAT needs the Pod object`, {
+            cause: err,
+          });
         throw err;
       }
     }
@@ -191,12 +206,21 @@ export class EgressClient {
 
   private async resolve(namespace: string, name: string): Promise<ResolvedEgress> {
     if (!isValidPoolName(namespace) || !isValidPoolName(name)) {
-      throw new CniError(CniCode.InvalidNetworkConfig, 'malformed egress.coil.cybozu.com annotation', `${JSON.stringify(namespace)}: ${JSON.stringify(name)} is not an Egress reference`);
+      throw new CniError(
+        CniCode.InvalidNetworkConfig,
+        'malformed egress.coil.cybozu.com annotation',
+        `${JSON.stringify(namespace)}: ${JSON.stringify(name)} is not an Egress reference`,
+      );
     }
-    const eg = this.egressInformer.store.get(key(namespace, name)) ?? await this.egresses.find(name, { namespace });
+    const eg = this.egressInformer.store.get(key(namespace, name)) ?? (await this.egresses.find(name, { namespace }));
     if (!eg) throw new CniError(CniCode.InvalidNetworkConfig, 'egress not found', `Egress ${namespace}/${name}`);
-    const svc = this.serviceInformer.store.get(key(namespace, name)) ?? await this.services.find(name, { namespace });
-    if (!svc) throw new CniError(CniCode.TryAgainLater, 'egress service not found', `Service ${namespace}/${name} (coil-egress-controller creates it)`);
+    const svc = this.serviceInformer.store.get(key(namespace, name)) ?? (await this.services.find(name, { namespace }));
+    if (!svc)
+      throw new CniError(
+        CniCode.TryAgainLater,
+        'egress service not found',
+        `Service ${namespace}/${name} (coil-egress-controller creates it)`,
+      );
     const clusterIPs = clusterIPsOf(svc);
     if (!clusterIPs.length) throw new CniError(CniCode.TryAgainLater, 'egress service has no ClusterIP', `Service ${namespace}/${name}`);
     return { namespace, name, clusterIPs, destinations: eg.spec.destinations, fouSourcePortAuto: eg.spec.fouSourcePortAuto ?? false };
@@ -217,8 +241,11 @@ export class EgressClient {
       if (v4) peer.peerIPv4 = v4;
       if (v6) peer.peerIPv6 = v6;
       if (!v4 && !v6) {
-        throw new CniError(CniCode.InvalidNetworkConfig, 'egress service has no ClusterIP of the pod\'s address family',
-          `Service ${r.namespace}/${r.name} has ${r.clusterIPs.join(', ')}; pod has ${[ipv4, ipv6].filter(Boolean).join(', ')}`);
+        throw new CniError(
+          CniCode.InvalidNetworkConfig,
+          "egress service has no ClusterIP of the pod's address family",
+          `Service ${r.namespace}/${r.name} has ${r.clusterIPs.join(', ')}; pod has ${[ipv4, ipv6].filter(Boolean).join(', ')}`,
+        );
       }
       // Destinations of a family without a tunnel cannot be routed through this Egress.
       peer.destinations = r.destinations.filter((d) => (d.includes(':') ? Boolean(v6) : Boolean(v4)));
@@ -265,7 +292,12 @@ export class EgressClient {
     const egresses = egressesOfPod(pod.metadata.annotations);
     if (!egresses.length) return;
     const c: EgressClientPod = {
-      containerId: p.containerId, ifname: p.ifname, podNamespace: pod.metadata.namespace!, podName: pod.metadata.name!, hostIndex: p.hostIndex, egresses,
+      containerId: p.containerId,
+      ifname: p.ifname,
+      podNamespace: pod.metadata.namespace!,
+      podName: pod.metadata.name!,
+      hostIndex: p.hostIndex,
+      egresses,
     };
     if (p.ipv4) c.ipv4 = p.ipv4;
     if (p.ipv6) c.ipv6 = p.ipv6;
@@ -288,7 +320,12 @@ export class EgressClient {
   private refresh(namespace: string, name: string, why: string): void {
     for (const [k, c] of this.clients) {
       if (!c.egresses.some((e) => e.namespace === namespace && e.name === name)) continue;
-      this.log.info('updating egress NAT of a pod', { why, egress: key(namespace, name), pod: key(c.podNamespace, c.podName), containerId: c.containerId });
+      this.log.info('updating egress NAT of a pod', {
+        why,
+        egress: key(namespace, name),
+        pod: key(c.podNamespace, c.podName),
+        containerId: c.containerId,
+      });
       this.schedule(k, 0);
     }
   }
@@ -299,11 +336,14 @@ export class EgressClient {
     if (prev) clearTimeout(prev);
     const timer = setTimeout(() => {
       this.retry.delete(k);
-      const run = this.reconcilePod(k).then(() => undefined, (err: unknown) => {
-        const next = Math.min(Math.max(delayMs * 2, 500), 30_000);
-        this.log.warn('egress NAT update failed; retrying', { key: k, inMs: next, error: err });
-        if (this.clients.has(k)) this.schedule(k, next);
-      });
+      const run = this.reconcilePod(k).then(
+        () => undefined,
+        (err: unknown) => {
+          const next = Math.min(Math.max(delayMs * 2, 500), 30_000);
+          this.log.warn('egress NAT update failed; retrying', { key: k, inMs: next, error: err });
+          if (this.clients.has(k)) this.schedule(k, next);
+        },
+      );
       this.running.add(run);
       void run.finally(() => this.running.delete(run));
     }, delayMs);
@@ -326,7 +366,11 @@ export class EgressClient {
         // family): their tunnels are left as they are, as Coil does, rather than dropped, which would send
         // that traffic out without NAT. Re-creating it converges them (the add handlers).
         if (err instanceof CniError && err.code === CniCode.InvalidNetworkConfig) {
-          this.log.warn('egress NAT of a pod not updated', { pod: key(c.podNamespace, c.podName), reason: err.message, details: err.details });
+          this.log.warn('egress NAT of a pod not updated', {
+            pod: key(c.podNamespace, c.podName),
+            reason: err.message,
+            details: err.details,
+          });
           return;
         }
         throw err;
@@ -360,7 +404,10 @@ export class EgressClient {
     for (const c of this.clients.values()) {
       for (const e of c.egresses) {
         counts.set(key(e.namespace, e.name), (counts.get(key(e.namespace, e.name)) ?? 0) + 1);
-        this.podInfo.set({ namespace: c.podNamespace, pod: c.podName, interface: c.ifname, egress: e.name, egress_namespace: e.namespace }, 1);
+        this.podInfo.set(
+          { namespace: c.podNamespace, pod: c.podName, interface: c.ifname, egress: e.name, egress_namespace: e.namespace },
+          1,
+        );
       }
     }
     for (const [k, n] of counts) {

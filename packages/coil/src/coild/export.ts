@@ -8,7 +8,11 @@ import { isExistsError, isNotFoundError, link, route, type Netns } from '@cnikit
 export class RouteExporter {
   private loIndex: number | undefined;
 
-  constructor(private readonly ns: Netns, private readonly tableId: number, private readonly protocolId: number) {}
+  constructor(
+    private readonly ns: Netns,
+    private readonly tableId: number,
+    private readonly protocolId: number,
+  ) {}
 
   private async lo(): Promise<number> {
     this.loIndex ??= (await link.get(this.ns, 'lo')).index;
@@ -32,7 +36,10 @@ export class RouteExporter {
   }
 
   async list(): Promise<string[]> {
-    const rs = [...(await route.list(this.ns, { table: this.tableId, family: 4 })), ...(await route.list(this.ns, { table: this.tableId, family: 6 }))];
+    const rs = [
+      ...(await route.list(this.ns, { table: this.tableId, family: 4 })),
+      ...(await route.list(this.ns, { table: this.tableId, family: 6 })),
+    ];
     return rs.filter((r) => r.protocol === this.protocolId && r.table === this.tableId).map((r) => r.dst);
   }
 

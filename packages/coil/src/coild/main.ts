@@ -32,12 +32,24 @@ async function main(): Promise<void> {
     .option('--backend <name>', 'NAT backend: iptables | nftables', 'iptables')
     .option('--addressblock-gc-interval <duration>', 'interval of the unused address block GC', '5m')
     .option('--kubeconfig <path>', 'kubeconfig (default: in-cluster / $KUBECONFIG)')
-    .option('--netns <path>', 'do the node-side network work in this namespace instead of coild\'s own (tests)')
+    .option('--netns <path>', "do the node-side network work in this namespace instead of coild's own (tests)")
     .option('--node-name <name>', 'node name (default $COIL_NODE_NAME)')
     .parse()
     .opts<{
-      metricsAddr: string; healthAddr: string; socket: string; podTableId: number; podRulePrio: number; exportTableId: number;
-      protocolId: number; compatCalico: boolean; enableEgress: boolean; egressPort: number; addressblockGcInterval: string; kubeconfig?: string; netns?: string; nodeName?: string;
+      metricsAddr: string;
+      healthAddr: string;
+      socket: string;
+      podTableId: number;
+      podRulePrio: number;
+      exportTableId: number;
+      protocolId: number;
+      compatCalico: boolean;
+      enableEgress: boolean;
+      egressPort: number;
+      addressblockGcInterval: string;
+      kubeconfig?: string;
+      netns?: string;
+      nodeName?: string;
     }>();
   const nodeName = o.nodeName ?? process.env.COIL_NODE_NAME;
   if (!nodeName) throw new Error('COIL_NODE_NAME (or --node-name) is required');
@@ -47,10 +59,17 @@ async function main(): Promise<void> {
   const kubeMetrics = new KubeMetrics({ registry });
   const transport = connect({ kubeconfig: o.kubeconfig, observer: kubeMetrics.observeRequests() });
   const coild = new Coild({
-    transport, nodeName, hostNs: o.netns ? openNetns(o.netns) : hostNetns(),
-    podTableId: o.podTableId, podRulePrio: o.podRulePrio, exportTableId: o.exportTableId, protocolId: o.protocolId,
-    compatCalico: o.compatCalico, gcIntervalMs: parseDuration(o.addressblockGcInterval),
-    egress: o.enableEgress ? { fouPort: o.egressPort } : undefined, registry,
+    transport,
+    nodeName,
+    hostNs: o.netns ? openNetns(o.netns) : hostNetns(),
+    podTableId: o.podTableId,
+    podRulePrio: o.podRulePrio,
+    exportTableId: o.exportTableId,
+    protocolId: o.protocolId,
+    compatCalico: o.compatCalico,
+    gcIntervalMs: parseDuration(o.addressblockGcInterval),
+    egress: o.enableEgress ? { fouPort: o.egressPort } : undefined,
+    registry,
   });
   // Start-up talks to the API server (blocks, nodes, namespaces): retry while it is not ready yet
   // (429 while storage initialises, connection refused) instead of dying on the first answer.

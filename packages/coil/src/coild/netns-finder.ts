@@ -76,7 +76,11 @@ export function candidateNetnsPaths(runDirs: readonly string[] = ['/run/netns', 
 }
 
 /** The path of the namespace whose id in `hostNs` is `nsid`, if some candidate is. */
-export async function findNetnsById(hostNs: Netns, nsid: number, candidates: readonly string[] = candidateNetnsPaths()): Promise<string | undefined> {
+export async function findNetnsById(
+  hostNs: Netns,
+  nsid: number,
+  candidates: readonly string[] = candidateNetnsPaths(),
+): Promise<string | undefined> {
   for (const p of candidates) {
     let fd: number;
     try {

@@ -13,11 +13,31 @@
  */
 import { CniCode, CniError, TransientError, ip } from '@cnikit/netlib';
 import {
-  ResourceClient, Nodes, isBeingDeleted, isNotFound, removeFinalizer, sleep, traceLogger, type KubeTransport, type Logger, type Node,
+  ResourceClient,
+  Nodes,
+  isBeingDeleted,
+  isNotFound,
+  removeFinalizer,
+  sleep,
+  traceLogger,
+  type KubeTransport,
+  type Logger,
+  type Node,
 } from '@cnikit/kube';
 import {
-  AddressBlocks, AddressPools, BLOCK_REQUEST_TIMEOUT_MS, BlockRequests, FINALIZER, LABEL_NODE, LABEL_POOL, LABEL_RESERVED,
-  requestName, requestOutcome, type AddressBlock, type AddressPool, type BlockRequest,
+  AddressBlocks,
+  AddressPools,
+  BLOCK_REQUEST_TIMEOUT_MS,
+  BlockRequests,
+  FINALIZER,
+  LABEL_NODE,
+  LABEL_POOL,
+  LABEL_RESERVED,
+  requestName,
+  requestOutcome,
+  type AddressBlock,
+  type AddressPool,
+  type BlockRequest,
 } from '../api/types';
 import { BitmapAllocator } from '../ipam/allocator';
 
@@ -71,7 +91,12 @@ export class NodeIPAM {
   /** BlockRequests issued (for tests and metrics). */
   requestsIssued = 0;
 
-  constructor(transport: KubeTransport, readonly nodeName: string, private readonly listener: BlockListener, opts: { logger?: Logger; requestTimeoutMs?: number } = {}) {
+  constructor(
+    transport: KubeTransport,
+    readonly nodeName: string,
+    private readonly listener: BlockListener,
+    opts: { logger?: Logger; requestTimeoutMs?: number } = {},
+  ) {
     this.blockClient = new ResourceClient(transport, AddressBlocks);
     this.requestClient = new ResourceClient(transport, BlockRequests);
     this.poolClient = new ResourceClient(transport, AddressPools);
@@ -184,7 +209,9 @@ export class NodeIPAM {
     await this.requestClient.create({
       metadata: {
         name,
-        ownerReferences: [{ apiVersion: 'v1', kind: 'Node', name: this.nodeName, uid: node.metadata.uid!, controller: false, blockOwnerDeletion: false }],
+        ownerReferences: [
+          { apiVersion: 'v1', kind: 'Node', name: this.nodeName, uid: node.metadata.uid!, controller: false, blockOwnerDeletion: false },
+        ],
       },
       spec: { nodeName: this.nodeName, poolName: pool },
     });
@@ -200,7 +227,8 @@ export class NodeIPAM {
         }
         if (outcome?.type === 'Complete' && req.status?.addressBlockName) {
           const b = await this.blockClient.get(req.status.addressBlockName);
-          if (b.metadata.labels?.[LABEL_NODE] !== this.nodeName) throw new CniError(CniCode.Internal, 'block request answered with a foreign block', b.metadata.name);
+          if (b.metadata.labels?.[LABEL_NODE] !== this.nodeName)
+            throw new CniError(CniCode.Internal, 'block request answered with a foreign block', b.metadata.name);
           if (!this.ownedIn(pool).some((x) => x.name === b.metadata.name)) {
             const p = await this.poolClient.get(pool);
             const ob = this.addOwned(b, p.spec.blockSizeBits);
@@ -209,7 +237,8 @@ export class NodeIPAM {
           }
           return;
         }
-        if (Date.now() > deadline) throw new TransientError('block request timed out', `${name} not answered in ${this.requestTimeoutMs} ms`);
+        if (Date.now() > deadline)
+          throw new TransientError('block request timed out', `${name} not answered in ${this.requestTimeoutMs} ms`);
         await sleep(wait);
         wait = Math.min(wait * 2, 100);
       }

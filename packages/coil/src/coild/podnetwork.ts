@@ -11,8 +11,21 @@
  */
 import { createHash, randomBytes } from 'node:crypto';
 import {
-  CniError, CniCode, NetlinkError, NetnsNotFoundError, UndoStack, addr, isExistsError, isNotFoundError, link, openNetns, route, rule, sysctl,
-  type Netns, type Result,
+  CniError,
+  CniCode,
+  NetlinkError,
+  NetnsNotFoundError,
+  UndoStack,
+  addr,
+  isExistsError,
+  isNotFoundError,
+  link,
+  openNetns,
+  route,
+  rule,
+  sysctl,
+  type Netns,
+  type Result,
 } from '@cnikit/netlib';
 
 export const ALIAS_PREFIX = 'COIL:';
@@ -60,12 +73,16 @@ export function parseAlias(alias: string | undefined): { pool: string; container
 }
 
 export function hostVethName(compatCalico: boolean, podNamespace?: string, podName?: string): string {
-  if (compatCalico && podNamespace && podName) return `veth${createHash('sha1').update(`${podNamespace}.${podName}`).digest('hex').slice(0, 11)}`;
+  if (compatCalico && podNamespace && podName)
+    return `veth${createHash('sha1').update(`${podNamespace}.${podName}`).digest('hex').slice(0, 11)}`;
   return `veth${randomBytes(6).toString('hex').slice(0, 11)}`;
 }
 
 export class PodNetwork {
-  constructor(private readonly host: Netns, private readonly cfg: PodNetworkConfig) {}
+  constructor(
+    private readonly host: Netns,
+    private readonly cfg: PodNetworkConfig,
+  ) {}
 
   /**
    * Forwarding on, as Coil's PodNetwork.Init does, and ip rule pref <podRulePrio> lookup <podTableId>,
@@ -144,7 +161,8 @@ export class PodNetwork {
       return { result: { cniVersion: '1.1.0', interfaces: [{ name: p.ifname, mac: peer.mac, sandbox: p.netns }], ips }, info };
     } catch (err) {
       await undo.unwind();
-      if (isExistsError(err)) throw new CniError(CniCode.Internal, `interface ${p.ifname} already exists in ${p.netns}`, '', { cause: err });
+      if (isExistsError(err))
+        throw new CniError(CniCode.Internal, `interface ${p.ifname} already exists in ${p.netns}`, '', { cause: err });
       throw err;
     } finally {
       pod.close();
@@ -183,7 +201,9 @@ export class PodNetwork {
       const info: PodInfo = { ...a, hostVeth: l.name, hostIndex: l.index };
       for (const r of byOif.get(l.index) ?? []) {
         const [ip, len] = r.dst.split('/');
-        if (r.family === 6 || ip!.includes(':')) { if (len === '128') info.ipv6 = ip; } else if (len === '32') info.ipv4 = ip;
+        if (r.family === 6 || ip!.includes(':')) {
+          if (len === '128') info.ipv6 = ip;
+        } else if (len === '32') info.ipv4 = ip;
       }
       pods.push(info);
     }
@@ -214,7 +234,8 @@ export class PodNetwork {
    */
   async check(containerId: string, ifname: string, netns: string, expected: { ipv4?: string; ipv6?: string }): Promise<void> {
     const p = await this.find(containerId, ifname);
-    if (!p) throw new CniError(CniCode.UnknownContainer, 'host veth not found', `no link with alias ${ALIAS_PREFIX}*:${containerId}:${ifname}`);
+    if (!p)
+      throw new CniError(CniCode.UnknownContainer, 'host veth not found', `no link with alias ${ALIAS_PREFIX}*:${containerId}:${ifname}`);
     const hl = await link.get(this.host, p.hostIndex);
     if (!hl.up) throw new CniError(CniCode.Internal, 'host veth is down', hl.name);
     for (const fam of ['ipv4', 'ipv6'] as const) {
@@ -230,13 +251,15 @@ export class PodNetwork {
       const addrs = (await addr.list(pod, { index: pl.index })).map((a) => a.address);
       const routes = [...(await route.list(pod, { family: 4 })), ...(await route.list(pod, { family: 6 }))];
       if (expected.ipv4) {
-        if (!addrs.includes(`${expected.ipv4}/32`)) throw new CniError(CniCode.Internal, 'pod address missing', `${expected.ipv4}/32 on ${ifname}`);
+        if (!addrs.includes(`${expected.ipv4}/32`))
+          throw new CniError(CniCode.Internal, 'pod address missing', `${expected.ipv4}/32 on ${ifname}`);
         if (!routes.some((r) => r.dst === 'default' && r.gw === this.cfg.hostIPv4 && r.oif === pl.index)) {
           throw new CniError(CniCode.Internal, 'pod default route missing', `default via ${this.cfg.hostIPv4} dev ${ifname}`);
         }
       }
       if (expected.ipv6) {
-        if (!addrs.includes(`${expected.ipv6}/128`)) throw new CniError(CniCode.Internal, 'pod address missing', `${expected.ipv6}/128 on ${ifname}`);
+        if (!addrs.includes(`${expected.ipv6}/128`))
+          throw new CniError(CniCode.Internal, 'pod address missing', `${expected.ipv6}/128 on ${ifname}`);
         if (!routes.some((r) => r.dst === 'default' && r.gw === HOST_LINK_LOCAL_V6 && r.oif === pl.index)) {
           throw new CniError(CniCode.Internal, 'pod IPv6 default route missing', `default via ${HOST_LINK_LOCAL_V6} dev ${ifname}`);
         }

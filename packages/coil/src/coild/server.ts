@@ -9,7 +9,13 @@ import * as grpc from '@grpc/grpc-js';
 import { CniCode, CniError } from '@cnikit/netlib';
 import { Counter, Histogram, type Registry } from 'prom-client';
 import {
-  SERVICE, decodeAddResponse, decodeCNIArgs, encodeAddResponse, encodeCNIArgs, encodeStatusWithCNIError, type CNIArgs,
+  SERVICE,
+  decodeAddResponse,
+  decodeCNIArgs,
+  encodeAddResponse,
+  encodeCNIArgs,
+  encodeStatusWithCNIError,
+  type CNIArgs,
 } from '../rpc/codec';
 import type { Coild } from './coild';
 
@@ -22,9 +28,14 @@ function definition(): grpc.ServiceDefinition {
   const def: Record<string, grpc.MethodDefinition<CNIArgs, Buffer>> = {};
   for (const m of ['Add', 'Del', 'Check', 'GC', 'Status'] as Method[]) {
     def[m] = {
-      path: `/${SERVICE}/${m}`, requestStream: false, responseStream: false, originalName: m,
-      requestSerialize: (a: CNIArgs) => encodeCNIArgs(a), requestDeserialize: (b: Buffer) => decodeCNIArgs(b),
-      responseSerialize: (b: Buffer) => b, responseDeserialize: (b: Buffer) => (m === 'Add' ? decodeAddResponse(b) : b),
+      path: `/${SERVICE}/${m}`,
+      requestStream: false,
+      responseStream: false,
+      originalName: m,
+      requestSerialize: (a: CNIArgs) => encodeCNIArgs(a),
+      requestDeserialize: (b: Buffer) => decodeCNIArgs(b),
+      responseSerialize: (b: Buffer) => b,
+      responseDeserialize: (b: Buffer) => (m === 'Add' ? decodeAddResponse(b) : b),
     };
   }
   return def as grpc.ServiceDefinition;
@@ -41,15 +52,31 @@ export class CoildServer {
   private readonly handled?: Counter<'grpc_type' | 'grpc_service' | 'grpc_method' | 'grpc_code'>;
   private readonly seconds?: Histogram<'grpc_type' | 'grpc_service' | 'grpc_method'>;
 
-  constructor(coild: Coild, private readonly opts: CoildServerOptions) {
+  constructor(
+    coild: Coild,
+    private readonly opts: CoildServerOptions,
+  ) {
     if (opts.registry) {
       const registers = [opts.registry];
       const labelNames = ['grpc_type', 'grpc_service', 'grpc_method'] as const;
-      this.started = new Counter({ name: 'grpc_server_started_total', help: 'Total number of RPCs started on the server.', labelNames, registers });
-      this.handled = new Counter({ name: 'grpc_server_handled_total', help: 'Total number of RPCs completed on the server, regardless of success or failure.', labelNames: [...labelNames, 'grpc_code'], registers });
+      this.started = new Counter({
+        name: 'grpc_server_started_total',
+        help: 'Total number of RPCs started on the server.',
+        labelNames,
+        registers,
+      });
+      this.handled = new Counter({
+        name: 'grpc_server_handled_total',
+        help: 'Total number of RPCs completed on the server, regardless of success or failure.',
+        labelNames: [...labelNames, 'grpc_code'],
+        registers,
+      });
       this.seconds = new Histogram({
-        name: 'grpc_server_handling_seconds', help: 'Histogram of response latency (seconds) of gRPC that had been application-level handled by the server.',
-        labelNames, buckets: [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10], registers,
+        name: 'grpc_server_handling_seconds',
+        help: 'Histogram of response latency (seconds) of gRPC that had been application-level handled by the server.',
+        labelNames,
+        buckets: [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10],
+        registers,
       });
     }
     const impl: grpc.UntypedServiceImplementation = {};
@@ -85,7 +112,9 @@ export class CoildServer {
   async listen(): Promise<void> {
     fs.rmSync(this.opts.socketPath, { force: true });
     await new Promise<void>((resolve, reject) => {
-      this.server.bindAsync(`unix:${this.opts.socketPath}`, grpc.ServerCredentials.createInsecure(), (err) => (err ? reject(err) : resolve()));
+      this.server.bindAsync(`unix:${this.opts.socketPath}`, grpc.ServerCredentials.createInsecure(), (err) =>
+        err ? reject(err) : resolve(),
+      );
     });
     fs.chmodSync(this.opts.socketPath, 0o600);
   }
@@ -99,6 +128,9 @@ export class CoildServer {
 function toServiceError(err: unknown): Partial<grpc.StatusObject> {
   const e = err instanceof CniError ? err : new CniError(CniCode.Internal, (err as Error)?.message ?? String(err));
   const metadata = new grpc.Metadata();
-  metadata.set('grpc-status-details-bin', encodeStatusWithCNIError(GRPC_INTERNAL, e.message, { code: e.code, msg: e.msg, details: e.details }));
+  metadata.set(
+    'grpc-status-details-bin',
+    encodeStatusWithCNIError(GRPC_INTERNAL, e.message, { code: e.code, msg: e.msg, details: e.details }),
+  );
   return { code: GRPC_INTERNAL, details: e.message, metadata };
 }

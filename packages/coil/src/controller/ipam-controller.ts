@@ -11,13 +11,38 @@
  *   A periodic GC does the same for dangling blocks whose node no longer exists.
  */
 import {
-  Controller, Informer, ResourceClient, Nodes, byLabel, hasFinalizer, isAlreadyExists, isBeingDeleted, isNotFound,
-  removeFinalizer, addFinalizer, setControllerReference, type KubeTransport, type Node, type Logger, traceLogger,
+  Controller,
+  Informer,
+  ResourceClient,
+  Nodes,
+  byLabel,
+  hasFinalizer,
+  isAlreadyExists,
+  isBeingDeleted,
+  isNotFound,
+  removeFinalizer,
+  addFinalizer,
+  setControllerReference,
+  type KubeTransport,
+  type Node,
+  type Logger,
+  traceLogger,
 } from '@cnikit/kube';
 import { Gauge, type Registry } from 'prom-client';
 import {
-  AddressBlocks, AddressPools, BlockRequests, FINALIZER, LABEL_NODE, LABEL_POOL, LABEL_REQUEST,
-  blockName, requestOutcome, type AddressBlock, type AddressPool, type BlockRequest, type BlockRequestCondition,
+  AddressBlocks,
+  AddressPools,
+  BlockRequests,
+  FINALIZER,
+  LABEL_NODE,
+  LABEL_POOL,
+  LABEL_REQUEST,
+  blockName,
+  requestOutcome,
+  type AddressBlock,
+  type AddressPool,
+  type BlockRequest,
+  type BlockRequestCondition,
 } from '../api/types';
 import { blockAt, maxBlocks, nextFreeIndex } from '../ipam/pool';
 import { KeyedMutex } from '../util';
@@ -61,15 +86,26 @@ export class IpamController {
     this.requestInformer = new Informer(this.requests);
     this.nodeInformer = new Informer(this.nodes);
     const registers = [opts.registry];
-    this.maxBlocksGauge = new Gauge({ name: 'coil_controller_max_blocks', help: 'the number of blocks the pool can hold', labelNames: ['pool'], registers });
-    this.allocatedGauge = new Gauge({ name: 'coil_controller_allocated_blocks', help: 'the number of blocks carved out of the pool', labelNames: ['pool'], registers });
+    this.maxBlocksGauge = new Gauge({
+      name: 'coil_controller_max_blocks',
+      help: 'the number of blocks the pool can hold',
+      labelNames: ['pool'],
+      registers,
+    });
+    this.allocatedGauge = new Gauge({
+      name: 'coil_controller_allocated_blocks',
+      help: 'the number of blocks carved out of the pool',
+      labelNames: ['pool'],
+      registers,
+    });
 
     const workers = opts.workers ?? 2;
     const poolCtl = new Controller({ name: 'addresspool', workers, reconcile: (r) => this.reconcilePool(r.name) })
       .watch(this.poolInformer)
       .watch(this.blockInformer, (b) => [b.metadata.labels?.[LABEL_POOL] ?? ''].filter(Boolean));
-    const reqCtl = new Controller({ name: 'blockrequest', workers, reconcile: (r) => this.reconcileRequest(r.name) })
-      .watch(this.requestInformer);
+    const reqCtl = new Controller({ name: 'blockrequest', workers, reconcile: (r) => this.reconcileRequest(r.name) }).watch(
+      this.requestInformer,
+    );
     const nodeCtl = new Controller({ name: 'node', workers: 1, reconcile: (r) => this.reconcileNode(r.name) })
       .watch(this.nodeInformer)
       .watch(this.blockInformer, (b) => [b.metadata.labels?.[LABEL_NODE] ?? ''].filter(Boolean));
@@ -175,11 +211,15 @@ export class IpamController {
     if (reason) cond.reason = reason;
     if (message) cond.message = message;
     try {
-      await this.requests.updateWithRetry(req.metadata.name!, (cur) => {
-        if (requestOutcome(cur)) return false;
-        cur.status = { ...(blockName ? { addressBlockName: blockName } : {}), conditions: [cond] };
-        return cur;
-      }, { subresource: 'status' });
+      await this.requests.updateWithRetry(
+        req.metadata.name!,
+        (cur) => {
+          if (requestOutcome(cur)) return false;
+          cur.status = { ...(blockName ? { addressBlockName: blockName } : {}), conditions: [cond] };
+          return cur;
+        },
+        { subresource: 'status' },
+      );
     } catch (err) {
       if (!isNotFound(err)) throw err;
     }

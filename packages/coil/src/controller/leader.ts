@@ -37,10 +37,19 @@ export class LeaderRunner {
   private stopping = false;
   private started: Promise<void> | undefined;
 
-  constructor(private readonly ctl: Startable, opts: LeaderOptions) {
+  constructor(
+    private readonly ctl: Startable,
+    opts: LeaderOptions,
+  ) {
     this.elector = new LeaderElector({
-      transport: opts.transport, namespace: opts.namespace, name: opts.name, identity: opts.identity, metrics: opts.metrics,
-      leaseDurationMs: opts.leaseDurationMs, renewDeadlineMs: opts.renewDeadlineMs, retryPeriodMs: opts.retryPeriodMs,
+      transport: opts.transport,
+      namespace: opts.namespace,
+      name: opts.name,
+      identity: opts.identity,
+      metrics: opts.metrics,
+      leaseDurationMs: opts.leaseDurationMs,
+      renewDeadlineMs: opts.renewDeadlineMs,
+      retryPeriodMs: opts.retryPeriodMs,
       onStartedLeading: () => {
         this.started = ctl.start();
         this.started.catch((err: unknown) => opts.onStartFailed(err));
@@ -105,7 +114,11 @@ export async function serveLeaderElected(o: ServeOptions): Promise<void> {
     process.exit(1);
   };
   const runner = new LeaderRunner(o.task, {
-    transport: o.transport, namespace: o.leaseNamespace, name: o.leaseName, identity: `${hostname()}_${process.pid}`, metrics: o.metrics,
+    transport: o.transport,
+    namespace: o.leaseNamespace,
+    name: o.leaseName,
+    identity: `${hostname()}_${process.pid}`,
+    metrics: o.metrics,
     onLost: () => fatal('lost leadership'),
     onStartFailed: (err) => fatal(`start failed: ${(err as Error).message}`),
   });

@@ -19,14 +19,29 @@ async function main(): Promise<void> {
     .option('--leader-election-namespace <ns>', 'namespace of the leader election Lease', process.env.POD_NAMESPACE ?? 'kube-system')
     .option('--leader-election-id <name>', 'name of the leader election Lease', 'coil-leader')
     .parse();
-  const o = cmd.opts<{ metricsAddr: string; healthAddr: string; gcInterval: string; kubeconfig?: string; leaderElectionNamespace: string; leaderElectionId: string }>();
+  const o = cmd.opts<{
+    metricsAddr: string;
+    healthAddr: string;
+    gcInterval: string;
+    kubeconfig?: string;
+    leaderElectionNamespace: string;
+    leaderElectionId: string;
+  }>();
   const registry = new Registry();
   const kubeMetrics = new KubeMetrics({ registry, processMetrics: true });
   const transport = connect({ kubeconfig: o.kubeconfig, observer: kubeMetrics.observeRequests() });
   const ctl = new IpamController({ transport, registry, gcIntervalMs: parseDuration(o.gcInterval) });
   await serveLeaderElected({
-    program: 'coil-ipam-controller', task: ipamLeaderTask(ctl), synced: () => ctl.synced(), transport, registry, metrics: kubeMetrics,
-    leaseNamespace: o.leaderElectionNamespace, leaseName: o.leaderElectionId, metricsAddr: o.metricsAddr, healthAddr: o.healthAddr,
+    program: 'coil-ipam-controller',
+    task: ipamLeaderTask(ctl),
+    synced: () => ctl.synced(),
+    transport,
+    registry,
+    metrics: kubeMetrics,
+    leaseNamespace: o.leaderElectionNamespace,
+    leaseName: o.leaderElectionId,
+    metricsAddr: o.metricsAddr,
+    healthAddr: o.healthAddr,
   });
 }
 

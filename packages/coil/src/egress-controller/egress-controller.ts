@@ -12,12 +12,32 @@
  * and orphans would otherwise keep routing until then.
  */
 import {
-  Controller, Informer, ResourceClient, byLabel, controllerOf, isBeingDeleted, isNotFound, traceLogger,
-  type KubeMetrics, type KubeObject, type KubeTransport, type Logger,
+  Controller,
+  Informer,
+  ResourceClient,
+  byLabel,
+  controllerOf,
+  isBeingDeleted,
+  isNotFound,
+  traceLogger,
+  type KubeMetrics,
+  type KubeObject,
+  type KubeTransport,
+  type Logger,
 } from '@cnikit/kube';
 import {
-  Deployments, Egresses, LABEL_APP_COMPONENT, LABEL_APP_INSTANCE, LABEL_APP_NAME, PodDisruptionBudgets, Services, egressSelector,
-  type Deployment, type Egress, type PodDisruptionBudget, type Service,
+  Deployments,
+  Egresses,
+  LABEL_APP_COMPONENT,
+  LABEL_APP_INSTANCE,
+  LABEL_APP_NAME,
+  PodDisruptionBudgets,
+  Services,
+  egressSelector,
+  type Deployment,
+  type Egress,
+  type PodDisruptionBudget,
+  type Service,
 } from '../api/egress';
 import { EgressRbac } from './rbac';
 import { desiredDeployment, desiredPdb, desiredService, type ChildOptions } from './resources';
@@ -64,15 +84,25 @@ export class EgressController {
       const name = controllerOf(o)?.kind === 'Egress' ? controllerOf(o)!.name : o.metadata.labels?.[LABEL_APP_INSTANCE];
       return name && o.metadata.namespace ? [`${o.metadata.namespace}/${name}`] : [];
     };
-    this.controller = new Controller({ name: 'egress', workers: opts.workers ?? 2, metrics: m, logger: this.log, reconcile: (r) => this.reconcile(r.namespace!, r.name) })
+    this.controller = new Controller({
+      name: 'egress',
+      workers: opts.workers ?? 2,
+      metrics: m,
+      logger: this.log,
+      reconcile: (r) => this.reconcile(r.namespace!, r.name),
+    })
       .watch(this.egressInformer)
       .watch(this.deploymentInformer, ownerKey)
       .watch(this.serviceInformer, ownerKey)
       .watch(this.pdbInformer, ownerKey);
     this.rbac = new EgressRbac(t, this.log);
     // One key: the binding's subjects are a function of every Egress's namespace.
-    this.rbacController = new Controller({ name: 'egress-rbac', metrics: m, logger: this.log, reconcile: () => this.reconcileBinding() })
-      .watch(this.egressInformer, () => ['coil-egress']);
+    this.rbacController = new Controller({
+      name: 'egress-rbac',
+      metrics: m,
+      logger: this.log,
+      reconcile: () => this.reconcileBinding(),
+    }).watch(this.egressInformer, () => ['coil-egress']);
   }
 
   async start(): Promise<void> {
@@ -103,7 +133,8 @@ export class EgressController {
     await this.services.patch(name, desiredService(eg, this.opts), 'apply', apply);
     const pdb = desiredPdb(eg);
     if (pdb) await this.pdbs.patch(name, pdb, 'apply', apply);
-    else if (this.ownedBy(this.pdbInformer.store.get(`${namespace}/${name}`), eg)) await this.pdbs.delete(name, { namespace, ignoreNotFound: true });
+    else if (this.ownedBy(this.pdbInformer.store.get(`${namespace}/${name}`), eg))
+      await this.pdbs.delete(name, { namespace, ignoreNotFound: true });
 
     const status = { replicas: dep.status?.replicas ?? 0, selector: egressSelector(name) };
     if (eg.status?.replicas !== status.replicas || eg.status?.selector !== status.selector) {

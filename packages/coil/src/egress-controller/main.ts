@@ -24,7 +24,15 @@ async function main(): Promise<void> {
     .option('--leader-election-namespace <ns>', 'namespace of the leader election Lease', process.env.POD_NAMESPACE ?? 'kube-system')
     .option('--leader-election-id <name>', 'name of the leader election Lease', 'coil-egress-leader')
     .parse()
-    .opts<{ metricsAddr: string; healthAddr: string; egressPort: number; egressImage?: string; kubeconfig?: string; leaderElectionNamespace: string; leaderElectionId: string }>();
+    .opts<{
+      metricsAddr: string;
+      healthAddr: string;
+      egressPort: number;
+      egressImage?: string;
+      kubeconfig?: string;
+      leaderElectionNamespace: string;
+      leaderElectionId: string;
+    }>();
   const image = o.egressImage ?? process.env.COIL_EGRESS_IMAGE;
   if (!image) throw new Error('the egress image is required: --egress-image or $COIL_EGRESS_IMAGE');
   const registry = new Registry();
@@ -32,8 +40,16 @@ async function main(): Promise<void> {
   const transport = connect({ kubeconfig: o.kubeconfig, observer: metrics.observeRequests() });
   const ctl = new EgressController({ transport, metrics, image, fouPort: o.egressPort });
   await serveLeaderElected({
-    program: 'coil-egress-controller', task: ctl, synced: () => ctl.synced(), transport, registry, metrics,
-    leaseNamespace: o.leaderElectionNamespace, leaseName: o.leaderElectionId, metricsAddr: o.metricsAddr, healthAddr: o.healthAddr,
+    program: 'coil-egress-controller',
+    task: ctl,
+    synced: () => ctl.synced(),
+    transport,
+    registry,
+    metrics,
+    leaseNamespace: o.leaderElectionNamespace,
+    leaseName: o.leaderElectionId,
+    metricsAddr: o.metricsAddr,
+    healthAddr: o.healthAddr,
   });
 }
 

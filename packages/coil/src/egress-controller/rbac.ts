@@ -7,8 +7,15 @@
  */
 import { ResourceClient, isAlreadyExists, isNotFound, type KubeTransport, type Logger } from '@cnikit/kube';
 import {
-  ClusterRoleBindings, EGRESS_CLUSTER_ROLE_BINDING, EGRESS_SERVICE_ACCOUNT, LABEL_APP_COMPONENT, LABEL_APP_NAME, ServiceAccounts,
-  type ClusterRoleBinding, type RbacSubject, type ServiceAccount,
+  ClusterRoleBindings,
+  EGRESS_CLUSTER_ROLE_BINDING,
+  EGRESS_SERVICE_ACCOUNT,
+  LABEL_APP_COMPONENT,
+  LABEL_APP_NAME,
+  ServiceAccounts,
+  type ClusterRoleBinding,
+  type RbacSubject,
+  type ServiceAccount,
 } from '../api/egress';
 
 export class EgressRbac {
@@ -17,7 +24,10 @@ export class EgressRbac {
   /** Namespaces whose ServiceAccount is known to exist (one GET per namespace and process, not per reconcile). */
   private readonly haveSa = new Set<string>();
 
-  constructor(transport: KubeTransport, private readonly log: Logger) {
+  constructor(
+    transport: KubeTransport,
+    private readonly log: Logger,
+  ) {
     this.sas = new ResourceClient(transport, ServiceAccounts);
     this.crbs = new ResourceClient(transport, ClusterRoleBindings);
   }
@@ -39,7 +49,9 @@ export class EgressRbac {
 
   /** Sets the binding's subjects to coil-egress of each namespace (no write when already so). */
   async syncBinding(namespaces: Iterable<string>): Promise<void> {
-    const subjects: RbacSubject[] = [...new Set(namespaces)].sort().map((namespace) => ({ kind: 'ServiceAccount', name: EGRESS_SERVICE_ACCOUNT, namespace }));
+    const subjects: RbacSubject[] = [...new Set(namespaces)]
+      .sort()
+      .map((namespace) => ({ kind: 'ServiceAccount', name: EGRESS_SERVICE_ACCOUNT, namespace }));
     try {
       await this.crbs.updateWithRetry(EGRESS_CLUSTER_ROLE_BINDING, (crb) => {
         const now = (crb.subjects ?? []).map((s) => ({ kind: s.kind, name: s.name, namespace: s.namespace }));
@@ -49,7 +61,9 @@ export class EgressRbac {
       });
     } catch (err) {
       if (!isNotFound(err)) throw err;
-      this.log.warn(`ClusterRoleBinding ${EGRESS_CLUSTER_ROLE_BINDING} not found: router pods cannot read pods and egresses (apply config/rbac.yaml)`);
+      this.log.warn(
+        `ClusterRoleBinding ${EGRESS_CLUSTER_ROLE_BINDING} not found: router pods cannot read pods and egresses (apply config/rbac.yaml)`,
+      );
     }
   }
 }

@@ -7,9 +7,22 @@
  */
 import { ownerReference } from '@cnikit/kube';
 import {
-  DEFAULT_FOU_PORT, EGRESS_CONTAINER, EGRESS_HEALTH_PORT, EGRESS_METRICS_PORT, EGRESS_SERVICE_ACCOUNT, ENV_EGRESS_NAME,
-  ENV_POD_ADDRESSES, ENV_POD_NAME, ENV_POD_NAMESPACE, egressLabels,
-  type Container, type Deployment, type Egress, type EnvVar, type PodDisruptionBudget, type Service,
+  DEFAULT_FOU_PORT,
+  EGRESS_CONTAINER,
+  EGRESS_HEALTH_PORT,
+  EGRESS_METRICS_PORT,
+  EGRESS_SERVICE_ACCOUNT,
+  ENV_EGRESS_NAME,
+  ENV_POD_ADDRESSES,
+  ENV_POD_NAME,
+  ENV_POD_NAMESPACE,
+  egressLabels,
+  type Container,
+  type Deployment,
+  type Egress,
+  type EnvVar,
+  type PodDisruptionBudget,
+  type Service,
 } from '../api/egress';
 
 export interface ChildOptions {
@@ -56,7 +69,12 @@ export function egressContainer(eg: Egress, opts: ChildOptions, given?: Containe
     { name: 'health', containerPort: EGRESS_HEALTH_PORT, protocol: 'TCP' },
   ];
   const taken = new Set(ports.map((p) => p.name));
-  c.ports = [...(c.ports ?? []).filter((p) => !taken.has(p.name ?? '') && !ports.some((q) => q.containerPort === p.containerPort && q.protocol === (p.protocol ?? 'TCP'))), ...ports];
+  c.ports = [
+    ...(c.ports ?? []).filter(
+      (p) => !taken.has(p.name ?? '') && !ports.some((q) => q.containerPort === p.containerPort && q.protocol === (p.protocol ?? 'TCP')),
+    ),
+    ...ports,
+  ];
   c.livenessProbe ??= { httpGet: { path: '/healthz', port: 'health' } };
   c.readinessProbe ??= { httpGet: { path: '/readyz', port: 'health' } };
   return c;
@@ -77,7 +95,8 @@ export function desiredDeployment(eg: Egress, opts: ChildOptions): Deployment {
     metadata: { labels: { ...(tpl.metadata?.labels ?? {}), ...selector } },
     spec: podSpec,
   };
-  if (tpl.metadata?.annotations && Object.keys(tpl.metadata.annotations).length) template.metadata!.annotations = { ...tpl.metadata.annotations };
+  if (tpl.metadata?.annotations && Object.keys(tpl.metadata.annotations).length)
+    template.metadata!.annotations = { ...tpl.metadata.annotations };
   const spec: Deployment['spec'] = { replicas: eg.spec.replicas ?? 1, selector: { matchLabels: selector }, template };
   if (eg.spec.strategy) spec.strategy = eg.spec.strategy;
   return { apiVersion: 'apps/v1', kind: 'Deployment', metadata: meta(eg), spec };

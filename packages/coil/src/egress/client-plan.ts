@@ -5,8 +5,16 @@
  */
 import { ip } from '@cnikit/netlib';
 import {
-  LINK_LOCAL_V4, LINK_LOCAL_V6, PREF_LINK_LOCAL, PREF_NAT_PRIVATE, PREF_NAT_PUBLIC, PREF_PRIVATE_BASE, PRIVATE_V4, PRIVATE_V6,
-  TABLE_NAT_PRIVATE, TABLE_NAT_PUBLIC,
+  LINK_LOCAL_V4,
+  LINK_LOCAL_V6,
+  PREF_LINK_LOCAL,
+  PREF_NAT_PRIVATE,
+  PREF_NAT_PUBLIC,
+  PREF_PRIVATE_BASE,
+  PRIVATE_V4,
+  PRIVATE_V6,
+  TABLE_NAT_PRIVATE,
+  TABLE_NAT_PUBLIC,
 } from './constants';
 import { fouLinkName } from './names';
 
@@ -114,12 +122,20 @@ export function planClient(cfg: NatClientConfig): ClientPlan {
       const peer = family === 4 ? e.peerIPv4 : e.peerIPv6;
       if (!peer) continue;
       const remote = ip.canonicalIp(peer);
-      if (ip.familyOf(remote) !== family) throw new TypeError(`egress ${e.namespace}/${e.name}: peerIPv${family} ${JSON.stringify(peer)} is not an IPv${family} address`);
+      if (ip.familyOf(remote) !== family)
+        throw new TypeError(`egress ${e.namespace}/${e.name}: peerIPv${family} ${JSON.stringify(peer)} is not an IPv${family} address`);
       const name = fouLinkName(remote);
       if (!seenTunnel.has(name)) {
         seenTunnel.add(name);
         const local = family === 4 ? cfg.podIPv4 : cfg.podIPv6;
-        plan.tunnels.push({ name, family, local: local && ip.canonicalIp(local), remote, dport: cfg.fouPort, sport: e.fouSourcePortAuto ? 0 : cfg.fouPort });
+        plan.tunnels.push({
+          name,
+          family,
+          local: local && ip.canonicalIp(local),
+          remote,
+          dport: cfg.fouPort,
+          sport: e.fouSourcePortAuto ? 0 : cfg.fouPort,
+        });
       }
       for (const d of e.destinations) {
         if (ip.familyOf(d) !== family) continue;
@@ -144,7 +160,13 @@ export function normalizeDestination(d: string): string {
 }
 
 /** Lists two sets of keyed items apart: what to add (or change) and what to remove. */
-export function diffByKey<T, U>(want: T[], have: U[], keyOfWant: (t: T) => string, keyOfHave: (u: U) => string, same: (t: T, u: U) => boolean): { add: T[]; remove: U[] } {
+export function diffByKey<T, U>(
+  want: T[],
+  have: U[],
+  keyOfWant: (t: T) => string,
+  keyOfHave: (u: U) => string,
+  same: (t: T, u: U) => boolean,
+): { add: T[]; remove: U[] } {
   const haveBy = new Map(have.map((u) => [keyOfHave(u), u]));
   const wantKeys = new Set(want.map(keyOfWant));
   return {
@@ -156,4 +178,5 @@ export function diffByKey<T, U>(want: T[], have: U[], keyOfWant: (t: T) => strin
   };
 }
 
-export const ruleKey = (r: { family: Family; priority?: number; table: number; dst?: string }): string => `${r.family} ${r.priority ?? '-'} ${r.table} ${r.dst ?? 'all'}`;
+export const ruleKey = (r: { family: Family; priority?: number; table: number; dst?: string }): string =>
+  `${r.family} ${r.priority ?? '-'} ${r.table} ${r.dst ?? 'all'}`;

@@ -32,8 +32,12 @@ export function clientAddresses(pods: Iterable<Pod>, egressNamespace: string, eg
 /** COIL_POD_ADDRESSES ("10.1.0.5,fd00::5") -> the pod's IPv4 and IPv6 address. */
 export function parsePodAddresses(s: string): { podIPv4?: string; podIPv6?: string } {
   const out: { podIPv4?: string; podIPv6?: string } = {};
-  for (const raw of s.split(',').map((x) => x.trim()).filter(Boolean)) {
-    if (!ip.isValidIp(raw)) throw new TypeError(`COIL_POD_ADDRESSES: ${JSON.stringify(raw)} is not an IP address (expected e.g. "10.1.0.5,fd00::5")`);
+  for (const raw of s
+    .split(',')
+    .map((x) => x.trim())
+    .filter(Boolean)) {
+    if (!ip.isValidIp(raw))
+      throw new TypeError(`COIL_POD_ADDRESSES: ${JSON.stringify(raw)} is not an IP address (expected e.g. "10.1.0.5,fd00::5")`);
     const a = ip.canonicalIp(raw);
     if (ip.familyOf(a) === 4) out.podIPv4 ??= a;
     else out.podIPv6 ??= a;

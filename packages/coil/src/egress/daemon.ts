@@ -78,12 +78,20 @@ export class RouterDaemon {
 
   /** Installs SNAT, syncs the caches and runs the first pass. Safe to call again after a failure. */
   async start(): Promise<void> {
-    await this.dp.ensureSnat(this.o.ns, this.o.backend, { uplink: this.o.uplink ?? DEFAULT_UPLINK, podIPv4: this.o.podIPv4, podIPv6: this.o.podIPv6 });
+    await this.dp.ensureSnat(this.o.ns, this.o.backend, {
+      uplink: this.o.uplink ?? DEFAULT_UPLINK,
+      podIPv4: this.o.podIPv4,
+      podIPv6: this.o.podIPv6,
+    });
     if (!this.egresses && !this.noCrd) {
       const egressClient = new ResourceClient(this.o.transport, Egresses, { namespace: this.o.namespace });
       try {
         await egressClient.list({ limit: 1 });
-        this.egresses = new Informer(egressClient, { namespace: this.o.namespace, fieldSelector: `metadata.name=${this.o.egressName}`, name: 'egresses' });
+        this.egresses = new Informer(egressClient, {
+          namespace: this.o.namespace,
+          fieldSelector: `metadata.name=${this.o.egressName}`,
+          name: 'egresses',
+        });
         this.egresses.addHandlers(this.kick);
       } catch (err) {
         if (!isNotFound(err)) throw err;

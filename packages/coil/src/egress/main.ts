@@ -40,8 +40,17 @@ async function main(): Promise<void> {
     .option('--kubeconfig <path>', 'kubeconfig (default: in-cluster / $KUBECONFIG)')
     .option('--netns <path>', "work in this network namespace instead of the process's own (tests)")
     .parse()
-    .opts<{ metricsAddr: string; healthAddr: string; fouPort: number; backend: string; uplink: string; kubeconfig?: string; netns?: string }>();
-  if (!NAT_BACKENDS.includes(o.backend as NatBackend)) throw new Error(`--backend: expected ${NAT_BACKENDS.join(' or ')}, got ${JSON.stringify(o.backend)}`);
+    .opts<{
+      metricsAddr: string;
+      healthAddr: string;
+      fouPort: number;
+      backend: string;
+      uplink: string;
+      kubeconfig?: string;
+      netns?: string;
+    }>();
+  if (!NAT_BACKENDS.includes(o.backend as NatBackend))
+    throw new Error(`--backend: expected ${NAT_BACKENDS.join(' or ')}, got ${JSON.stringify(o.backend)}`);
   const namespace = env('COIL_POD_NAMESPACE');
   const podName = env('COIL_POD_NAME');
   const egressName = env('COIL_EGRESS_NAME');
@@ -52,15 +61,25 @@ async function main(): Promise<void> {
   const kubeMetrics = new KubeMetrics({ registry });
   const transport = connect({ kubeconfig: o.kubeconfig, observer: kubeMetrics.observeRequests() });
   const daemon = new RouterDaemon({
-    transport, ns: o.netns ? openNetns(o.netns) : hostNetns(), namespace, podName, egressName, ...addrs,
-    fouPort: o.fouPort, backend: o.backend as NatBackend, uplink: o.uplink, log,
+    transport,
+    ns: o.netns ? openNetns(o.netns) : hostNetns(),
+    namespace,
+    podName,
+    egressName,
+    ...addrs,
+    fouPort: o.fouPort,
+    backend: o.backend as NatBackend,
+    uplink: o.uplink,
+    log,
   });
   registerEgressMetrics({ registry, namespace, pod: podName, egress: egressName, clients: () => daemon.clientCount });
 
   const m = parseListenAddr(o.metricsAddr);
   const h = parseListenAddr(o.healthAddr);
   const metrics = await new HealthServer({ host: m.host || '0.0.0.0', port: m.port, registry }).listen();
-  const health = await new HealthServer({ host: h.host || '0.0.0.0', port: h.port }).addReadyCheck('tunnels', () => daemon.isReady()).listen();
+  const health = await new HealthServer({ host: h.host || '0.0.0.0', port: h.port })
+    .addReadyCheck('tunnels', () => daemon.isReady())
+    .listen();
   // Start-up lists from the API server: retry while it is not reachable yet.
   for (let attempt = 1; ; attempt++) {
     try {

@@ -7,9 +7,26 @@
  */
 import { fou, isNotFoundError, link, openNetns, openNetnsIfPresent, route, rule, type Netns } from '@cnikit/netlib';
 import {
-  CATCH_ALL_V4, CATCH_ALL_V6, IPPROTO_IPIP, IPPROTO_IPV6, PREF_LINK_LOCAL, PREF_NAT_PUBLIC, PROTOCOL_COIL, TABLE_NAT_PRIVATE, TABLE_NAT_PUBLIC,
+  CATCH_ALL_V4,
+  CATCH_ALL_V6,
+  IPPROTO_IPIP,
+  IPPROTO_IPV6,
+  PREF_LINK_LOCAL,
+  PREF_NAT_PUBLIC,
+  PROTOCOL_COIL,
+  TABLE_NAT_PRIVATE,
+  TABLE_NAT_PUBLIC,
 } from './constants';
-import { clientRules, diffByKey, planClient, ruleKey, type ClientPlan, type Family, type NatClientConfig, type RulePlan } from './client-plan';
+import {
+  clientRules,
+  diffByKey,
+  planClient,
+  ruleKey,
+  type ClientPlan,
+  type Family,
+  type NatClientConfig,
+  type RulePlan,
+} from './client-plan';
 import { deleteLink, ensureCatchAll, ensureFouPorts, ensureTunnel, listFouTunnels, removeFouPorts } from './tunnels';
 
 export type { EgressPeer, NatClientConfig } from './client-plan';
@@ -46,7 +63,9 @@ export async function removeNatClient(netnsPath: string): Promise<void> {
 }
 
 /** Reads back what is configured (for CHECK, tests and coild's live-update diff). */
-export async function readNatClient(netnsPath: string): Promise<{ fouPort?: number; peers: Array<{ peer: string; sportAuto: boolean; destinations: string[] }> }> {
+export async function readNatClient(
+  netnsPath: string,
+): Promise<{ fouPort?: number; peers: Array<{ peer: string; sportAuto: boolean; destinations: string[] }> }> {
   const ns = openNetns(netnsPath);
   try {
     const port = (await fou.list(ns)).find((p) => p.type === 'direct' && (p.ipproto === IPPROTO_IPIP || p.ipproto === IPPROTO_IPV6));
@@ -56,7 +75,10 @@ export async function readNatClient(netnsPath: string): Promise<{ fouPort?: numb
       .map((t) => ({
         peer: t.tunnel!.remote!,
         sportAuto: (t.tunnel!.encap?.sport ?? 0) === 0,
-        destinations: routes.filter((r) => r.oif === t.index).map(routeDst).sort(),
+        destinations: routes
+          .filter((r) => r.oif === t.index)
+          .map(routeDst)
+          .sort(),
       }))
       .sort((a, b) => a.peer.localeCompare(b.peer));
     return { ...(port ? { fouPort: port.port } : {}), peers };
@@ -90,8 +112,10 @@ async function natRules(ns: Netns, families: Family[]): Promise<RulePlan[]> {
       const p = r.priority ?? 0;
       if (p < PREF_LINK_LOCAL || p > PREF_NAT_PUBLIC) continue;
       // Only the shapes Coil installs: a rule of another program at these priorities stays.
-      const ours = clientRules(family).some((c) => c.priority === p && c.table === r.table && c.dst === r.dst) || NAT_TABLES.includes(r.table);
-      if (ours && !r.src && !r.iif && !r.oif && r.fwmark === undefined) out.push({ family, priority: p, table: r.table, ...(r.dst ? { dst: r.dst } : {}) });
+      const ours =
+        clientRules(family).some((c) => c.priority === p && c.table === r.table && c.dst === r.dst) || NAT_TABLES.includes(r.table);
+      if (ours && !r.src && !r.iif && !r.oif && r.fwmark === undefined)
+        out.push({ family, priority: p, table: r.table, ...(r.dst ? { dst: r.dst } : {}) });
     }
   }
   return out;

@@ -27,7 +27,8 @@ export async function reconcileRouter(ns: Netns, cfg: RouterConfig): Promise<Rou
   const plan = planRouter(cfg);
   // The router forwards between its tunnels and the uplink.
   if (plan.families.includes(4) && sysctl.get(ns, 'net/ipv4/ip_forward') !== '1') sysctl.set(ns, 'net/ipv4/ip_forward', 1);
-  if (plan.families.includes(6) && sysctl.get(ns, 'net/ipv6/conf/all/forwarding') !== '1') sysctl.set(ns, 'net/ipv6/conf/all/forwarding', 1);
+  if (plan.families.includes(6) && sysctl.get(ns, 'net/ipv6/conf/all/forwarding') !== '1')
+    sysctl.set(ns, 'net/ipv6/conf/all/forwarding', 1);
   // Reverse-path filtering is relaxed on each tunnel as it is created (tunnels.ts): inner packets
   // from a client arrive on its tunnel while the main table routes the client via the uplink.
 
@@ -57,7 +58,8 @@ export async function reconcileRouter(ns: Netns, cfg: RouterConfig): Promise<Rou
 /** Removes every tunnel, route and rule reconcileRouter made (the FoU ports and catch-alls stay). */
 export async function removeRouterClients(ns: Netns): Promise<void> {
   for (const t of await listFouTunnels(ns)) await deleteLink(ns, t.index);
-  for (const r of await route.list(ns, { table: TABLE_ROUTER })) await delIgnoringAbsent(() => route.del(ns, { dst: r.dst, table: TABLE_ROUTER, family: r.family }));
+  for (const r of await route.list(ns, { table: TABLE_ROUTER }))
+    await delIgnoringAbsent(() => route.del(ns, { dst: r.dst, table: TABLE_ROUTER, family: r.family }));
   for (const r of await routerRules(ns)) await delIgnoringAbsent(() => rule.del(ns, r));
 }
 
@@ -66,7 +68,8 @@ const ruleKey = (r: RouterRulePlan): string => `${r.family} ${r.priority} ${r.ta
 async function routerRules(ns: Netns): Promise<RouterRulePlan[]> {
   const out: RouterRulePlan[] = [];
   for (const r of await rule.list(ns)) {
-    if (r.priority === PREF_ROUTER && r.table === TABLE_ROUTER && r.iif && !r.dst && !r.src) out.push({ family: r.family, priority: PREF_ROUTER, table: TABLE_ROUTER, iif: r.iif });
+    if (r.priority === PREF_ROUTER && r.table === TABLE_ROUTER && r.iif && !r.dst && !r.src)
+      out.push({ family: r.family, priority: PREF_ROUTER, table: TABLE_ROUTER, iif: r.iif });
   }
   return out;
 }
@@ -82,7 +85,13 @@ async function convergeRoutes(ns: Netns, plan: RouterPlan): Promise<void> {
   for (const t of plan.tunnels) index.set(t.name, (await link.get(ns, t.name)).index);
   const want: route.Route[] = plan.routes.map((r) => ({ dst: r.dst, table: r.table, oif: index.get(r.dev)! }));
   const key = (r: route.Route): string => r.dst;
-  const d = diffByKey(want, await route.list(ns, { table: TABLE_ROUTER }), key, key, (w, h) => h.oif === w.oif && h.protocol === PROTOCOL_COIL && !h.gw);
+  const d = diffByKey(
+    want,
+    await route.list(ns, { table: TABLE_ROUTER }),
+    key,
+    key,
+    (w, h) => h.oif === w.oif && h.protocol === PROTOCOL_COIL && !h.gw,
+  );
   for (const r of d.remove) await delIgnoringAbsent(() => route.del(ns, { dst: r.dst, table: TABLE_ROUTER, family: r.family }));
   for (const r of d.add) await route.replace(ns, { ...r, protocol: PROTOCOL_COIL });
 }

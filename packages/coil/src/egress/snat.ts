@@ -34,16 +34,24 @@ const familiesOf = (c: SnatConfig): Array<{ family: 4 | 6; ip: string }> => [
 
 /** The nftables rules, one per family, as `nft list` prints them back. */
 export function nftRules(c: SnatConfig): string[] {
-  return familiesOf(c).map(({ family, ip }) => `oifname ${JSON.stringify(c.uplink)} ${family === 4 ? 'ip' : 'ip6'} saddr != ${ip} masquerade`);
+  return familiesOf(c).map(
+    ({ family, ip }) => `oifname ${JSON.stringify(c.uplink)} ${family === 4 ? 'ip' : 'ip6'} saddr != ${ip} masquerade`,
+  );
 }
 
 /** The nftables table's body (without the comment that records its digest). */
 export function nftTableBody(c: SnatConfig): string {
-  return ['  chain postrouting {', '    type nat hook postrouting priority srcnat; policy accept;', ...nftRules(c).map((r) => `    ${r}`), '  }'].join('\n');
+  return [
+    '  chain postrouting {',
+    '    type nat hook postrouting priority srcnat; policy accept;',
+    ...nftRules(c).map((r) => `    ${r}`),
+    '  }',
+  ].join('\n');
 }
 
 /** Digest of the wanted content, stored as the table's comment: equal digest = nothing to do. */
-export const nftDigest = (c: SnatConfig): string => `coil-egress ${createHash('sha256').update(nftTableBody(c)).digest('hex').slice(0, 16)}`;
+export const nftDigest = (c: SnatConfig): string =>
+  `coil-egress ${createHash('sha256').update(nftTableBody(c)).digest('hex').slice(0, 16)}`;
 
 /**
  * One nft transaction: declare (so the delete cannot fail), delete, and define the table again.
@@ -61,7 +69,12 @@ export function nftScript(c: SnatConfig): string {
   ].join('\n');
 }
 
-async function run(ns: Netns, cmd: string, args: string[], input?: string): Promise<{ code: number | null; stdout: string; stderr: string }> {
+async function run(
+  ns: Netns,
+  cmd: string,
+  args: string[],
+  input?: string,
+): Promise<{ code: number | null; stdout: string; stderr: string }> {
   const r = await execInNetns(ns, cmd, args, { ...(input !== undefined ? { input } : {}), timeoutMs: 30_000 });
   return { code: r.code, stdout: r.stdout.toString(), stderr: r.stderr.toString() };
 }

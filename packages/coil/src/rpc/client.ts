@@ -7,7 +7,12 @@ import { H2Error, h2Post } from './h2';
 import { cniErrorFromStatus, frame, SERVICE, type CNIErrorMsg } from './codec';
 
 export class RpcError extends Error {
-  constructor(readonly grpcCode: number, message: string, readonly cniError?: CNIErrorMsg, options?: { cause?: unknown }) {
+  constructor(
+    readonly grpcCode: number,
+    message: string,
+    readonly cniError?: CNIErrorMsg,
+    options?: { cause?: unknown },
+  ) {
     super(message, options);
     this.name = 'RpcError';
   }
@@ -24,9 +29,17 @@ export class UnavailableError extends RpcError {
 export async function unaryCall(socketPath: string, method: string, request: Buffer, timeoutMs: number): Promise<Buffer> {
   let res;
   try {
-    res = await h2Post(socketPath, `/${SERVICE}/${method}`, [
-      ['content-type', 'application/grpc'], ['te', 'trailers'], ['grpc-timeout', `${timeoutMs}m`],
-    ], frame(request), timeoutMs);
+    res = await h2Post(
+      socketPath,
+      `/${SERVICE}/${method}`,
+      [
+        ['content-type', 'application/grpc'],
+        ['te', 'trailers'],
+        ['grpc-timeout', `${timeoutMs}m`],
+      ],
+      frame(request),
+      timeoutMs,
+    );
   } catch (err) {
     if (err instanceof H2Error && err.connect) throw new UnavailableError(socketPath, err);
     throw new RpcError(14, `${method}: ${(err as Error).message}`, undefined, { cause: err });

@@ -95,7 +95,10 @@ const bytesOf = (v: number | Buffer): Buffer => (Buffer.isBuffer(v) ? v : Buffer
 const num = (v: number | Buffer): number => (typeof v === 'number' ? v : 0);
 
 export function encodeCNIArgs(a: Partial<CNIArgs>): Buffer {
-  const w = new Writer().bytes(1, a.containerId ?? '').bytes(2, a.netns ?? '').bytes(3, a.ifname ?? '');
+  const w = new Writer()
+    .bytes(1, a.containerId ?? '')
+    .bytes(2, a.netns ?? '')
+    .bytes(3, a.ifname ?? '');
   for (const [k, v] of Object.entries(a.args ?? {})) w.bytes(4, new Writer().bytes(1, k).bytes(2, v).finish(), true);
   w.bytes(5, a.path ?? '').bytes(6, a.stdinData ?? Buffer.alloc(0));
   for (const ip of a.ips ?? []) w.bytes(7, ip, true);
@@ -107,11 +110,18 @@ export function decodeCNIArgs(buf: Buffer): CNIArgs {
   const a: CNIArgs = { containerId: '', netns: '', ifname: '', args: {}, path: '', stdinData: Buffer.alloc(0), ips: [], interfaces: {} };
   for (const f of fields(buf)) {
     switch (f.field) {
-      case 1: a.containerId = str(f.value); break;
-      case 2: a.netns = str(f.value); break;
-      case 3: a.ifname = str(f.value); break;
+      case 1:
+        a.containerId = str(f.value);
+        break;
+      case 2:
+        a.netns = str(f.value);
+        break;
+      case 3:
+        a.ifname = str(f.value);
+        break;
       case 4: {
-        let k = '', v = '';
+        let k = '',
+          v = '';
         for (const e of fields(bytesOf(f.value))) {
           if (e.field === 1) k = str(e.value);
           else if (e.field === 2) v = str(e.value);
@@ -119,11 +129,18 @@ export function decodeCNIArgs(buf: Buffer): CNIArgs {
         a.args[k] = v;
         break;
       }
-      case 5: a.path = str(f.value); break;
-      case 6: a.stdinData = Buffer.from(bytesOf(f.value)); break;
-      case 7: a.ips.push(str(f.value)); break;
+      case 5:
+        a.path = str(f.value);
+        break;
+      case 6:
+        a.stdinData = Buffer.from(bytesOf(f.value));
+        break;
+      case 7:
+        a.ips.push(str(f.value));
+        break;
       case 8: {
-        let k = '', v = false;
+        let k = '',
+          v = false;
         for (const e of fields(bytesOf(f.value))) {
           if (e.field === 1) k = str(e.value);
           else if (e.field === 2) v = num(e.value) !== 0;
@@ -131,7 +148,8 @@ export function decodeCNIArgs(buf: Buffer): CNIArgs {
         a.interfaces[k] = v;
         break;
       }
-      default: break;
+      default:
+        break;
     }
   }
   return a;

@@ -30,14 +30,24 @@ export interface H2Response {
 }
 
 export class H2Error extends Error {
-  constructor(message: string, readonly connect = false, options?: { cause?: unknown }) {
+  constructor(
+    message: string,
+    readonly connect = false,
+    options?: { cause?: unknown },
+  ) {
     super(message, options);
     this.name = 'H2Error';
   }
 }
 
 /** POSTs `body` to `path` on the server at `socketPath`; resolves with headers + trailers merged and the body. */
-export function h2Post(socketPath: string, path: string, headers: [string, string][], body: Buffer, timeoutMs: number): Promise<H2Response> {
+export function h2Post(
+  socketPath: string,
+  path: string,
+  headers: [string, string][],
+  body: Buffer,
+  timeoutMs: number,
+): Promise<H2Response> {
   return new Promise((resolve, reject) => {
     // node:net (with node:stream) costs ~2.5 ms to load: required here, a VERSION call never pays it.
     const { connect } = require('node:net') as typeof import('node:net');
@@ -64,9 +74,7 @@ export function h2Post(socketPath: string, path: string, headers: [string, strin
     });
     sock.on('error', (err) => finish(new H2Error(err.message, !connected, { cause: err })));
     sock.on('close', () => finish(new H2Error('connection closed before the response ended')));
-    const request = encodeHeaders([
-      [':method', 'POST'], [':scheme', 'http'], [':path', path], [':authority', 'localhost'], ...headers,
-    ]);
+    const request = encodeHeaders([[':method', 'POST'], [':scheme', 'http'], [':path', path], [':authority', 'localhost'], ...headers]);
     // Flow control (RFC 9113 6.9): both windows start at 65535; the stream's follows the peer's settings.
     let connWindow = 65535;
     let streamWindow = 65535;
@@ -85,7 +93,13 @@ export function h2Post(socketPath: string, path: string, headers: [string, strin
       }
       if (out.length) sock.write(Buffer.concat(out));
     };
-    sock.write(Buffer.concat([PREFACE, frame(T.SETTINGS, 0, 0), frame(T.HEADERS, body.length ? F.END_HEADERS : F.END_HEADERS | F.END_STREAM, 1, request)]));
+    sock.write(
+      Buffer.concat([
+        PREFACE,
+        frame(T.SETTINGS, 0, 0),
+        frame(T.HEADERS, body.length ? F.END_HEADERS : F.END_HEADERS | F.END_STREAM, 1, request),
+      ]),
+    );
     pump();
     sock.on('data', (chunk: Buffer) => {
       buf = buf.length ? Buffer.concat([buf, chunk]) : chunk;
@@ -106,8 +120,7 @@ export function h2Post(socketPath: string, path: string, headers: [string, strin
               if (id === SETTINGS_INITIAL_WINDOW_SIZE) {
                 streamWindow += value - initialWindow;
                 initialWindow = value;
-              }
-              else if (id === SETTINGS_MAX_FRAME_SIZE) maxFrame = value;
+              } else if (id === SETTINGS_MAX_FRAME_SIZE) maxFrame = value;
             }
             sock.write(frame(T.SETTINGS, F.ACK, 0));
             pump();

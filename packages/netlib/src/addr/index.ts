@@ -89,7 +89,10 @@ export async function add(ns: Netns, index: number, cidr: string, o: AddOptions 
   const flags = o.noDad && p.family === 6 ? IFA_F.NODAD : 0;
   const body = [ifaddrmsg(afOf(p.family), p.prefixLen, flags, o.scope ?? 0, index), attr(IFA_LOCAL, p.bytes), attr(IFA_ADDRESS, p.bytes)];
   if (p.family === 4 && p.prefixLen < 31) body.push(attr(IFA_BROADCAST, broadcastOf(p)));
-  await request(ns, RTM.NEWADDR, NLM_F.CREATE | NLM_F.EXCL, Buffer.concat(body), { op: 'add address', object: `${cidr} dev index ${index}` });
+  await request(ns, RTM.NEWADDR, NLM_F.CREATE | NLM_F.EXCL, Buffer.concat(body), {
+    op: 'add address',
+    object: `${cidr} dev index ${index}`,
+  });
 }
 
 /** Removes `cidr` from link `index`; EADDRNOTAVAIL when it is not there. */

@@ -90,7 +90,8 @@ export function runtimeConfigOf(conf: NetConf): RuntimeConfig {
       if (!isObject(pm)) throw new ConfigError(f(p), 'an object {hostPort, containerPort, protocol, hostIP?}', pm);
       for (const key of ['hostPort', 'containerPort'] as const) {
         const port = pm[key];
-        if (!Number.isInteger(port) || (port as number) < 1 || (port as number) > 65535) throw new ConfigError(f(`${p}.${key}`), 'a port number 1-65535', port);
+        if (!Number.isInteger(port) || (port as number) < 1 || (port as number) > 65535)
+          throw new ConfigError(f(`${p}.${key}`), 'a port number 1-65535', port);
       }
       if (typeof pm.protocol !== 'string' || !PROTOCOLS.includes(pm.protocol.toLowerCase())) {
         throw new ConfigError(f(`${p}.protocol`), `one of ${PROTOCOLS.join(', ')}`, pm.protocol);

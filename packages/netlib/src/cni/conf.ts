@@ -80,7 +80,11 @@ export function decodeJson(stdin: Buffer | string, what = 'network config'): unk
 /** The checks of parseNetConf on an already decoded value (the dispatcher decodes once). */
 export function validateNetConf(raw: unknown, opts: ParseNetConfOptions = {}): NetConf {
   if (!isObject(raw)) {
-    throw new CniError(CniCode.DecodeFailure, 'failed to decode network config', `expected a JSON object, got ${String(JSON.stringify(raw)).slice(0, 80)}`);
+    throw new CniError(
+      CniCode.DecodeFailure,
+      'failed to decode network config',
+      `expected a JSON object, got ${String(JSON.stringify(raw)).slice(0, 80)}`,
+    );
   }
 
   const { cniVersion, name, type } = raw;
@@ -100,10 +104,14 @@ export function validateNetConf(raw: unknown, opts: ParseNetConfOptions = {}): N
       throw new ConfigError('ipam.type', 'the IPAM plugin name, a non-empty string', raw.ipam.type);
     }
   }
-  if (raw.capabilities !== undefined && !(isObject(raw.capabilities) && Object.values(raw.capabilities).every((v) => typeof v === 'boolean'))) {
+  if (
+    raw.capabilities !== undefined &&
+    !(isObject(raw.capabilities) && Object.values(raw.capabilities).every((v) => typeof v === 'boolean'))
+  ) {
     throw new ConfigError('capabilities', 'an object of booleans like {"portMappings": true}', raw.capabilities);
   }
-  if (raw.runtimeConfig !== undefined && !isObject(raw.runtimeConfig)) throw new ConfigError('runtimeConfig', 'an object', raw.runtimeConfig);
+  if (raw.runtimeConfig !== undefined && !isObject(raw.runtimeConfig))
+    throw new ConfigError('runtimeConfig', 'an object', raw.runtimeConfig);
   if (raw.args !== undefined && !isObject(raw.args)) throw new ConfigError('args', 'an object', raw.args);
   if (raw.dns !== undefined) {
     const dns = raw.dns;
@@ -124,7 +132,12 @@ export function validateNetConf(raw: unknown, opts: ParseNetConfOptions = {}): N
 export function validAttachments(conf: NetConf): Attachment[] {
   const key = conf['cni.dev/valid-attachments'] !== undefined ? 'cni.dev/valid-attachments' : 'cni.dev/attachments';
   const list: unknown = conf[key];
-  if (list === undefined) throw new ConfigError('cni.dev/valid-attachments', 'an array of {"containerID", "ifname"} (GC needs the list of live attachments)', undefined);
+  if (list === undefined)
+    throw new ConfigError(
+      'cni.dev/valid-attachments',
+      'an array of {"containerID", "ifname"} (GC needs the list of live attachments)',
+      undefined,
+    );
   if (!Array.isArray(list)) throw new ConfigError(key, 'an array of {"containerID", "ifname"}', list);
   return list.map((a: unknown, i) => {
     if (!isObject(a) || typeof a.containerID !== 'string' || a.containerID === '' || typeof a.ifname !== 'string' || a.ifname === '') {

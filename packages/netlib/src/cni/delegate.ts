@@ -70,7 +70,11 @@ export async function delegateAdd(type: string, conf: DelegateConf, args: Delega
   try {
     raw = JSON.parse(stdout.toString());
   } catch (err) {
-    throw new CniError(CniCode.DecodeFailure, `failed to decode result of delegate ${type}`, `${(err as Error).message}; output ${JSON.stringify(stdout.toString().slice(0, 200))}`);
+    throw new CniError(
+      CniCode.DecodeFailure,
+      `failed to decode result of delegate ${type}`,
+      `${(err as Error).message}; output ${JSON.stringify(stdout.toString().slice(0, 200))}`,
+    );
   }
   const own = (raw as { cniVersion?: unknown } | null)?.cniVersion;
   return parseResult(raw, {
@@ -124,7 +128,13 @@ function prepareConf(conf: DelegateConf, stripPrevResult: boolean): { bytes: Buf
  * object on its stdout comes back as a CniError with the same code, msg and
  * details; otherwise stderr (or the exit status) explains the failure.
  */
-export async function execDelegate(type: string, command: CniCommand, stdin: Buffer, args: DelegateArgs, opts: DelegateOptions = {}): Promise<Buffer> {
+export async function execDelegate(
+  type: string,
+  command: CniCommand,
+  stdin: Buffer,
+  args: DelegateArgs,
+  opts: DelegateOptions = {},
+): Promise<Buffer> {
   const bin = findPlugin(type, args.path);
   const env: Record<string, string | undefined> = {
     ...(opts.env ?? process.env),
@@ -139,7 +149,13 @@ export async function execDelegate(type: string, command: CniCommand, stdin: Buf
   const started = Date.now();
   const { spawn } = require('node:child_process') as typeof import('node:child_process');
 
-  const outcome = await new Promise<{ code: number | null; signal: NodeJS.Signals | null; stdout: Buffer; stderr: Buffer; timedOut: boolean }>((resolve, reject) => {
+  const outcome = await new Promise<{
+    code: number | null;
+    signal: NodeJS.Signals | null;
+    stdout: Buffer;
+    stderr: Buffer;
+    timedOut: boolean;
+  }>((resolve, reject) => {
     let child: ChildProcess;
     try {
       child = spawn(bin, [], { env, stdio: ['pipe', 'pipe', 'pipe'] });
@@ -152,10 +168,13 @@ export async function execDelegate(type: string, command: CniCommand, stdin: Buf
     let timedOut = false;
     const timer =
       timeoutMs > 0
-        ? setTimeout(() => {
-            timedOut = true;
-            child.kill('SIGKILL');
-          }, Math.min(timeoutMs, 2 ** 31 - 1))
+        ? setTimeout(
+            () => {
+              timedOut = true;
+              child.kill('SIGKILL');
+            },
+            Math.min(timeoutMs, 2 ** 31 - 1),
+          )
         : undefined;
     child.stdout!.on('data', (b: Buffer) => out.push(b));
     child.stderr!.on('data', (b: Buffer) => errOut.push(b));
@@ -180,7 +199,10 @@ export async function execDelegate(type: string, command: CniCommand, stdin: Buf
 
   const errObj = parseErrorObject(outcome.stdout);
   if (errObj) throw new CniError(errObj.code, errObj.msg, errObj.details);
-  const why = outcome.stderr.toString().trim() || outcome.stdout.toString().trim() || (outcome.signal ? `killed by ${outcome.signal}` : `exit status ${outcome.code}`);
+  const why =
+    outcome.stderr.toString().trim() ||
+    outcome.stdout.toString().trim() ||
+    (outcome.signal ? `killed by ${outcome.signal}` : `exit status ${outcome.code}`);
   throw new CniError(CniCode.Internal, `delegate ${type} ${command} failed`, why);
 }
 

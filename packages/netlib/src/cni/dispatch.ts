@@ -101,7 +101,9 @@ export async function runPlugin(handlers: PluginHandlers, opts: PluginOptions, i
   try {
     const undeclared = versions.filter((v) => !isSupportedVersion(v));
     if (versions.length === 0 || undeclared.length > 0) {
-      throw new Error(`plugin declares versions netlib does not support: ${JSON.stringify(undeclared)} (supported ${JSON.stringify(SUPPORTED_VERSIONS)})`);
+      throw new Error(
+        `plugin declares versions netlib does not support: ${JSON.stringify(undeclared)} (supported ${JSON.stringify(SUPPORTED_VERSIONS)})`,
+      );
     }
 
     try {
@@ -157,7 +159,8 @@ export async function runPlugin(handlers: PluginHandlers, opts: PluginOptions, i
         await handlers.del(args);
         break;
       case 'CHECK':
-        if (!handlers.check) throw new CniError(CniCode.IncompatibleVersion, 'plugin does not allow CHECK', `${opts.about || conf.type} implements no CHECK`);
+        if (!handlers.check)
+          throw new CniError(CniCode.IncompatibleVersion, 'plugin does not allow CHECK', `${opts.about || conf.type} implements no CHECK`);
         await handlers.check(args);
         break;
       case 'GC':

@@ -48,10 +48,18 @@ export function requiredEnv(command: CniCommand): readonly string[] {
 export function parseCommand(env: EnvSource): CniCommand {
   const raw = env.CNI_COMMAND ?? '';
   if (raw === '') {
-    throw new CniError(CniCode.InvalidEnvironment, 'required env variables [CNI_COMMAND] missing', `expected one of ${COMMANDS.join(', ')}`);
+    throw new CniError(
+      CniCode.InvalidEnvironment,
+      'required env variables [CNI_COMMAND] missing',
+      `expected one of ${COMMANDS.join(', ')}`,
+    );
   }
   if (!(COMMANDS as readonly string[]).includes(raw)) {
-    throw new CniError(CniCode.InvalidEnvironment, `unknown CNI_COMMAND: ${raw}`, `expected one of ${COMMANDS.join(', ')}, got ${JSON.stringify(raw)}`);
+    throw new CniError(
+      CniCode.InvalidEnvironment,
+      `unknown CNI_COMMAND: ${raw}`,
+      `expected one of ${COMMANDS.join(', ')}, got ${JSON.stringify(raw)}`,
+    );
   }
   return raw as CniCommand;
 }
@@ -104,7 +112,11 @@ export function validateContainerId(id: string): void {
 /** Code 4 unless the kernel would accept the name: 1-15 bytes, not "." or "..", no "/", ":" or whitespace. */
 export function validateIfName(name: string): void {
   const fail = (why: string): never => {
-    throw new CniError(CniCode.InvalidEnvironment, `invalid CNI_IFNAME: ${why}`, `expected 1-${MAX_IFNAME_BYTES} bytes without "/", ":" or whitespace, got ${JSON.stringify(name)}`);
+    throw new CniError(
+      CniCode.InvalidEnvironment,
+      `invalid CNI_IFNAME: ${why}`,
+      `expected 1-${MAX_IFNAME_BYTES} bytes without "/", ":" or whitespace, got ${JSON.stringify(name)}`,
+    );
   };
   if (name === '') fail('interface name is empty');
   if (Buffer.byteLength(name) > MAX_IFNAME_BYTES) fail('interface name is too long');
@@ -129,7 +141,11 @@ export function parseCniArgs(raw: string): CniArgs {
     if (pair === '') continue;
     const eq = pair.indexOf('=');
     if (eq <= 0) {
-      throw new CniError(CniCode.InvalidEnvironment, 'invalid CNI_ARGS', `expected "KEY=VALUE" pairs separated by ";", got pair ${JSON.stringify(pair)} in ${JSON.stringify(raw)}`);
+      throw new CniError(
+        CniCode.InvalidEnvironment,
+        'invalid CNI_ARGS',
+        `expected "KEY=VALUE" pairs separated by ";", got pair ${JSON.stringify(pair)} in ${JSON.stringify(raw)}`,
+      );
     }
     args[pair.slice(0, eq)] = pair.slice(eq + 1);
   }
@@ -150,7 +166,11 @@ export function ignoresUnknownArgs(args: CniArgs): boolean {
   const lower = v.toLowerCase();
   if (lower === '1' || lower === 'true') return true;
   if (lower === '0' || lower === 'false') return false;
-  throw new CniError(CniCode.InvalidEnvironment, 'invalid CNI_ARGS', `expected IgnoreUnknown to be 1, 0, true or false, got ${JSON.stringify(v)}`);
+  throw new CniError(
+    CniCode.InvalidEnvironment,
+    'invalid CNI_ARGS',
+    `expected IgnoreUnknown to be 1, 0, true or false, got ${JSON.stringify(v)}`,
+  );
 }
 
 /**

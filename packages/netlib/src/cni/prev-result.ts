@@ -20,7 +20,11 @@ export function prevResultOf(conf: NetConf): Result {
   const raw = conf.prevResult;
   // parseResult would decode a string as JSON text; inside a config the prevResult must already be an object.
   if (typeof raw !== 'object' || Array.isArray(raw)) {
-    throw new CniError(CniCode.InvalidNetworkConfig, 'invalid prevResult', `expected a JSON object, got ${JSON.stringify(raw).slice(0, 80)}`);
+    throw new CniError(
+      CniCode.InvalidNetworkConfig,
+      'invalid prevResult',
+      `expected a JSON object, got ${JSON.stringify(raw).slice(0, 80)}`,
+    );
   }
   return parseResult(raw, { version: conf.cniVersion, field: 'prevResult', code: CniCode.InvalidNetworkConfig });
 }

@@ -123,7 +123,8 @@ export function parseResult(raw: unknown, opts: ParseResultOptions = {}): Result
 
   const out: Result = { cniVersion: version };
 
-  const str = (v: unknown, path: string): string | undefined => (absent(v) ? undefined : typeof v === 'string' ? v : bad(path, 'a string', v));
+  const str = (v: unknown, path: string): string | undefined =>
+    absent(v) ? undefined : typeof v === 'string' ? v : bad(path, 'a string', v);
   const uint = (v: unknown, path: string): number | undefined =>
     absent(v) ? undefined : Number.isSafeInteger(v) && (v as number) >= 0 ? (v as number) : bad(path, 'a non-negative integer', v);
   const strings = (v: unknown, path: string): string[] | undefined => {
@@ -157,7 +158,8 @@ export function parseResult(raw: unknown, opts: ParseResultOptions = {}): Result
     out.ips = ips.map((it, i) => {
       const p = `${field}.ips[${i}]`;
       if (!isObject(it)) return bad(p, 'an object', it);
-      if (typeof it.address !== 'string' || !isValidCidr(it.address)) return bad(`${p}.address`, 'an address in CIDR form like "10.1.0.5/24"', it.address);
+      if (typeof it.address !== 'string' || !isValidCidr(it.address))
+        return bad(`${p}.address`, 'an address in CIDR form like "10.1.0.5/24"', it.address);
       const family = ipVersionOf(it.address);
       const gateway = str(it.gateway, `${p}.gateway`);
       if (gateway !== undefined && (!isValidIp(gateway) || ipVersionOf(gateway) !== family)) {

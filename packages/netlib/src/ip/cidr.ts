@@ -34,7 +34,12 @@ function span(cidr: string): Span {
 /** Parses "address/prefix" strictly (see parse.ts); throws AddressFormatError. */
 export function parseCidr(cidr: string): Cidr {
   const s = span(cidr);
-  return { address: formatIp(s.value, s.family), prefix: s.prefix, family: s.family, network: `${formatIp(s.first, s.family)}/${s.prefix}` };
+  return {
+    address: formatIp(s.value, s.family),
+    prefix: s.prefix,
+    family: s.family,
+    network: `${formatIp(s.first, s.family)}/${s.prefix}`,
+  };
 }
 
 /** Parses a bare address; throws AddressFormatError. */
@@ -199,7 +204,10 @@ export function nthBlock(pool: string, blockPrefix: number, i: number | bigint):
   const count = 1n << BigInt(blockPrefix - s.prefix);
   let idx = toBigInt(i, 'i');
   if (idx < 0n) idx += count;
-  if (idx < 0n || idx >= count) throw new RangeError(`ip: block #${i} is outside ${formatIp(s.first, s.family)}/${s.prefix} split into ${count} /${blockPrefix} blocks`);
+  if (idx < 0n || idx >= count)
+    throw new RangeError(
+      `ip: block #${i} is outside ${formatIp(s.first, s.family)}/${s.prefix} split into ${count} /${blockPrefix} blocks`,
+    );
   const blockSize = 1n << BigInt(BITS[s.family] - blockPrefix);
   return `${formatIp(s.first + idx * blockSize, s.family)}/${blockPrefix}`;
 }
@@ -221,7 +229,8 @@ export function splitCidr(pool: string, blockPrefix: number, opts: { max?: numbe
   checkBlockPrefix(s, blockPrefix);
   const count = 1n << BigInt(blockPrefix - s.prefix);
   const max = opts.max ?? 65536;
-  if (count > BigInt(max)) throw new RangeError(`ip: splitting ${pool} into /${blockPrefix} gives ${count} blocks, more than the limit ${max}`);
+  if (count > BigInt(max))
+    throw new RangeError(`ip: splitting ${pool} into /${blockPrefix} gives ${count} blocks, more than the limit ${max}`);
   const blockSize = 1n << BigInt(BITS[s.family] - blockPrefix);
   const out: string[] = [];
   for (let v = s.first; v <= s.last; v += blockSize) out.push(`${formatIp(v, s.family)}/${blockPrefix}`);
@@ -230,7 +239,9 @@ export function splitCidr(pool: string, blockPrefix: number, opts: { max?: numbe
 
 function checkBlockPrefix(s: Span, blockPrefix: number): void {
   if (!Number.isInteger(blockPrefix) || blockPrefix < s.prefix || blockPrefix > BITS[s.family]) {
-    throw new RangeError(`ip: block prefix length must be an integer in ${s.prefix}-${BITS[s.family]} for a /${s.prefix} IPv${s.family} pool, got ${blockPrefix}`);
+    throw new RangeError(
+      `ip: block prefix length must be an integer in ${s.prefix}-${BITS[s.family]} for a /${s.prefix} IPv${s.family} pool, got ${blockPrefix}`,
+    );
   }
 }
 

@@ -38,7 +38,8 @@ function lib(): typeof IpAddressModule {
   return ipAddress;
 }
 
-const V4_RE = /^(25[0-5]|2[0-4]\d|1\d\d|[1-9]?\d)\.(25[0-5]|2[0-4]\d|1\d\d|[1-9]?\d)\.(25[0-5]|2[0-4]\d|1\d\d|[1-9]?\d)\.(25[0-5]|2[0-4]\d|1\d\d|[1-9]?\d)$/;
+const V4_RE =
+  /^(25[0-5]|2[0-4]\d|1\d\d|[1-9]?\d)\.(25[0-5]|2[0-4]\d|1\d\d|[1-9]?\d)\.(25[0-5]|2[0-4]\d|1\d\d|[1-9]?\d)\.(25[0-5]|2[0-4]\d|1\d\d|[1-9]?\d)$/;
 const V6_CHARS_RE = /^[0-9a-fA-F:.]+$/;
 const PREFIX_RE = /^(0|[1-9]\d{0,2})$/;
 const MAPPED_PREFIX = 0xffffn << 32n;
@@ -93,7 +94,8 @@ export function parseIpValue(s: unknown): IpValue {
 
 export function parseCidrValue(s: unknown): IpValue & { prefix: number } {
   const c = tryParseCidr(s);
-  if (!c) throw new AddressFormatError('CIDR', '<address>/<prefix> like "10.1.0.0/24" or "fd00::/64", prefix 0-32 for IPv4, 0-128 for IPv6', s);
+  if (!c)
+    throw new AddressFormatError('CIDR', '<address>/<prefix> like "10.1.0.0/24" or "fd00::/64", prefix 0-32 for IPv4, 0-128 for IPv6', s);
   return c;
 }
 

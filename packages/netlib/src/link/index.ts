@@ -51,7 +51,8 @@ export async function get(ns: Netns, l: LinkRef): Promise<Link> {
     if (!reply) throw new LinkNotFoundError(describe(l));
     return parseLink(reply.data);
   } catch (err) {
-    if (err instanceof NetlinkError && !(err instanceof LinkNotFoundError) && err.errno === 'ENODEV') throw new LinkNotFoundError(describe(l), { cause: err });
+    if (err instanceof NetlinkError && !(err instanceof LinkNotFoundError) && err.errno === 'ENODEV')
+      throw new LinkNotFoundError(describe(l), { cause: err });
     throw err;
   }
 }

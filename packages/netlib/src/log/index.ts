@@ -181,7 +181,12 @@ export function isTraceEnabled(module: string): boolean {
   const raw = process.env[TRACE_ENV] ?? '';
   if (raw !== traceRaw) {
     traceRaw = raw;
-    traceSet = new Set(raw.split(',').map((s) => s.trim()).filter((s) => s !== ''));
+    traceSet = new Set(
+      raw
+        .split(',')
+        .map((s) => s.trim())
+        .filter((s) => s !== ''),
+    );
     traceAll = traceSet.has('*') || traceSet.has('all');
   }
   return traceAll || traceSet.has(module);

@@ -87,7 +87,9 @@ function loadFromSea(sea: typeof Sea, name: AddonName): unknown {
 
 function embeddedDigest(sea: typeof Sea, name: AddonName): string | undefined {
   try {
-    const hex = Buffer.from(sea.getRawAsset(`${assetKey(name)}.sha256`)).toString('latin1').trim();
+    const hex = Buffer.from(sea.getRawAsset(`${assetKey(name)}.sha256`))
+      .toString('latin1')
+      .trim();
     return /^[0-9a-f]{64}$/.test(hex) ? hex : undefined;
   } catch {
     return undefined;

@@ -90,11 +90,15 @@ function encode(n: { index: number; ip: string; mac?: string; state?: number }):
   return Buffer.concat(parts);
 }
 
-const describe = (n: { index: number; ip: string; mac?: string }): string => `${n.ip}${n.mac ? ` lladdr ${n.mac}` : ''} dev index ${n.index}`;
+const describe = (n: { index: number; ip: string; mac?: string }): string =>
+  `${n.ip}${n.mac ? ` lladdr ${n.mac}` : ''} dev index ${n.index}`;
 
 /** Adds an entry; EEXIST when one exists for this address on this link. */
 export async function add(ns: Netns, n: NeighbourSpec): Promise<void> {
-  await request(ns, RTM.NEWNEIGH, NLM_F.CREATE | NLM_F.EXCL, encode({ ...n, state: n.state ?? NUD.PERMANENT }), { op: 'add neighbour', object: describe(n) });
+  await request(ns, RTM.NEWNEIGH, NLM_F.CREATE | NLM_F.EXCL, encode({ ...n, state: n.state ?? NUD.PERMANENT }), {
+    op: 'add neighbour',
+    object: describe(n),
+  });
 }
 
 /** Adds or overwrites the entry for this address on this link. */

@@ -39,7 +39,10 @@ function parseIPv6(ip: string): Buffer {
   // An embedded IPv4 tail ("::ffff:10.0.0.1") stands for the last two groups.
   const lastColon = text.lastIndexOf(':');
   if (text.includes('.', lastColon)) {
-    const v4 = text.slice(lastColon + 1).split('.').map(Number);
+    const v4 = text
+      .slice(lastColon + 1)
+      .split('.')
+      .map(Number);
     tail.push((v4[0]! << 8) | v4[1]!, (v4[2]! << 8) | v4[3]!);
     text = `${text.slice(0, lastColon + 1)}0:0`;
   }
@@ -64,7 +67,7 @@ export function formatIp(b: Buffer): string {
   if (g.slice(0, 5).every((x) => x === 0) && g[5] === 0xffff) return `::ffff:${b[12]}.${b[13]}.${b[14]}.${b[15]}`;
   let best = -1;
   let bestLen = 1; // a single zero group is never compressed
-  for (let i = 0; i < 8; ) {
+  for (let i = 0; i < 8;) {
     if (g[i] !== 0) {
       i++;
       continue;

@@ -36,7 +36,17 @@ export interface Route {
 export const RT_TABLE = { UNSPEC: 0, DEFAULT: 253, MAIN: 254, LOCAL: 255 } as const;
 export const RT_SCOPE = { UNIVERSE: 0, SITE: 200, LINK: 253, HOST: 254, NOWHERE: 255 } as const;
 export const RTPROT = { UNSPEC: 0, KERNEL: 2, BOOT: 3, STATIC: 4 } as const;
-export const RTN = { UNSPEC: 0, UNICAST: 1, LOCAL: 2, BROADCAST: 3, ANYCAST: 4, MULTICAST: 5, BLACKHOLE: 6, UNREACHABLE: 7, PROHIBIT: 8 } as const;
+export const RTN = {
+  UNSPEC: 0,
+  UNICAST: 1,
+  LOCAL: 2,
+  BROADCAST: 3,
+  ANYCAST: 4,
+  MULTICAST: 5,
+  BLACKHOLE: 6,
+  UNREACHABLE: 7,
+  PROHIBIT: 8,
+} as const;
 
 const RTA_DST = 1;
 const RTA_OIF = 4;
@@ -48,7 +58,15 @@ const RTNH_F_ONLINK = 0x4;
 const RTM_F_CLONED = 0x200;
 
 /** struct rtmsg { u8 family, dst_len, src_len, tos, table, protocol, scope, type; u32 flags; } */
-function rtmsg(f: { af: number; dstLen?: number; table?: number; protocol?: number; scope?: number; type?: number; flags?: number }): Buffer {
+function rtmsg(f: {
+  af: number;
+  dstLen?: number;
+  table?: number;
+  protocol?: number;
+  scope?: number;
+  type?: number;
+  flags?: number;
+}): Buffer {
   const b = Buffer.from([f.af, f.dstLen ?? 0, 0, 0, f.table ?? 0, f.protocol ?? 0, f.scope ?? 0, f.type ?? 0, 0, 0, 0, 0]);
   b.set(u32(f.flags ?? 0), 8);
   return b;

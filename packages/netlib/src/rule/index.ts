@@ -91,7 +91,13 @@ function encode(r: RuleMatch, forDelete: boolean): Buffer {
   for (const p of [src, dst]) if (p && p.family !== family) throw new TypeError(`rule ${describe(r)}: address family does not match`);
   const table = r.table;
   const action = r.action ?? (forDelete ? 0 : FR_ACT.TO_TBL);
-  const head = fibRuleHdr(afOf(family), dst?.prefixLen ?? 0, src?.prefixLen ?? 0, table !== undefined && table < 256 ? table : RT_TABLE_UNSPEC, action);
+  const head = fibRuleHdr(
+    afOf(family),
+    dst?.prefixLen ?? 0,
+    src?.prefixLen ?? 0,
+    table !== undefined && table < 256 ? table : RT_TABLE_UNSPEC,
+    action,
+  );
   const attrs: Buffer[] = [];
   if (table !== undefined) attrs.push(attr(FRA_TABLE, u32(table)));
   if (r.priority !== undefined) attrs.push(attr(FRA_PRIORITY, u32(r.priority)));

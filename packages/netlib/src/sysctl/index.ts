@@ -27,7 +27,8 @@ export function sysctlPath(key: string): string {
     rel = m ? `net/${m[1]}/${m[2]}/${m[3]}/${m[4]}` : rel.replace(/\./g, '/');
   }
   const parts = rel.split('/');
-  if (rel === '' || parts.some((p) => p === '' || p === '.' || p === '..')) throw new TypeError(`invalid sysctl key ${JSON.stringify(key)}`);
+  if (rel === '' || parts.some((p) => p === '' || p === '.' || p === '..'))
+    throw new TypeError(`invalid sysctl key ${JSON.stringify(key)}`);
   return PROC_SYS + rel;
 }
 

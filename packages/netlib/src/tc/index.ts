@@ -32,12 +32,23 @@ function tcmsg(ifindex: number, handleId: number, parent: number, info = 0): Buf
   return b;
 }
 
-const fmtHandle = (h: number): string => (h === TC_H.ROOT ? 'root' : `${(h >>> 16).toString(16)}:${h & 0xffff ? (h & 0xffff).toString(16) : ''}`);
+const fmtHandle = (h: number): string =>
+  h === TC_H.ROOT ? 'root' : `${(h >>> 16).toString(16)}:${h & 0xffff ? (h & 0xffff).toString(16) : ''}`;
 
-async function addQdisc(ns: Netns, index: number, head: Buffer, kind: string, options: Buffer[] | undefined, object: string): Promise<void> {
+async function addQdisc(
+  ns: Netns,
+  index: number,
+  head: Buffer,
+  kind: string,
+  options: Buffer[] | undefined,
+  object: string,
+): Promise<void> {
   const body = [head, attr(TCA_KIND, str(kind))];
   if (options) body.push(nest(TCA_OPTIONS, ...options));
-  await request(ns, RTM.NEWQDISC, NLM_F.CREATE | NLM_F.EXCL, Buffer.concat(body), { op: 'add qdisc', object: `${kind} dev index ${index} ${object}` });
+  await request(ns, RTM.NEWQDISC, NLM_F.CREATE | NLM_F.EXCL, Buffer.concat(body), {
+    op: 'add qdisc',
+    object: `${kind} dev index ${index} ${object}`,
+  });
 }
 
 // --- tbf ---------------------------------------------------------------------------
@@ -197,11 +208,19 @@ export interface Qdisc {
 
 /** Qdiscs of every link, or of link `index`, including the kernel's defaults (noqueue...). */
 export async function listQdiscs(ns: Netns, index?: number): Promise<Qdisc[]> {
-  const replies = await dump(ns, RTM.GETQDISC, tcmsg(0, 0, 0), { op: 'list qdiscs', object: index === undefined ? 'all' : `dev index ${index}` });
+  const replies = await dump(ns, RTM.GETQDISC, tcmsg(0, 0, 0), {
+    op: 'list qdiscs',
+    object: index === undefined ? 'all' : `dev index ${index}`,
+  });
   const out: Qdisc[] = [];
   for (const r of replies) {
     if (r.type !== RTM.NEWQDISC) continue;
-    const q: Qdisc = { index: readS32(r.data, 4), kind: readStr(parseAttrs(r.data, 20).get(TCA_KIND) ?? Buffer.alloc(0)), handle: readU32(r.data, 8), parent: readU32(r.data, 12) };
+    const q: Qdisc = {
+      index: readS32(r.data, 4),
+      kind: readStr(parseAttrs(r.data, 20).get(TCA_KIND) ?? Buffer.alloc(0)),
+      handle: readU32(r.data, 8),
+      parent: readU32(r.data, 12),
+    };
     if (index === undefined || q.index === index) out.push(q);
   }
   return out;

@@ -15,7 +15,10 @@ export function tickInUsec(): number {
     let us2t = 64;
     let clockRes = USEC_PER_SEC;
     try {
-      const words = readFileSync('/proc/net/psched', 'utf8').trim().split(/\s+/).map((w) => parseInt(w, 16));
+      const words = readFileSync('/proc/net/psched', 'utf8')
+        .trim()
+        .split(/\s+/)
+        .map((w) => parseInt(w, 16));
       if (words.length >= 3 && words.every((w) => Number.isFinite(w) && w > 0)) [t2us, us2t, clockRes] = words as [number, number, number];
     } catch {
       // Not readable (unusual /proc): the defaults above are what every current kernel reports.

@@ -82,7 +82,14 @@ export interface IpvlanOptions extends Base {
  */
 export function addIpvlan(ns: Netns, o: IpvlanOptions): Promise<Link> {
   const mode = o.mode ?? 'l2';
-  return create(ns, 'ipvlan', o, ipvlanData(mode, o.flag), [attr(IFLA.LINK, u32(o.parentIndex))], `${o.name} link index ${o.parentIndex} type ipvlan mode ${mode}`);
+  return create(
+    ns,
+    'ipvlan',
+    o,
+    ipvlanData(mode, o.flag),
+    [attr(IFLA.LINK, u32(o.parentIndex))],
+    `${o.name} link index ${o.parentIndex} type ipvlan mode ${mode}`,
+  );
 }
 
 const describeTunnel = (kind: string, o: IpipOptions | Ip6tnlOptions): string => {
@@ -116,7 +123,11 @@ export function addIp6tnl(ns: Netns, o: Ip6tnlOptions & Base): Promise<Link> {
  * endpoints another tunnel already has are EEXIST. LinkNotFoundError when absent.
  */
 async function change(ns: Netns, kind: 'ipip' | 'ip6tnl', o: { name: string }, data: Buffer[], object: string): Promise<Link> {
-  const body = [ifinfomsg(), attr(IFLA.IFNAME, str(o.name)), nest(IFLA.LINKINFO, attr(IFLA_INFO_KIND, str(kind)), nest(IFLA_INFO_DATA, ...data))];
+  const body = [
+    ifinfomsg(),
+    attr(IFLA.IFNAME, str(o.name)),
+    nest(IFLA.LINKINFO, attr(IFLA_INFO_KIND, str(kind)), nest(IFLA_INFO_DATA, ...data)),
+  ];
   try {
     await request(ns, RTM.NEWLINK, 0, Buffer.concat(body), { op: 'change link', object });
   } catch (err) {

@@ -143,11 +143,7 @@ function commonAttrs(o: IpTunnelOptions, family: Family): Buffer[] {
 
 /** IFLA_INFO_DATA children of an ipip link. */
 export function ipipData(o: IpipOptions): Buffer[] {
-  return [
-    ...commonAttrs(o, 4),
-    attr(IFLA_IPTUN.TOS, byte('tos', o.tos ?? 0)),
-    attr(IFLA_IPTUN.PMTUDISC, u8(o.pmtudisc === false ? 0 : 1)),
-  ];
+  return [...commonAttrs(o, 4), attr(IFLA_IPTUN.TOS, byte('tos', o.tos ?? 0)), attr(IFLA_IPTUN.PMTUDISC, u8(o.pmtudisc === false ? 0 : 1))];
 }
 
 /** IFLA_INFO_DATA children of an ip6tnl link. */

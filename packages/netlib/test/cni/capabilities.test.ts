@@ -15,7 +15,10 @@ describe('runtimeConfigOf', () => {
         { hostPort: 8080, containerPort: 80, protocol: 'tcp', hostIP: '' },
         { hostPort: 5353, containerPort: 53, protocol: 'UDP', hostIP: '192.168.1.10' },
       ],
-      ipRanges: [[{ subnet: '10.1.0.0/24', rangeStart: '10.1.0.10', rangeEnd: '10.1.0.99', gateway: '10.1.0.1' }], [{ subnet: 'fd00::/64' }]],
+      ipRanges: [
+        [{ subnet: '10.1.0.0/24', rangeStart: '10.1.0.10', rangeEnd: '10.1.0.99', gateway: '10.1.0.1' }],
+        [{ subnet: 'fd00::/64' }],
+      ],
       bandwidth: { ingressRate: 1_000_000, ingressBurst: 8_000_000, egressRate: 2_000_000, egressBurst: 16_000_000 },
       dns: { servers: ['10.96.0.10'], searches: ['svc.cluster.local'], options: ['ndots:5'] },
       ips: ['10.1.0.5/24', 'fd00::5'],

@@ -101,7 +101,10 @@ describe('validAttachments', () => {
   it('is code 7 when absent: GC must not delete everything', () => {
     expect(errorOf(() => validAttachments(conf({}))).code).toBe(7);
   });
-  it.each([[{}], ['x'], [[{ containerID: 'c1' }]], [[{ containerID: '', ifname: 'eth0' }]], [[null]]])('is code 7 for malformed %j', (bad) => {
-    expect(errorOf(() => validAttachments(conf({ 'cni.dev/valid-attachments': bad }))).code).toBe(7);
-  });
+  it.each([[{}], ['x'], [[{ containerID: 'c1' }]], [[{ containerID: '', ifname: 'eth0' }]], [[null]]])(
+    'is code 7 for malformed %j',
+    (bad) => {
+      expect(errorOf(() => validAttachments(conf({ 'cni.dev/valid-attachments': bad }))).code).toBe(7);
+    },
+  );
 });

@@ -67,7 +67,13 @@ async function caught(p: Promise<unknown>): Promise<CniError> {
   throw new Error('expected a CniError');
 }
 
-const maybe = prerequisite(haveHostLocal, 'delegation to host-local', 'the reference host-local plugin is missing (apt-get install containernetworking-plugins)') ? describe : describe.skip;
+const maybe = prerequisite(
+  haveHostLocal,
+  'delegation to host-local',
+  'the reference host-local plugin is missing (apt-get install containernetworking-plugins)',
+)
+  ? describe
+  : describe.skip;
 
 maybe('delegation to host-local', () => {
   for (const v of ['0.3.0', '0.3.1', '0.4.0', '1.0.0']) {
@@ -126,7 +132,13 @@ maybe('delegation to host-local', () => {
 });
 
 describe('delegation: protocol details (bundled test plugin)', () => {
-  const echoConf = (v = '1.1.0', extra: object = {}): NetConf => ({ cniVersion: v, name: 'dnet', type: 'veth', ipam: { type: 'echo-ipam' }, ...extra });
+  const echoConf = (v = '1.1.0', extra: object = {}): NetConf => ({
+    cniVersion: v,
+    name: 'dnet',
+    type: 'veth',
+    ipam: { type: 'echo-ipam' },
+    ...extra,
+  });
   const opts = { env: { ...process.env, ECHO_LOG: '' } };
   beforeEach(() => {
     opts.env.ECHO_LOG = echoLog;

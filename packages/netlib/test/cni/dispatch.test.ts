@@ -77,7 +77,11 @@ describe('runPlugin: environment', () => {
   it('without CNI_COMMAND prints "about" on stderr, nothing on stdout, exit 0, and never reads stdin', async () => {
     const stdin = jest.fn(() => '');
     const out = await runPlugin(handlers(), OPTS, { env: {}, stdin });
-    expect(out).toEqual({ stdout: '', stderr: 'test plugin v1\nCNI protocol versions supported: 0.3.0, 0.3.1, 0.4.0, 1.0.0, 1.1.0\n', exitCode: 0 });
+    expect(out).toEqual({
+      stdout: '',
+      stderr: 'test plugin v1\nCNI protocol versions supported: 0.3.0, 0.3.1, 0.4.0, 1.0.0, 1.1.0\n',
+      exitCode: 0,
+    });
     expect(stdin).not.toHaveBeenCalled();
   });
   it('a failing stdin read is code 5', async () => {
@@ -85,7 +89,11 @@ describe('runPlugin: environment', () => {
       throw new Error('EIO: i/o error, read');
     };
     const out = await runPlugin(handlers(), OPTS, { env: { ...ENV, CNI_COMMAND: 'ADD' }, stdin });
-    expect(JSON.parse(out.stdout)).toMatchObject({ code: 5, msg: 'failed to read the network config from stdin', details: 'EIO: i/o error, read' });
+    expect(JSON.parse(out.stdout)).toMatchObject({
+      code: 5,
+      msg: 'failed to read the network config from stdin',
+      details: 'EIO: i/o error, read',
+    });
   });
   it('without CNI_COMMAND and without "about" is code 4', async () => {
     const out = await runPlugin(handlers(), { about: '' }, { env: {}, stdin: '' });
@@ -238,14 +246,15 @@ describe('runPlugin: verbs', () => {
 });
 
 describe('runPlugin: errors', () => {
-  const throwing = (err: unknown) => handlers([], {
-    add: () => {
-      throw err;
-    },
-    status: async () => {
-      throw err;
-    },
-  });
+  const throwing = (err: unknown) =>
+    handlers([], {
+      add: () => {
+        throw err;
+      },
+      status: async () => {
+        throw err;
+      },
+    });
 
   it('prints a CniError as {cniVersion, code, msg, details} on stdout, exit 1', async () => {
     const out = await run('ADD', conf('1.0.0'), { h: throwing(new CniError(3, 'container unknown', 'c1 is gone')) });
@@ -262,7 +271,10 @@ describe('runPlugin: errors', () => {
     expect((await run('ADD', conf('1.0.0'), { h: throwing('boom') })).json).toMatchObject({ code: 999, msg: 'boom' });
   });
   it('reports transient errors as code 11', async () => {
-    expect((await run('ADD', conf('1.0.0'), { h: throwing(new TransientError('daemon busy')) })).json).toMatchObject({ code: 11, msg: 'daemon busy' });
+    expect((await run('ADD', conf('1.0.0'), { h: throwing(new TransientError('daemon busy')) })).json).toMatchObject({
+      code: 11,
+      msg: 'daemon busy',
+    });
   });
   it('reports STATUS unavailability (code 50) from an async handler', async () => {
     const out = await run('STATUS', conf('1.1.0'), { h: throwing(new CniError(50, 'plugin not available', 'daemon socket missing')) });

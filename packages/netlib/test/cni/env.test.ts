@@ -71,7 +71,14 @@ describe('parseEnv: required variables per verb', () => {
 
   it('GC and STATUS accept the empty strings libcni passes', () => {
     for (const command of ['GC', 'STATUS']) {
-      const env = parseEnv({ CNI_COMMAND: command, CNI_CONTAINERID: '', CNI_NETNS: '', CNI_IFNAME: '', CNI_ARGS: '', CNI_PATH: '/opt/cni/bin' });
+      const env = parseEnv({
+        CNI_COMMAND: command,
+        CNI_CONTAINERID: '',
+        CNI_NETNS: '',
+        CNI_IFNAME: '',
+        CNI_ARGS: '',
+        CNI_PATH: '/opt/cni/bin',
+      });
       expect(env).toEqual({ command, containerId: '', netns: '', ifName: '', args: {}, path: ['/opt/cni/bin'] });
     }
   });

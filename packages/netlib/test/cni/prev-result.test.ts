@@ -5,8 +5,14 @@ const conf = (extra: Partial<NetConf>): NetConf => ({ cniVersion: '1.0.0', name:
 
 describe('prevResultOf', () => {
   it('parses the prevResult as the config version', () => {
-    const r = prevResultOf(conf({ prevResult: { interfaces: [{ name: 'eth0', sandbox: '/x' }], ips: [{ address: '10.1.0.5/24', interface: 0 }] } }));
-    expect(r).toEqual({ cniVersion: '1.0.0', interfaces: [{ name: 'eth0', sandbox: '/x' }], ips: [{ address: '10.1.0.5/24', interface: 0 }] });
+    const r = prevResultOf(
+      conf({ prevResult: { interfaces: [{ name: 'eth0', sandbox: '/x' }], ips: [{ address: '10.1.0.5/24', interface: 0 }] } }),
+    );
+    expect(r).toEqual({
+      cniVersion: '1.0.0',
+      interfaces: [{ name: 'eth0', sandbox: '/x' }],
+      ips: [{ address: '10.1.0.5/24', interface: 0 }],
+    });
   });
 
   it.each([undefined, null])('is code 7 when the prevResult is %s', (prevResult) => {

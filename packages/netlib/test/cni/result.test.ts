@@ -11,7 +11,14 @@ function modern(v: string): Record<string, unknown> {
     cniVersion: v,
     interfaces: [
       { name: 'veth1a2b', mac: 'aa:bb:cc:dd:ee:01', mtu: 1450 },
-      { name: 'eth0', mac: 'aa:bb:cc:dd:ee:02', mtu: 1450, sandbox: '/var/run/netns/c1', socketPath: '/run/vhu.sock', pciID: '0000:00:1f.6' },
+      {
+        name: 'eth0',
+        mac: 'aa:bb:cc:dd:ee:02',
+        mtu: 1450,
+        sandbox: '/var/run/netns/c1',
+        socketPath: '/run/vhu.sock',
+        pciID: '0000:00:1f.6',
+      },
     ],
     ips: [
       { interface: 1, address: '10.1.0.5/24', gateway: '10.1.0.1' },
@@ -44,7 +51,7 @@ function legacy(v: string): Record<string, unknown> {
 
 /** A legacy result read into a 1.x version: the interface fields were never there. */
 function upgraded(v: string): Record<string, unknown> {
-  return { ...legacy(v), ips: (modern(v).ips as object[]) };
+  return { ...legacy(v), ips: modern(v).ips as object[] };
 }
 
 const fixture = (v: string): Record<string, unknown> => (isLegacy(v) ? legacy(v) : modern(v));
@@ -125,11 +132,31 @@ describe('parseResult', () => {
     ['interface mtu negative', { cniVersion: '1.1.0', interfaces: [{ name: 'e', mtu: -1 }] }, 'result.interfaces[0].mtu'],
     ['ip address without prefix', { cniVersion: '1.0.0', ips: [{ address: '10.1.0.5' }] }, 'result.ips[0].address'],
     ['ip address garbage', { cniVersion: '1.0.0', ips: [{ address: 'ten/8' }] }, 'result.ips[0].address'],
-    ['gateway of the other family', { cniVersion: '1.0.0', ips: [{ address: '10.1.0.5/24', gateway: 'fd00::1' }] }, 'result.ips[0].gateway'],
-    ['version contradicting the address', { cniVersion: '0.4.0', ips: [{ version: '6', address: '10.1.0.5/24' }] }, 'result.ips[0].version'],
-    ['interface index out of range', { cniVersion: '1.0.0', interfaces: [{ name: 'e' }], ips: [{ address: '10.1.0.5/24', interface: 1 }] }, 'result.ips[0].interface'],
-    ['interface index without interfaces', { cniVersion: '1.0.0', ips: [{ address: '10.1.0.5/24', interface: 0 }] }, 'result.ips[0].interface'],
-    ['interface index not an integer', { cniVersion: '1.0.0', interfaces: [{ name: 'e' }], ips: [{ address: '10.1.0.5/24', interface: '0' }] }, 'result.ips[0].interface'],
+    [
+      'gateway of the other family',
+      { cniVersion: '1.0.0', ips: [{ address: '10.1.0.5/24', gateway: 'fd00::1' }] },
+      'result.ips[0].gateway',
+    ],
+    [
+      'version contradicting the address',
+      { cniVersion: '0.4.0', ips: [{ version: '6', address: '10.1.0.5/24' }] },
+      'result.ips[0].version',
+    ],
+    [
+      'interface index out of range',
+      { cniVersion: '1.0.0', interfaces: [{ name: 'e' }], ips: [{ address: '10.1.0.5/24', interface: 1 }] },
+      'result.ips[0].interface',
+    ],
+    [
+      'interface index without interfaces',
+      { cniVersion: '1.0.0', ips: [{ address: '10.1.0.5/24', interface: 0 }] },
+      'result.ips[0].interface',
+    ],
+    [
+      'interface index not an integer',
+      { cniVersion: '1.0.0', interfaces: [{ name: 'e' }], ips: [{ address: '10.1.0.5/24', interface: '0' }] },
+      'result.ips[0].interface',
+    ],
     ['route without dst', { cniVersion: '1.0.0', routes: [{ gw: '10.1.0.1' }] }, 'result.routes[0].dst'],
     ['route gw garbage', { cniVersion: '1.0.0', routes: [{ dst: '0.0.0.0/0', gw: 'x' }] }, 'result.routes[0].gw'],
     ['route table not a number', { cniVersion: '1.1.0', routes: [{ dst: '0.0.0.0/0', table: 'main' }] }, 'result.routes[0].table'],

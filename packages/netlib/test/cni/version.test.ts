@@ -53,13 +53,19 @@ describe('versions', () => {
     if (allowed) {
       expect(() => assertVersionAllows(command, version)).not.toThrow();
     } else {
-      expect(() => assertVersionAllows(command, version)).toThrow(expect.objectContaining({ code: 1, msg: `config version does not allow ${command}` }));
+      expect(() => assertVersionAllows(command, version)).toThrow(
+        expect.objectContaining({ code: 1, msg: `config version does not allow ${command}` }),
+      );
     }
   });
 
   it('assertVersionSupported names both sides', () => {
     expect(() => assertVersionSupported('0.2.0', ['1.0.0', '1.1.0'])).toThrow(
-      expect.objectContaining({ code: 1, msg: 'incompatible CNI versions', details: 'config is "0.2.0", plugin supports ["1.0.0","1.1.0"]' }),
+      expect.objectContaining({
+        code: 1,
+        msg: 'incompatible CNI versions',
+        details: 'config is "0.2.0", plugin supports ["1.0.0","1.1.0"]',
+      }),
     );
   });
 });

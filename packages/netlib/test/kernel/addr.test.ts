@@ -8,9 +8,18 @@ const t = useNamespaces();
 
 interface IpAddr {
   ifname: string;
-  addr_info: Array<{ family: string; local: string; prefixlen: number; broadcast?: string; scope: string; nodad?: boolean; tentative?: boolean }>;
+  addr_info: Array<{
+    family: string;
+    local: string;
+    prefixlen: number;
+    broadcast?: string;
+    scope: string;
+    nodad?: boolean;
+    tentative?: boolean;
+  }>;
 }
-const ipAddrs = (ns: Parameters<typeof ipJson>[0], dev: string): IpAddr['addr_info'] => ipJson<IpAddr[]>(ns, `addr show dev ${dev}`)[0]!.addr_info;
+const ipAddrs = (ns: Parameters<typeof ipJson>[0], dev: string): IpAddr['addr_info'] =>
+  ipJson<IpAddr[]>(ns, `addr show dev ${dev}`)[0]!.addr_info;
 
 let eth0: link.Link;
 beforeEach(async () => {

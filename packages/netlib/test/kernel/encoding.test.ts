@@ -29,7 +29,8 @@ describe('addresses', () => {
 
   test('invalid addresses and prefixes are TypeErrors', () => {
     for (const bad of ['10.0.0.256', 'fe80::1%eth0', 'x', '', '1.2.3']) expect(() => parseIp(bad)).toThrow(TypeError);
-    for (const bad of ['10.0.0.0/33', 'fd00::/129', '10.0.0.0/', '10.0.0.0/-1', '10.0.0.0/2x']) expect(() => parsePrefix(bad)).toThrow(TypeError);
+    for (const bad of ['10.0.0.0/33', 'fd00::/129', '10.0.0.0/', '10.0.0.0/-1', '10.0.0.0/2x'])
+      expect(() => parsePrefix(bad)).toThrow(TypeError);
   });
 
   test('prefixes, broadcast and MACs', () => {
@@ -97,7 +98,9 @@ describe('sysctl keys', () => {
     ['net.core.somaxconn', '/proc/sys/net/core/somaxconn'],
   ])('%s -> %s', (key, path) => expect(sysctl.sysctlPath(key)).toBe(path));
 
-  test.each(['', 'net/../../etc/passwd', 'net//ipv4', '../x'])('rejects %j', (key) => expect(() => sysctl.sysctlPath(key)).toThrow(TypeError));
+  test.each(['', 'net/../../etc/passwd', 'net//ipv4', '../x'])('rejects %j', (key) =>
+    expect(() => sysctl.sysctlPath(key)).toThrow(TypeError),
+  );
 });
 
 describe('tc arithmetic', () => {

@@ -72,7 +72,11 @@ describe('veth', () => {
     const { link: a, peer: b } = await link.addVeth(t.host.ns, { name: 'va', peerName: 'vb' });
     expect(a.peerIndex).toBe(b.index);
     expect(a.linkNetnsId).toBeUndefined();
-    expect(ipLinks(t.host.ns).map((l) => l.ifname).sort()).toEqual(['lo', 'va', 'vb']);
+    expect(
+      ipLinks(t.host.ns)
+        .map((l) => l.ifname)
+        .sort(),
+    ).toEqual(['lo', 'va', 'vb']);
     const err = await rejection(link.addVeth(t.host.ns, { name: 'va', peerName: 'vc' }));
     expect(err).toBeInstanceOf(NetlinkError);
     expect(err.errno).toBe('EEXIST');
@@ -182,7 +186,14 @@ describe('other kinds', () => {
 
   test('macvlan on a parent, created directly in the container namespace', async () => {
     const { link: parent } = await link.addVeth(t.host.ns, { name: 'up0', peerName: 'up1' });
-    const mv = await link.add(t.host.ns, { name: 'mv0', kind: 'macvlan', parentIndex: parent.index, mode: 'bridge', mtu: 1400, targetNs: t.ctr.ns });
+    const mv = await link.add(t.host.ns, {
+      name: 'mv0',
+      kind: 'macvlan',
+      parentIndex: parent.index,
+      mode: 'bridge',
+      mtu: 1400,
+      targetNs: t.ctr.ns,
+    });
     expect(mv).toMatchObject({ name: 'mv0', kind: 'macvlan', mtu: 1400 });
     expect(ipLink(t.host.ns, 'mv0')).toBeUndefined();
     const ip = ipLink(t.ctr.ns, 'mv0')!;

@@ -37,7 +37,17 @@ describe('IPv4', () => {
       expect.objectContaining({ dst: '10.9.0.0/16', gateway: '10.1.0.1', dev: 'eth0', metric: 50 }), // ip hides protocol boot
     );
     const listed = (await route.list(t.ctr.ns, { family: 4 })).find((r) => r.dst === '10.9.0.0/16');
-    expect(listed).toEqual({ dst: '10.9.0.0/16', family: 4, gw: '10.1.0.1', oif: eth0.index, table: 254, protocol: 3, scope: 0, type: 1, metric: 50 });
+    expect(listed).toEqual({
+      dst: '10.9.0.0/16',
+      family: 4,
+      gw: '10.1.0.1',
+      oif: eth0.index,
+      table: 254,
+      protocol: 3,
+      scope: 0,
+      type: 1,
+      metric: 50,
+    });
     await route.replace(t.ctr.ns, { dst: '10.9.0.0/16', gw: '10.1.0.2', oif: eth0.index, metric: 50 });
     expect(ipRoutes('route show 10.9.0.0/16')).toEqual([expect.objectContaining({ gateway: '10.1.0.2' })]);
     await route.del(t.ctr.ns, { dst: '10.9.0.0/16', metric: 50 });
@@ -82,7 +92,13 @@ describe('IPv4', () => {
 
   test('get returns the route the kernel would use', async () => {
     await route.add(t.ctr.ns, { dst: '10.9.0.0/16', gw: '10.1.0.1' });
-    expect(await route.get(t.ctr.ns, '10.9.3.4')).toMatchObject({ dst: '10.9.3.4/32', gw: '10.1.0.1', oif: eth0.index, src: '10.1.0.5', table: 254 });
+    expect(await route.get(t.ctr.ns, '10.9.3.4')).toMatchObject({
+      dst: '10.9.3.4/32',
+      gw: '10.1.0.1',
+      oif: eth0.index,
+      src: '10.1.0.5',
+      table: 254,
+    });
     expect(await route.get(t.ctr.ns, '10.1.0.77')).toMatchObject({ oif: eth0.index, src: '10.1.0.5' });
     expect((await rejection(route.get(t.ctr.ns, '8.8.8.8'))).errno).toBe('ENETUNREACH');
   });
@@ -96,7 +112,17 @@ describe('IPv6', () => {
     expect(ip).toContainEqual(expect.objectContaining({ dst: 'fd00:9::/48', gateway: 'fd00:1::1', dev: 'eth0', metric: 10 }));
     expect(ip).toContainEqual(expect.objectContaining({ dst: 'default', gateway: 'fd00:1::1' }));
     const listed = await route.list(t.ctr.ns, { family: 6 });
-    expect(listed).toContainEqual({ dst: 'fd00:9::/48', family: 6, gw: 'fd00:1::1', oif: eth0.index, table: 254, protocol: 3, scope: 0, type: 1, metric: 10 });
+    expect(listed).toContainEqual({
+      dst: 'fd00:9::/48',
+      family: 6,
+      gw: 'fd00:1::1',
+      oif: eth0.index,
+      table: 254,
+      protocol: 3,
+      scope: 0,
+      type: 1,
+      metric: 10,
+    });
     expect(listed).toContainEqual(expect.objectContaining({ dst: 'default', family: 6, gw: 'fd00:1::1' }));
     expect(listed.every((r) => r.family === 6)).toBe(true);
     expect(await route.get(t.ctr.ns, 'fd00:9::1')).toMatchObject({ gw: 'fd00:1::1', oif: eth0.index });
@@ -109,8 +135,12 @@ describe('IPv6', () => {
   test('table 1000 and replace', async () => {
     await route.add(t.ctr.ns, { dst: 'fd00:20::/64', oif: eth0.index, table: 1000 });
     await route.replace(t.ctr.ns, { dst: 'fd00:20::/64', gw: 'fd00:1::2', table: 1000 });
-    expect(ipJson<IpRoute[]>(t.ctr.ns, '-6 route show table 1000')).toEqual([expect.objectContaining({ dst: 'fd00:20::/64', gateway: 'fd00:1::2' })]);
-    expect(await route.list(t.ctr.ns, { table: 1000, family: 6 })).toEqual([expect.objectContaining({ dst: 'fd00:20::/64', gw: 'fd00:1::2', table: 1000 })]);
+    expect(ipJson<IpRoute[]>(t.ctr.ns, '-6 route show table 1000')).toEqual([
+      expect.objectContaining({ dst: 'fd00:20::/64', gateway: 'fd00:1::2' }),
+    ]);
+    expect(await route.list(t.ctr.ns, { table: 1000, family: 6 })).toEqual([
+      expect.objectContaining({ dst: 'fd00:20::/64', gw: 'fd00:1::2', table: 1000 }),
+    ]);
   });
 });
 

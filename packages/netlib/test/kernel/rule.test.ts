@@ -33,10 +33,31 @@ test('a fresh namespace has the kernel default rules', async () => {
 });
 
 test('IPv4: every selector, listed by ip and by list(), then deleted by its fields', async () => {
-  const r: rule.Rule = { family: 4, priority: 100, src: '10.1.0.0/24', dst: '10.2.0.0/16', table: 116, fwmark: 0x10, fwmask: 0xff, iif: 'eth0', oif: 'eth1' };
+  const r: rule.Rule = {
+    family: 4,
+    priority: 100,
+    src: '10.1.0.0/24',
+    dst: '10.2.0.0/16',
+    table: 116,
+    fwmark: 0x10,
+    fwmask: 0xff,
+    iif: 'eth0',
+    oif: 'eth1',
+  };
   await rule.add(t.ctr.ns, r);
   expect(ipRules(4)).toContainEqual(
-    expect.objectContaining({ priority: 100, src: '10.1.0.0', srclen: 24, dst: '10.2.0.0', dstlen: 16, table: '116', fwmark: '0x10', fwmask: '0xff', iif: 'eth0', oif: 'eth1' }),
+    expect.objectContaining({
+      priority: 100,
+      src: '10.1.0.0',
+      srclen: 24,
+      dst: '10.2.0.0',
+      dstlen: 16,
+      table: '116',
+      fwmark: '0x10',
+      fwmask: '0xff',
+      iif: 'eth0',
+      oif: 'eth1',
+    }),
   );
   expect(await rule.list(t.ctr.ns, 4)).toContainEqual({ ...r, action: 1 });
   await rule.del(t.ctr.ns, { family: 4, priority: 100, table: 116 });

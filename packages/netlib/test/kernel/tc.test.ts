@@ -79,7 +79,9 @@ describe('htb', () => {
     expect(tcJson<TcQdisc[]>(t.host.ns, 'qdisc show dev veth0')).toEqual([
       expect.objectContaining({ kind: 'htb', handle: '1:', root: true, options: expect.objectContaining({ r2q: 10, default: '0x30' }) }),
     ]);
-    expect(await tc.listQdiscs(t.host.ns, veth0.index)).toEqual([{ index: veth0.index, kind: 'htb', handle: 0x10000, parent: tc.TC_H.ROOT }]);
+    expect(await tc.listQdiscs(t.host.ns, veth0.index)).toEqual([
+      { index: veth0.index, kind: 'htb', handle: 0x10000, parent: tc.TC_H.ROOT },
+    ]);
     expect((await rejection(tc.addHtb(t.host.ns, veth0.index))).errno).toBe('EEXIST');
     await tc.delRootQdisc(t.host.ns, veth0.index);
     expect(await tc.listQdiscs(t.host.ns, veth0.index)).not.toContainEqual(expect.objectContaining({ kind: 'htb' }));
@@ -90,18 +92,30 @@ describe('ingress redirect to ifb', () => {
   test('ingress qdisc + u32 match-all filter with mirred egress redirect', async () => {
     const ifb = await link.add(t.host.ns, { name: 'ifb0', kind: 'ifb' });
     await tc.addIngress(t.host.ns, veth0.index);
-    expect(tcJson<TcQdisc[]>(t.host.ns, 'qdisc show dev veth0 ingress')).toEqual([expect.objectContaining({ kind: 'ingress', handle: 'ffff:', parent: 'ffff:fff1' })]);
-    expect(await tc.listQdiscs(t.host.ns, veth0.index)).toContainEqual({ index: veth0.index, kind: 'ingress', handle: tc.INGRESS_HANDLE, parent: tc.TC_H.INGRESS });
+    expect(tcJson<TcQdisc[]>(t.host.ns, 'qdisc show dev veth0 ingress')).toEqual([
+      expect.objectContaining({ kind: 'ingress', handle: 'ffff:', parent: 'ffff:fff1' }),
+    ]);
+    expect(await tc.listQdiscs(t.host.ns, veth0.index)).toContainEqual({
+      index: veth0.index,
+      kind: 'ingress',
+      handle: tc.INGRESS_HANDLE,
+      parent: tc.TC_H.INGRESS,
+    });
 
     await tc.addRedirectFilter(t.host.ns, veth0.index, { parent: tc.INGRESS_HANDLE, targetIndex: ifb.index });
-    const filters = tcJson<Array<{ kind: string; pref: number; protocol: string; options?: { match?: unknown; actions?: Array<Record<string, unknown>> } }>>(
-      t.host.ns,
-      'filter show dev veth0 parent ffff:',
-    );
+    const filters = tcJson<
+      Array<{ kind: string; pref: number; protocol: string; options?: { match?: unknown; actions?: Array<Record<string, unknown>> } }>
+    >(t.host.ns, 'filter show dev veth0 parent ffff:');
     const withActions = filters.find((f) => f.options?.actions)!;
     expect(withActions).toMatchObject({ kind: 'u32', pref: 1, protocol: 'all', options: { match: { value: '0', mask: '0' } } });
     expect(withActions.options!.actions).toEqual([
-      expect.objectContaining({ kind: 'mirred', mirred_action: 'redirect', direction: 'egress', to_dev: 'ifb0', control_action: { type: 'stolen' } }),
+      expect.objectContaining({
+        kind: 'mirred',
+        mirred_action: 'redirect',
+        direction: 'egress',
+        to_dev: 'ifb0',
+        control_action: { type: 'stolen' },
+      }),
     ]);
 
     // Traffic entering veth0 now leaves through ifb0.

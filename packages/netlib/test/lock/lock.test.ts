@@ -14,7 +14,13 @@ beforeAll(() => {
 });
 afterAll(() => fs.rmSync(dir, { recursive: true, force: true }));
 
-function runChild(lock: string, log: string, holdMs: number, timeoutMs: number, mode?: string): { proc: ChildProcess; done: Promise<{ code: number | null; stderr: string }> } {
+function runChild(
+  lock: string,
+  log: string,
+  holdMs: number,
+  timeoutMs: number,
+  mode?: string,
+): { proc: ChildProcess; done: Promise<{ code: number | null; stderr: string }> } {
   const proc = spawn(child, [lock, log, String(holdMs), String(timeoutMs), ...(mode ? [mode] : [])], { stdio: ['ignore', 'pipe', 'pipe'] });
   let stderr = '';
   proc.stderr!.on('data', (b: Buffer) => (stderr += b.toString()));

@@ -62,9 +62,11 @@ describe('createLogger', () => {
 
   it('is cheap when disabled: no serialisation of the fields', () => {
     const log = createLogger({ level: 'info' }); // no file
-    const fields = { get expensive(): never {
-      throw new Error('serialised');
-    } };
+    const fields = {
+      get expensive(): never {
+        throw new Error('serialised');
+      },
+    };
     expect(() => log.debug('x', fields)).not.toThrow();
     expect(() => log.error('x', fields)).not.toThrow();
   });
@@ -112,7 +114,9 @@ describe('createLogger', () => {
   });
 
   it('rejects unknown levels', () => {
-    expect(() => createLogger({ level: 'verbose' as never })).toThrow('log: invalid level "verbose": expected one of debug, info, warn, error, off');
+    expect(() => createLogger({ level: 'verbose' as never })).toThrow(
+      'log: invalid level "verbose": expected one of debug, info, warn, error, off',
+    );
     expect(parseLogLevel('warn')).toBe('warn');
   });
 });

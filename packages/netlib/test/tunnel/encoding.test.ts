@@ -138,7 +138,15 @@ describe('fou', () => {
     expect(a.get(FOU_ATTR.TYPE)![0]).toBe(2);
     expect(a.has(FOU_ATTR.IPPROTO)).toBe(false);
     expect(a.get(FOU_ATTR.LOCAL_V6)!.length).toBe(16);
-    expect(parsePort(Buffer.concat(data))).toEqual({ port: 6080, family: 6, type: 'gue', local: 'fd00::1', peer: 'fd00::2', peerPort: 6081, ifindex: 3 });
+    expect(parsePort(Buffer.concat(data))).toEqual({
+      port: 6080,
+      family: 6,
+      type: 'gue',
+      local: 'fd00::1',
+      peer: 'fd00::2',
+      peerPort: 6081,
+      ifindex: 3,
+    });
   });
 
   test('a key for DEL/GET carries no type or ipproto', () => {
@@ -168,7 +176,9 @@ describe('changeIpip / changeIp6tnl (changelink)', () => {
 
   test('bad options are TypeErrors naming the field, as for add', async () => {
     const tunnel = await import('../../src/tunnel');
-    expect(() => tunnel.changeIpip(ns, { name: 't', remote: '10.0.0.1', encap: { type: 'fou', dport: 70000 } })).toThrow(/invalid encap dport 70000/);
+    expect(() => tunnel.changeIpip(ns, { name: 't', remote: '10.0.0.1', encap: { type: 'fou', dport: 70000 } })).toThrow(
+      /invalid encap dport 70000/,
+    );
     expect(() => tunnel.changeIp6tnl(ns, { name: 't', remote: '10.0.0.1' })).toThrow(/expected an IPv6 address/);
   });
 });

@@ -47,7 +47,9 @@ export class CloudError extends Error {
   }
 
   get retryable(): boolean {
-    return /^Throttling/.test(this.code) || this.code === 'ServiceUnavailable' || this.code === 'InternalError' || (this.status ?? 0) >= 500;
+    return (
+      /^Throttling/.test(this.code) || this.code === 'ServiceUnavailable' || this.code === 'InternalError' || (this.status ?? 0) >= 500
+    );
   }
 }
 
@@ -92,7 +94,14 @@ export class AliyunEniCloud implements EniCloud {
   private readonly cidrs6 = new Map<string, string>();
 
   constructor(private readonly o: AliyunOptions) {
-    const base = { accessKeyId: o.accessKeyId, accessKeySecret: o.accessKeySecret, regionId: o.regionId, protocol: o.protocol ?? 'https', readTimeout: o.readTimeoutMs ?? 10_000, connectTimeout: 5000 };
+    const base = {
+      accessKeyId: o.accessKeyId,
+      accessKeySecret: o.accessKeySecret,
+      regionId: o.regionId,
+      protocol: o.protocol ?? 'https',
+      readTimeout: o.readTimeoutMs ?? 10_000,
+      connectTimeout: 5000,
+    };
     this.ecs = new Ecs(new $OpenApiUtil.Config({ ...base, ...(o.ecsEndpoint ? { endpoint: o.ecsEndpoint } : {}) }));
     this.vpc = new Vpc(new $OpenApiUtil.Config({ ...base, ...(o.vpcEndpoint ? { endpoint: o.vpcEndpoint } : {}) }));
   }
@@ -116,9 +125,18 @@ export class AliyunEniCloud implements EniCloud {
   }
 
   async instanceQuota(instanceType: string): Promise<InstanceQuota> {
-    const r = await this.call('DescribeInstanceTypes', () => this.ecs.describeInstanceTypes(new $Ecs.DescribeInstanceTypesRequest({ instanceTypes: [instanceType] })));
+    const r = await this.call('DescribeInstanceTypes', () =>
+      this.ecs.describeInstanceTypes(new $Ecs.DescribeInstanceTypesRequest({ instanceTypes: [instanceType] })),
+    );
     const t = r.body?.instanceTypes?.instanceType?.find((x) => x.instanceTypeId === instanceType);
-    if (!t || !t.eniQuantity || !t.eniPrivateIpAddressQuantity) throw new CloudError('DescribeInstanceTypes', 'InvalidInstanceType.NotFound', undefined, r.body?.requestId, `no ENI quota for ${instanceType}`);
+    if (!t || !t.eniQuantity || !t.eniPrivateIpAddressQuantity)
+      throw new CloudError(
+        'DescribeInstanceTypes',
+        'InvalidInstanceType.NotFound',
+        undefined,
+        r.body?.requestId,
+        `no ENI quota for ${instanceType}`,
+      );
     return {
       eniQuantity: t.eniQuantity,
       ipsPerEni: t.eniPrivateIpAddressQuantity,
@@ -131,7 +149,9 @@ export class AliyunEniCloud implements EniCloud {
   async describeVSwitches(ids: string[]): Promise<VSwitchInfo[]> {
     const out: VSwitchInfo[] = [];
     for (const id of ids) {
-      const r = await this.call('DescribeVSwitches', () => this.vpc.describeVSwitches(new $Vpc.DescribeVSwitchesRequest({ regionId: this.o.regionId, vSwitchId: id, pageSize: 50 })));
+      const r = await this.call('DescribeVSwitches', () =>
+        this.vpc.describeVSwitches(new $Vpc.DescribeVSwitchesRequest({ regionId: this.o.regionId, vSwitchId: id, pageSize: 50 })),
+      );
       for (const v of r.body?.vSwitches?.vSwitch ?? []) {
         if (!v.vSwitchId || !v.cidrBlock) continue;
         this.cidrs.set(v.vSwitchId, v.cidrBlock);
@@ -160,7 +180,18 @@ export class AliyunEniCloud implements EniCloud {
         const ips = (e.privateIpSets?.privateIpSet ?? []).map((s) => s.privateIpAddress ?? '').filter(Boolean);
         const trunk = e.attachment?.trunkNetworkInterfaceId;
         const ipv6s = (e.ipv6Sets?.ipv6Set ?? []).map((s) => s.ipv6Address ?? '').filter(Boolean);
-        out.push({ eniId: e.networkInterfaceId ?? '', status: e.status ?? '', type: e.type ?? '', ...(trunk ? { trunkEniId: trunk } : {}), instanceId: e.instanceId ?? '', mac: e.macAddress ?? '', vswitchId: e.vSwitchId ?? '', primaryIp: e.privateIpAddress ?? '', ips, ipv6s });
+        out.push({
+          eniId: e.networkInterfaceId ?? '',
+          status: e.status ?? '',
+          type: e.type ?? '',
+          ...(trunk ? { trunkEniId: trunk } : {}),
+          instanceId: e.instanceId ?? '',
+          mac: e.macAddress ?? '',
+          vswitchId: e.vSwitchId ?? '',
+          primaryIp: e.privateIpAddress ?? '',
+          ips,
+          ipv6s,
+        });
       }
       token = r.body?.nextToken || undefined;
     } while (token);
@@ -172,7 +203,14 @@ export class AliyunEniCloud implements EniCloud {
     for (;;) {
       const [e] = await this.listEnis({ ids: [eniId] }, 10);
       if (e && e.status === want) return e;
-      if (Date.now() > deadline) throw new CloudError('DescribeNetworkInterfaces', 'Timeout', undefined, undefined, `${eniId} is ${e?.status ?? 'gone'}, not ${want}, after ${this.o.stateTimeoutMs ?? 60_000} ms`);
+      if (Date.now() > deadline)
+        throw new CloudError(
+          'DescribeNetworkInterfaces',
+          'Timeout',
+          undefined,
+          undefined,
+          `${eniId} is ${e?.status ?? 'gone'}, not ${want}, after ${this.o.stateTimeoutMs ?? 60_000} ms`,
+        );
       await sleep(this.o.pollIntervalMs ?? 100);
     }
   }
@@ -187,7 +225,16 @@ export class AliyunEniCloud implements EniCloud {
   /** The EniInfo of an attached ENI (restore at start-up). */
   async eniInfo(e: EniView): Promise<EniInfo> {
     const cidr = await this.cidrOf(e.vswitchId);
-    return { eniId: e.eniId, mac: e.mac, primaryIp: e.primaryIp, vswitchId: e.vswitchId, vswitchCidr: cidr, gateway: gatewayOf(cidr), ips: e.ips, ...(e.ipv6s.length ? { ipv6s: e.ipv6s } : {}) };
+    return {
+      eniId: e.eniId,
+      mac: e.mac,
+      primaryIp: e.primaryIp,
+      vswitchId: e.vswitchId,
+      vswitchCidr: cidr,
+      gateway: gatewayOf(cidr),
+      ips: e.ips,
+      ...(e.ipv6s.length ? { ipv6s: e.ipv6s } : {}),
+    };
   }
 
   /** The vSwitch's Ipv6CidrBlock (undefined when IPv6 is off there). */
@@ -198,12 +245,20 @@ export class AliyunEniCloud implements EniCloud {
 
   /** AssignIpv6Addresses: `count` new IPv6 addresses on the ENI. */
   async assignIpv6s(eniId: string, count: number): Promise<string[]> {
-    const r = await this.call('AssignIpv6Addresses', () => this.ecs.assignIpv6Addresses(new $Ecs.AssignIpv6AddressesRequest({ regionId: this.o.regionId, networkInterfaceId: eniId, ipv6AddressCount: count })));
+    const r = await this.call('AssignIpv6Addresses', () =>
+      this.ecs.assignIpv6Addresses(
+        new $Ecs.AssignIpv6AddressesRequest({ regionId: this.o.regionId, networkInterfaceId: eniId, ipv6AddressCount: count }),
+      ),
+    );
     return r.body?.ipv6Sets?.ipv6Address ?? [];
   }
 
   async unassignIpv6s(eniId: string, ips: string[]): Promise<void> {
-    await this.call('UnassignIpv6Addresses', () => this.ecs.unassignIpv6Addresses(new $Ecs.UnassignIpv6AddressesRequest({ regionId: this.o.regionId, networkInterfaceId: eniId, ipv6Address: ips })));
+    await this.call('UnassignIpv6Addresses', () =>
+      this.ecs.unassignIpv6Addresses(
+        new $Ecs.UnassignIpv6AddressesRequest({ regionId: this.o.regionId, networkInterfaceId: eniId, ipv6Address: ips }),
+      ),
+    );
   }
 
   /**
@@ -211,7 +266,13 @@ export class AliyunEniCloud implements EniCloud {
    * (CreateNetworkInterface InstanceType=Trunk); `memberOf` attaches the new ENI as a
    * member of that trunk ENI (AttachNetworkInterface TrunkNetworkInstanceId).
    */
-  async createEni(req: { vswitchId: string; securityGroups: string[]; ipCount: number; trunk?: boolean; memberOf?: string }): Promise<EniInfo> {
+  async createEni(req: {
+    vswitchId: string;
+    securityGroups: string[];
+    ipCount: number;
+    trunk?: boolean;
+    memberOf?: string;
+  }): Promise<EniInfo> {
     const created = await this.call('CreateNetworkInterface', () =>
       this.ecs.createNetworkInterface(
         new $Ecs.CreateNetworkInterfaceRequest({
@@ -225,9 +286,25 @@ export class AliyunEniCloud implements EniCloud {
       ),
     );
     const eniId = created.body?.networkInterfaceId;
-    if (!eniId) throw new CloudError('CreateNetworkInterface', 'EmptyNetworkInterfaceId', created.statusCode, created.body?.requestId, 'no NetworkInterfaceId in the answer');
+    if (!eniId)
+      throw new CloudError(
+        'CreateNetworkInterface',
+        'EmptyNetworkInterfaceId',
+        created.statusCode,
+        created.body?.requestId,
+        'no NetworkInterfaceId in the answer',
+      );
     try {
-      await this.call('AttachNetworkInterface', () => this.ecs.attachNetworkInterface(new $Ecs.AttachNetworkInterfaceRequest({ regionId: this.o.regionId, networkInterfaceId: eniId, instanceId: this.o.instanceId, ...(req.memberOf ? { trunkNetworkInstanceId: req.memberOf } : {}) })));
+      await this.call('AttachNetworkInterface', () =>
+        this.ecs.attachNetworkInterface(
+          new $Ecs.AttachNetworkInterfaceRequest({
+            regionId: this.o.regionId,
+            networkInterfaceId: eniId,
+            instanceId: this.o.instanceId,
+            ...(req.memberOf ? { trunkNetworkInstanceId: req.memberOf } : {}),
+          }),
+        ),
+      );
       const view = await this.waitStatus(eniId, 'InUse');
       return await this.eniInfo(view);
     } catch (e) {
@@ -238,12 +315,24 @@ export class AliyunEniCloud implements EniCloud {
   }
 
   async assignIps(eniId: string, count: number): Promise<string[]> {
-    const r = await this.call('AssignPrivateIpAddresses', () => this.ecs.assignPrivateIpAddresses(new $Ecs.AssignPrivateIpAddressesRequest({ regionId: this.o.regionId, networkInterfaceId: eniId, secondaryPrivateIpAddressCount: count })));
+    const r = await this.call('AssignPrivateIpAddresses', () =>
+      this.ecs.assignPrivateIpAddresses(
+        new $Ecs.AssignPrivateIpAddressesRequest({
+          regionId: this.o.regionId,
+          networkInterfaceId: eniId,
+          secondaryPrivateIpAddressCount: count,
+        }),
+      ),
+    );
     return r.body?.assignedPrivateIpAddressesSet?.privateIpSet?.privateIpAddress ?? [];
   }
 
   async unassignIps(eniId: string, ips: string[]): Promise<void> {
-    await this.call('UnassignPrivateIpAddresses', () => this.ecs.unassignPrivateIpAddresses(new $Ecs.UnassignPrivateIpAddressesRequest({ regionId: this.o.regionId, networkInterfaceId: eniId, privateIpAddress: ips })));
+    await this.call('UnassignPrivateIpAddresses', () =>
+      this.ecs.unassignPrivateIpAddresses(
+        new $Ecs.UnassignPrivateIpAddressesRequest({ regionId: this.o.regionId, networkInterfaceId: eniId, privateIpAddress: ips }),
+      ),
+    );
   }
 
   async deleteEni(eniId: string): Promise<void> {
@@ -251,10 +340,16 @@ export class AliyunEniCloud implements EniCloud {
     if (!e) return;
     if (e.status === 'Attaching') await this.waitStatus(eniId, 'InUse');
     if (e.status === 'InUse' || e.status === 'Attaching') {
-      await this.call('DetachNetworkInterface', () => this.ecs.detachNetworkInterface(new $Ecs.DetachNetworkInterfaceRequest({ regionId: this.o.regionId, networkInterfaceId: eniId, instanceId: this.o.instanceId })));
+      await this.call('DetachNetworkInterface', () =>
+        this.ecs.detachNetworkInterface(
+          new $Ecs.DetachNetworkInterfaceRequest({ regionId: this.o.regionId, networkInterfaceId: eniId, instanceId: this.o.instanceId }),
+        ),
+      );
     }
     if (e.status !== 'Available') await this.waitStatus(eniId, 'Available');
-    await this.call('DeleteNetworkInterface', () => this.ecs.deleteNetworkInterface(new $Ecs.DeleteNetworkInterfaceRequest({ regionId: this.o.regionId, networkInterfaceId: eniId })));
+    await this.call('DeleteNetworkInterface', () =>
+      this.ecs.deleteNetworkInterface(new $Ecs.DeleteNetworkInterfaceRequest({ regionId: this.o.regionId, networkInterfaceId: eniId })),
+    );
   }
 }
 

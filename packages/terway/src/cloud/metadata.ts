@@ -18,7 +18,9 @@ export async function fetchInstanceMeta(base = METADATA_URL, timeoutMs = 5000): 
     if (!r.ok) throw new Error(`metadata: GET ${p}: HTTP ${r.status}`);
     return (await r.text()).trim();
   };
-  const [instanceId, regionId, zoneId, instanceType, vswitchId] = await Promise.all(['instance-id', 'region-id', 'zone-id', 'instance/instance-type', 'vswitch-id'].map(get));
+  const [instanceId, regionId, zoneId, instanceType, vswitchId] = await Promise.all(
+    ['instance-id', 'region-id', 'zone-id', 'instance/instance-type', 'vswitch-id'].map(get),
+  );
   return { instanceId: instanceId!, regionId: regionId!, zoneId: zoneId!, instanceType: instanceType!, vswitchId: vswitchId! };
 }
 

@@ -3,7 +3,18 @@
  * and wires the ENI multi-IP veth datapath. ADD rolls back with ReleaseIP;
  * DEL tears down what it finds and releases; both idempotent.
  */
-import { CniCode, CniError, hostNetns, openNetns, openNetnsIfPresent, UndoStack, isNotFoundError, NetnsNotFoundError, type CmdArgs, type Result } from '@cnikit/netlib';
+import {
+  CniCode,
+  CniError,
+  hostNetns,
+  openNetns,
+  openNetnsIfPresent,
+  UndoStack,
+  isNotFoundError,
+  NetnsNotFoundError,
+  type CmdArgs,
+  type Result,
+} from '@cnikit/netlib';
 import { addr, link, route, type Netns } from '@cnikit/netlib';
 import { checkPod, hostVethName, POD_GATEWAY, POD_GATEWAY6, setupPod, teardownPod } from '../datapath/eniip-veth';
 import { setupExclusivePod, teardownExclusivePod } from '../datapath/exclusive-eni';
@@ -17,8 +28,19 @@ import { parseConf, type TerwayConf } from './config';
 function podRef(a: CmdArgs): PodRef {
   const name = a.args['K8S_POD_NAME'];
   const ns = a.args['K8S_POD_NAMESPACE'];
-  if (!name || !ns) throw new CniError(CniCode.InvalidEnvironment, 'terway: CNI_ARGS must carry K8S_POD_NAME and K8S_POD_NAMESPACE', `CNI_ARGS keys: ${Object.keys(a.args).join(',')}`);
-  return { K8sPodName: name, K8sPodNamespace: ns, K8sPodInfraContainerId: a.args['K8S_POD_INFRA_CONTAINER_ID'] || a.containerId, Netns: a.netns, IfName: a.ifName };
+  if (!name || !ns)
+    throw new CniError(
+      CniCode.InvalidEnvironment,
+      'terway: CNI_ARGS must carry K8S_POD_NAME and K8S_POD_NAMESPACE',
+      `CNI_ARGS keys: ${Object.keys(a.args).join(',')}`,
+    );
+  return {
+    K8sPodName: name,
+    K8sPodNamespace: ns,
+    K8sPodInfraContainerId: a.args['K8S_POD_INFRA_CONTAINER_ID'] || a.containerId,
+    Netns: a.netns,
+    IfName: a.ifName,
+  };
 }
 
 export async function add(a: CmdArgs): Promise<Result> {
@@ -36,7 +58,8 @@ export async function add(a: CmdArgs): Promise<Result> {
     const gw = nc?.ENIInfo?.GatewayIP?.IPv4 || nc?.BasicInfo?.GatewayIP?.IPv4;
     if (reply.IPType === 'TypeVPCIP') {
       // VPC route: an address of the node's pod CIDR on a veth; no ENI.
-      if (!reply.Success || !podIp) throw new CniError(CniCode.Internal, `terway: AllocIP answered without an IPv4 for ${ref.K8sPodNamespace}/${ref.K8sPodName}`);
+      if (!reply.Success || !podIp)
+        throw new CniError(CniCode.Internal, `terway: AllocIP answered without an IPv4 for ${ref.K8sPodNamespace}/${ref.K8sPodName}`);
       const v = await setupVpcRoutePod(hostNetns(), podNs, {
         podNamespace: ref.K8sPodNamespace,
         podName: ref.K8sPodName,
@@ -48,12 +71,23 @@ export async function add(a: CmdArgs): Promise<Result> {
       undo.commit();
       return vethPodResult(a, v, podIp);
     }
-    if (!reply.Success || !podIp || !mac || !gw) throw new CniError(CniCode.Internal, `terway: AllocIP answered without an IPv4, ENI MAC or gateway for ${ref.K8sPodNamespace}/${ref.K8sPodName}`);
+    if (!reply.Success || !podIp || !mac || !gw)
+      throw new CniError(
+        CniCode.Internal,
+        `terway: AllocIP answered without an IPv4, ENI MAC or gateway for ${ref.K8sPodNamespace}/${ref.K8sPodName}`,
+      );
     if (reply.IPType === 'TypeVPCENI') {
       // Exclusive ENI: the ENI itself becomes the pod's interface.
       const prefix = podCidrPrefix(nc);
       const services = serviceCidrs(nc);
-      const x = await setupExclusivePod(hostNetns(), podNs, { podNamespace: ref.K8sPodNamespace, podName: ref.K8sPodName, ifName: a.ifName, eni: { mac, ip: podIp, prefix, gateway: gw }, serviceCidrs: services, mtu: conf.mtu });
+      const x = await setupExclusivePod(hostNetns(), podNs, {
+        podNamespace: ref.K8sPodNamespace,
+        podName: ref.K8sPodName,
+        ifName: a.ifName,
+        eni: { mac, ip: podIp, prefix, gateway: gw },
+        serviceCidrs: services,
+        mtu: conf.mtu,
+      });
       undo.commit();
       return {
         cniVersion: a.conf.cniVersion,
@@ -139,7 +173,8 @@ export async function del(a: CmdArgs): Promise<void> {
       } finally {
         podNs?.close();
       }
-    } else if (info?.IPType === 'TypeVPCIP') await teardownVpcRoutePod(hostNetns(), { podNamespace: ref.K8sPodNamespace, podName: ref.K8sPodName, ...(ip ? { ip } : {}) });
+    } else if (info?.IPType === 'TypeVPCIP')
+      await teardownVpcRoutePod(hostNetns(), { podNamespace: ref.K8sPodNamespace, podName: ref.K8sPodName, ...(ip ? { ip } : {}) });
     else if (conf.virtualType === 'ipvlan') {
       const podNs = openNetnsIfPresent(a.netns);
       try {
@@ -149,7 +184,12 @@ export async function del(a: CmdArgs): Promise<void> {
       }
     } else {
       const ip6 = info?.Success ? info.NetConfs[0]?.BasicInfo?.PodIP?.IPv6 || undefined : undefined;
-      await teardownPod(hostNetns(), { podNamespace: ref.K8sPodNamespace, podName: ref.K8sPodName, ...(ip ? { ip } : {}), ...(ip6 ? { ip6 } : {}) });
+      await teardownPod(hostNetns(), {
+        podNamespace: ref.K8sPodNamespace,
+        podName: ref.K8sPodName,
+        ...(ip ? { ip } : {}),
+        ...(ip6 ? { ip6 } : {}),
+      });
     }
     if (daemonError) throw daemonError;
     await client.releaseIP({ ...ref, Reason: 'cni del' });
@@ -171,7 +211,8 @@ async function teardownStaleSandbox(a: CmdArgs): Promise<void> {
   if (!podNs) return;
   try {
     const l = await link.get(podNs, a.ifName).catch((e: unknown) => (isNotFoundError(e) ? undefined : Promise.reject(e)));
-    if (l && (l.kind === 'veth' || l.kind === 'ipvlan')) await link.del(podNs, l.index).catch((e: unknown) => (isNotFoundError(e) ? undefined : Promise.reject(e)));
+    if (l && (l.kind === 'veth' || l.kind === 'ipvlan'))
+      await link.del(podNs, l.index).catch((e: unknown) => (isNotFoundError(e) ? undefined : Promise.reject(e)));
   } finally {
     podNs.close();
   }
@@ -191,13 +232,40 @@ export async function check(a: CmdArgs): Promise<void> {
     const ip = nc?.BasicInfo?.PodIP?.IPv4;
     const mac = nc?.ENIInfo?.MAC;
     if (info.Success && ip && info.IPType === 'TypeVPCIP') {
-      const problems = await checkVpcRoutePod(hostNetns(), podNs, { podNamespace: ref.K8sPodNamespace, podName: ref.K8sPodName, ifName: a.ifName, ip });
-      if (problems.length) throw new CniError(CODE_CHECK_FAILED, `terway: CHECK: ${problems[0]}${problems.length > 1 ? ` (and ${problems.length - 1} more)` : ''}`, problems.join('; '));
+      const problems = await checkVpcRoutePod(hostNetns(), podNs, {
+        podNamespace: ref.K8sPodNamespace,
+        podName: ref.K8sPodName,
+        ifName: a.ifName,
+        ip,
+      });
+      if (problems.length)
+        throw new CniError(
+          CODE_CHECK_FAILED,
+          `terway: CHECK: ${problems[0]}${problems.length > 1 ? ` (and ${problems.length - 1} more)` : ''}`,
+          problems.join('; '),
+        );
       return;
     }
-    if (!info.Success || !ip || !mac) throw new CniError(CODE_CHECK_FAILED, `terway: CHECK: terwayd holds no IP for ${ref.K8sPodNamespace}/${ref.K8sPodName}`, info.Error);
-    const problems = info.IPType === 'TypeVPCENI' ? await checkExclusive(podNs, a.ifName, ip, mac, hostVethName(ref.K8sPodNamespace, ref.K8sPodName)) : conf.virtualType === 'ipvlan' ? await checkIpvlanPod(hostNetns(), podNs, { ifName: a.ifName, ip, eniMac: mac }) : await checkPod(hostNetns(), podNs, { podNamespace: ref.K8sPodNamespace, podName: ref.K8sPodName, ifName: a.ifName, ip, eniMac: mac });
-    if (problems.length) throw new CniError(CODE_CHECK_FAILED, `terway: CHECK: ${problems[0]}${problems.length > 1 ? ` (and ${problems.length - 1} more)` : ''}`, problems.join('; '));
+    if (!info.Success || !ip || !mac)
+      throw new CniError(CODE_CHECK_FAILED, `terway: CHECK: terwayd holds no IP for ${ref.K8sPodNamespace}/${ref.K8sPodName}`, info.Error);
+    const problems =
+      info.IPType === 'TypeVPCENI'
+        ? await checkExclusive(podNs, a.ifName, ip, mac, hostVethName(ref.K8sPodNamespace, ref.K8sPodName))
+        : conf.virtualType === 'ipvlan'
+          ? await checkIpvlanPod(hostNetns(), podNs, { ifName: a.ifName, ip, eniMac: mac })
+          : await checkPod(hostNetns(), podNs, {
+              podNamespace: ref.K8sPodNamespace,
+              podName: ref.K8sPodName,
+              ifName: a.ifName,
+              ip,
+              eniMac: mac,
+            });
+    if (problems.length)
+      throw new CniError(
+        CODE_CHECK_FAILED,
+        `terway: CHECK: ${problems[0]}${problems.length > 1 ? ` (and ${problems.length - 1} more)` : ''}`,
+        problems.join('; '),
+      );
   } finally {
     podNs.close();
     client.close();
@@ -208,7 +276,8 @@ async function checkExclusive(podNs: Netns, ifName: string, ip: string, mac: str
   const problems: string[] = [];
   const l = await link.find(podNs, ifName);
   if (!l || l.mac.toLowerCase() !== mac.toLowerCase()) problems.push(`pod interface ${ifName} is not the ENI ${mac}`);
-  else if (!(await addr.list(podNs, { index: l.index, family: 4 })).some((x) => x.address.startsWith(`${ip}/`))) problems.push(`pod address ${ip} on ${ifName} is missing`);
+  else if (!(await addr.list(podNs, { index: l.index, family: 4 })).some((x) => x.address.startsWith(`${ip}/`)))
+    problems.push(`pod address ${ip} on ${ifName} is missing`);
   if (!(await link.find(hostNetns(), hostVeth))) problems.push(`host veth ${hostVeth} is missing`);
   return problems;
 }
@@ -228,7 +297,9 @@ export async function status(a: CmdArgs): Promise<void> {
     await client.waitForReady(STATUS_TIMEOUT_MS);
   } catch (err) {
     const reason = err instanceof Error ? err.message : String(err);
-    throw new CniError(CniCode.NotAvailable, 'terwayd is not reachable', `terwayd not reachable on ${conf.socket}: ${reason}`, { cause: err });
+    throw new CniError(CniCode.NotAvailable, 'terwayd is not reachable', `terwayd not reachable on ${conf.socket}: ${reason}`, {
+      cause: err,
+    });
   } finally {
     client.close();
   }
@@ -246,7 +317,10 @@ function podCidrPrefix(nc: NetConf | undefined): number {
 }
 
 function serviceCidrs(nc: NetConf | undefined): string[] {
-  return (nc?.BasicInfo?.ServiceCIDR?.IPv4 ?? '').split(',').map((x) => x.trim()).filter(Boolean);
+  return (nc?.BasicInfo?.ServiceCIDR?.IPv4 ?? '')
+    .split(',')
+    .map((x) => x.trim())
+    .filter(Boolean);
 }
 
 /** Result of a veth-wired pod (VPC route, ENI multi-IP veth): /32 with the link-local gateway. */
@@ -257,7 +331,10 @@ function vethPodResult(a: CmdArgs, v: { hostVeth: string; hostVethMac: string; p
       { name: v.hostVeth, mac: v.hostVethMac },
       { name: a.ifName, mac: v.podMac, sandbox: a.netns },
     ],
-    ips: [{ address: `${podIp}/32`, gateway: POD_GATEWAY, interface: 1 }, ...(podIp6 ? [{ address: `${podIp6}/128`, gateway: POD_GATEWAY6, interface: 1 }] : [])],
+    ips: [
+      { address: `${podIp}/32`, gateway: POD_GATEWAY, interface: 1 },
+      ...(podIp6 ? [{ address: `${podIp6}/128`, gateway: POD_GATEWAY6, interface: 1 }] : []),
+    ],
     routes: [{ dst: '0.0.0.0/0', gw: POD_GATEWAY }, ...(podIp6 ? [{ dst: '::/0', gw: POD_GATEWAY6 }] : [])],
   };
 }

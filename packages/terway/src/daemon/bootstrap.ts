@@ -78,7 +78,8 @@ export async function startTerwayd(o: TerwaydOptions): Promise<Terwayd> {
   // Set once the pool (whose events it follows) exists.
   let dual: DualStackSource | undefined;
   const accessKeyId = o.accessKeyId ?? (o.eniConf['access_key'] as string | undefined) ?? process.env['ALIBABA_CLOUD_ACCESS_KEY_ID'] ?? '';
-  const accessKeySecret = o.accessKeySecret ?? (o.eniConf['access_secret'] as string | undefined) ?? process.env['ALIBABA_CLOUD_ACCESS_KEY_SECRET'] ?? '';
+  const accessKeySecret =
+    o.accessKeySecret ?? (o.eniConf['access_secret'] as string | undefined) ?? process.env['ALIBABA_CLOUD_ACCESS_KEY_SECRET'] ?? '';
   const metrics = new TerwayMetrics();
   const cloud = new AliyunEniCloud({
     onCall: (api, ms, error) => metrics.openApiLatency.observe({ api, error }, ms),
@@ -95,7 +96,15 @@ export async function startTerwayd(o: TerwaydOptions): Promise<Terwayd> {
   const hostNs = o.hostNs ?? hostNetns();
   // Every ENI of the instance (secondary ENIs for the pool, a trunk ENI, members of the trunk).
   const allViews = await cloud.listEnis({ instanceId: meta.instanceId });
-  const trunk = await ensureTrunkEni({ cloud, config, quota: instQuota, views: allViews, zone: meta.zoneId, defaultVSwitch: meta.vswitchId, log });
+  const trunk = await ensureTrunkEni({
+    cloud,
+    config,
+    quota: instQuota,
+    views: allViews,
+    zone: meta.zoneId,
+    defaultVSwitch: meta.vswitchId,
+    log,
+  });
   // The trunk ENI takes one of the instance's EniQuantity slots: the pool and exclusive ENIs get the rest.
   const quota = { eniQuantity: instQuota.eniQuantity - (trunk ? 1 : 0), ipsPerEni: instQuota.ipsPerEni };
   const pool = new EniIpPool({
@@ -111,7 +120,10 @@ export async function startTerwayd(o: TerwaydOptions): Promise<Terwayd> {
     },
   });
   // ip_stack dual: IPv6 follows the IPv4 pool per ENI (see pool/dual-stack.ts).
-  dual = config.ipStack === 'dual' && o.mode !== 'ENIOnly' ? new DualStackSource({ pool, cloud, gateway6: (mac) => fetchIpv6Gateway(metadataUrl, mac), log }) : undefined;
+  dual =
+    config.ipStack === 'dual' && o.mode !== 'ENIOnly'
+      ? new DualStackSource({ pool, cloud, gateway6: (mac) => fetchIpv6Gateway(metadataUrl, mac), log })
+      : undefined;
 
   // Reconcile: cloud ENIs, local leases, kernel.
   const views = allViews.filter((e) => e.type === 'Secondary' && e.status === 'InUse');
@@ -122,15 +134,28 @@ export async function startTerwayd(o: TerwaydOptions): Promise<Terwayd> {
   for (const e of enis) for (const a of e.ips) onEni.set(a, e);
   const stored = store.load();
   const kept = stored.filter((l) => onEni.has(l.ip));
-  const exclusive = o.mode === 'ENIOnly' ? new ExclusiveEniAllocator({ cloud, config, quota, zone: meta.zoneId, defaultVSwitches: [meta.vswitchId] }) : undefined;
+  const exclusive =
+    o.mode === 'ENIOnly'
+      ? new ExclusiveEniAllocator({ cloud, config, quota, zone: meta.zoneId, defaultVSwitches: [meta.vswitchId] })
+      : undefined;
   if (exclusive) {
     // Whole ENIs: a stored lease keeps its ENI; an ENI nobody holds leaked (pod gone while terwayd was down).
-    const leaked = exclusive.restore(enis, kept.map((l) => ({ key: l.key, eniId: l.eniId })));
-    for (const id of leaked) await cloud.deleteEni(id).catch((e: unknown) => log('delete leaked ENI failed', { eni: id, error: String(e) }));
+    const leaked = exclusive.restore(
+      enis,
+      kept.map((l) => ({ key: l.key, eniId: l.eniId })),
+    );
+    for (const id of leaked)
+      await cloud.deleteEni(id).catch((e: unknown) => log('delete leaked ENI failed', { eni: id, error: String(e) }));
     log('restored', { mode: 'ENIOnly', enis: enis.length, leases: kept.length, leakedDeleted: leaked.length });
   } else {
-    pool.restore(enis, kept.map((l) => ({ key: l.key, ip: l.ip })));
-    await dual?.restore(enis, kept.map((l) => ({ key: l.key, eniId: l.eniId, ...(l.ip6 ? { ip6: l.ip6 } : {}) })));
+    pool.restore(
+      enis,
+      kept.map((l) => ({ key: l.key, ip: l.ip })),
+    );
+    await dual?.restore(
+      enis,
+      kept.map((l) => ({ key: l.key, eniId: l.eniId, ...(l.ip6 ? { ip6: l.ip6 } : {}) })),
+    );
     log('restored', { enis: enis.length, leases: kept.length, dropped: stored.length - kept.length });
   }
 
@@ -152,14 +177,25 @@ export async function startTerwayd(o: TerwaydOptions): Promise<Terwayd> {
   const doRepair = async (): Promise<void> => {
     if (exclusive) return; // no policy routing in this mode
     if (ipvlan) {
-      const rep = await repairIpvlan(hostNs, livePods().map((p) => ({ ip: p.ip, eniMac: p.eniMac }))).catch((e: unknown) => (log('repair failed', { error: String(e) }), undefined));
-      if (rep && (rep.routesAdded.length || rep.routesRemoved.length || rep.slavesRemoved.length)) log('repaired', { mode: 'ipvlan', ...rep });
+      const rep = await repairIpvlan(
+        hostNs,
+        livePods().map((p) => ({ ip: p.ip, eniMac: p.eniMac })),
+      ).catch((e: unknown) => (log('repair failed', { error: String(e) }), undefined));
+      if (rep && (rep.routesAdded.length || rep.routesRemoved.length || rep.slavesRemoved.length))
+        log('repaired', { mode: 'ipvlan', ...rep });
       if (rep) countRepairs({ routesAdded: rep.routesAdded, routesRemoved: rep.routesRemoved, slavesRemoved: rep.slavesRemoved });
       return;
     }
     const rep = await repair(hostNs, livePods()).catch((e: unknown) => (log('repair failed', { error: String(e) }), undefined));
-    if (rep && (rep.rulesAdded.length || rep.rulesRemoved.length || rep.routesAdded.length || rep.routesRemoved.length)) log('repaired', { ...rep });
-    if (rep) countRepairs({ rulesAdded: rep.rulesAdded, rulesRemoved: rep.rulesRemoved, routesAdded: rep.routesAdded, routesRemoved: rep.routesRemoved });
+    if (rep && (rep.rulesAdded.length || rep.rulesRemoved.length || rep.routesAdded.length || rep.routesRemoved.length))
+      log('repaired', { ...rep });
+    if (rep)
+      countRepairs({
+        rulesAdded: rep.rulesAdded,
+        rulesRemoved: rep.rulesRemoved,
+        routesAdded: rep.routesAdded,
+        routesRemoved: rep.routesRemoved,
+      });
   };
   await doRepair();
 
@@ -184,7 +220,11 @@ export async function startTerwayd(o: TerwaydOptions): Promise<Terwayd> {
     await devicePlugin.start();
     if (trunk) {
       // Member ENIs ride on the trunk: their quota is EniTotalQuantity - EniQuantity, apart from aliyun/eni's.
-      memberDevicePlugin = new EniDevicePlugin({ resourceName: MEMBER_ENI_RESOURCE, dir: o.devicePluginDir, count: memberEniQuota(instQuota) });
+      memberDevicePlugin = new EniDevicePlugin({
+        resourceName: MEMBER_ENI_RESOURCE,
+        dir: o.devicePluginDir,
+        count: memberEniQuota(instQuota),
+      });
       await memberDevicePlugin.start();
     }
   }
@@ -271,7 +311,14 @@ export async function startVpcRouteTerwayd(o: VpcRouteTerwaydOptions): Promise<V
   const stored = store.load();
   const dropped = allocator.restore(stored.map((l) => ({ key: l.key, ip: l.ip })));
   log('restored', { mode: 'VPC', podCidr: o.podCidr, leases: stored.length - dropped.length, dropped: dropped.length });
-  const daemon = new TerwayDaemon({ pool: allocator, store, ipType: 'TypeVPCIP', ...(o.pods ? { pods: o.pods } : {}), ...(o.serviceCidr ? { serviceCidr: o.serviceCidr } : {}), log });
+  const daemon = new TerwayDaemon({
+    pool: allocator,
+    store,
+    ipType: 'TypeVPCIP',
+    ...(o.pods ? { pods: o.pods } : {}),
+    ...(o.serviceCidr ? { serviceCidr: o.serviceCidr } : {}),
+    log,
+  });
   const server = new TerwayServer(daemon, o.socket);
   await server.start();
   const gcOnce = vethLeaseGc(daemon, hostNs, clock, log, false);

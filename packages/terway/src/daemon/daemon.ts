@@ -7,7 +7,16 @@
 import { TransientError } from '@cnikit/netlib';
 import { bandwidthFrom } from '../datapath/bandwidth';
 import type { EniIpPool, IpLease } from '../pool';
-import { STALE_SANDBOX, type AllocIPReply, type EventReply, type EventRequest, type GetInfoReply, type NetConf, type PodRef, type ReleaseIPReply } from '../rpc/proto';
+import {
+  STALE_SANDBOX,
+  type AllocIPReply,
+  type EventReply,
+  type EventRequest,
+  type GetInfoReply,
+  type NetConf,
+  type PodRef,
+  type ReleaseIPReply,
+} from '../rpc/proto';
 import type { LeaseStore, StoredLease } from './store';
 
 export const RESERVATION_ANNOTATION = 'k8s.aliyun.com/pod-ip-reservation';
@@ -72,12 +81,23 @@ export class TerwayDaemon {
   }
 
   private key(r: PodRef): string {
-    if (!r.K8sPodNamespace || !r.K8sPodName) throw new TypeError(`terwayd: K8sPodNamespace and K8sPodName are required (got "${r.K8sPodNamespace}"/"${r.K8sPodName}")`);
+    if (!r.K8sPodNamespace || !r.K8sPodName)
+      throw new TypeError(`terwayd: K8sPodNamespace and K8sPodName are required (got "${r.K8sPodNamespace}"/"${r.K8sPodName}")`);
     return `${r.K8sPodNamespace}/${r.K8sPodName}`;
   }
 
   private persist(): void {
-    const out: StoredLease[] = this.o.pool.leases().map(({ key, lease, reservedUntil }) => ({ key, ip: lease.ip, eniId: lease.eniId, ...(lease.ip6 ? { ip6: lease.ip6 } : {}), containerId: this.containers.get(key) ?? '', ...(this.netnsPaths.has(key) ? { netns: this.netnsPaths.get(key)! } : {}), ...(reservedUntil !== undefined ? { reservedUntil } : {}) }));
+    const out: StoredLease[] = this.o.pool
+      .leases()
+      .map(({ key, lease, reservedUntil }) => ({
+        key,
+        ip: lease.ip,
+        eniId: lease.eniId,
+        ...(lease.ip6 ? { ip6: lease.ip6 } : {}),
+        containerId: this.containers.get(key) ?? '',
+        ...(this.netnsPaths.has(key) ? { netns: this.netnsPaths.get(key)! } : {}),
+        ...(reservedUntil !== undefined ? { reservedUntil } : {}),
+      }));
     this.o.store.save(out);
   }
 
@@ -139,10 +159,24 @@ export class TerwayDaemon {
     // DEL must learn that the pod's network now belongs to another sandbox, not receive it to tear down.
     const owner = this.containers.get(key);
     if (owner && r.K8sPodInfraContainerId && owner !== r.K8sPodInfraContainerId) {
-      return { IPType: this.ipType, Success: false, IPv4: false, IPv6: false, NetConfs: [], Error: `${STALE_SANDBOX}: ${key} belongs to sandbox ${owner}` };
+      return {
+        IPType: this.ipType,
+        Success: false,
+        IPv4: false,
+        IPv6: false,
+        NetConfs: [],
+        Error: `${STALE_SANDBOX}: ${key} belongs to sandbox ${owner}`,
+      };
     }
     const meta = await this.o.pods?.get(r.K8sPodNamespace, r.K8sPodName).catch(() => undefined);
-    return { IPType: this.ipType, Success: true, IPv4: true, IPv6: Boolean(lease.ip6), NetConfs: [this.netConf(lease, meta, r.IfName)], Error: '' };
+    return {
+      IPType: this.ipType,
+      Success: true,
+      IPv4: true,
+      IPv6: Boolean(lease.ip6),
+      NetConfs: [this.netConf(lease, meta, r.IfName)],
+      Error: '',
+    };
   }
 
   async recordEvent(e: EventRequest): Promise<EventReply> {

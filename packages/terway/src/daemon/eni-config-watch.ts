@@ -35,7 +35,15 @@ export const LIVE_KEYS = [
 ] as const;
 
 /** eni_conf keys read once at start-up: a change waits for a restart of terwayd. */
-export const RESTART_KEYS = ['ip_warm_up_size', 'eniip_virtual_type', 'enable_eni_trunking', 'ip_stack', 'access_key', 'access_secret', 'credential_path'] as const;
+export const RESTART_KEYS = [
+  'ip_warm_up_size',
+  'eniip_virtual_type',
+  'enable_eni_trunking',
+  'ip_stack',
+  'access_key',
+  'access_secret',
+  'credential_path',
+] as const;
 
 const same = (a: unknown, b: unknown): boolean => JSON.stringify(a) === JSON.stringify(b);
 
@@ -84,7 +92,10 @@ export async function watchEniConfigMap(o: EniConfigWatchOptions): Promise<EniCo
       parsed = parseEniConfigData(cm.data);
     } catch (e) {
       stats.rejected++;
-      log('eni-config: change refused, keeping the config in force', { error: e instanceof Error ? e.message : String(e), resourceVersion: cm.metadata.resourceVersion });
+      log('eni-config: change refused, keeping the config in force', {
+        error: e instanceof Error ? e.message : String(e),
+        resourceVersion: cm.metadata.resourceVersion,
+      });
       return;
     }
     // Restart keys keep their start-up value; the rest is taken from the ConfigMap.
@@ -118,7 +129,11 @@ export async function watchEniConfigMap(o: EniConfigWatchOptions): Promise<EniCo
       log('eni-config: rewrote 10-terway.conf', { dir: o.cniConfDir });
     }
   };
-  const informer = new Informer(clientFor(o.transport, ConfigMaps), { namespace: o.namespace, fieldSelector: `metadata.name=${o.name}`, name: `configmap ${o.namespace}/${o.name}` });
+  const informer = new Informer(clientFor(o.transport, ConfigMaps), {
+    namespace: o.namespace,
+    fieldSelector: `metadata.name=${o.name}`,
+    name: `configmap ${o.namespace}/${o.name}`,
+  });
   informer.addHandlers({ add: onObject, update: (_old, cm) => onObject(cm) });
   await informer.start();
   return {

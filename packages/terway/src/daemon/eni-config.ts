@@ -36,7 +36,13 @@ export function parseEniConfigData(data: Record<string, string> | undefined): En
       throw new ConfigError(`eni-config.data.${CNI_CONF_KEY}`, 'a CNI network config (JSON)', cni.slice(0, 80));
     }
     const o = c as Record<string, unknown>;
-    if (typeof o !== 'object' || o === null || o['type'] !== 'terway' || typeof o['cniVersion'] !== 'string' || typeof o['name'] !== 'string') {
+    if (
+      typeof o !== 'object' ||
+      o === null ||
+      o['type'] !== 'terway' ||
+      typeof o['cniVersion'] !== 'string' ||
+      typeof o['name'] !== 'string'
+    ) {
       throw new ConfigError(`eni-config.data.${CNI_CONF_KEY}`, 'a CNI config with cniVersion, name and type "terway"', cni.slice(0, 80));
     }
   }

@@ -12,9 +12,7 @@ export class ExclusiveEniAllocator {
   private readonly byKey = new Map<string, EniInfo>();
   private readonly pending = new Map<string, Promise<IpLease>>();
 
-  constructor(
-    private readonly o: { cloud: EniCloud; config: PoolConfig; quota: EniQuota; zone: string; defaultVSwitches?: string[] },
-  ) {}
+  constructor(private readonly o: { cloud: EniCloud; config: PoolConfig; quota: EniQuota; zone: string; defaultVSwitches?: string[] }) {}
 
   /** Live eni_conf change (vSwitches, security groups, max_eni apply to the next ENI). */
   updateConfig(config: PoolConfig): void {
@@ -45,7 +43,8 @@ export class ExclusiveEniAllocator {
     if (held) return Promise.resolve(this.lease(held));
     const p = this.pending.get(key);
     if (p) return p;
-    if (this.byKey.size + this.pending.size >= this.capacity) return Promise.reject(new PoolExhaustedError(`no ENI left: ${this.capacity} exclusive ENIs are all in use`));
+    if (this.byKey.size + this.pending.size >= this.capacity)
+      return Promise.reject(new PoolExhaustedError(`no ENI left: ${this.capacity} exclusive ENIs are all in use`));
     const run = (async (): Promise<IpLease> => {
       const ids = this.o.config.vswitches[this.o.zone] ?? this.o.defaultVSwitches ?? [];
       const vsw = pickVSwitch(await this.o.cloud.describeVSwitches(ids), this.o.config.vswitchPolicy, 1);

@@ -26,7 +26,11 @@ export async function ipvlanPodAlive(netnsPath: string, ip: string): Promise<boo
   }
 }
 
-export function ipvlanLeaseGc(daemon: TerwayDaemon, clock: Clock, log: (msg: string, fields?: Record<string, unknown>) => void): () => Promise<string[]> {
+export function ipvlanLeaseGc(
+  daemon: TerwayDaemon,
+  clock: Clock,
+  log: (msg: string, fields?: Record<string, unknown>) => void,
+): () => Promise<string[]> {
   const firstSeen = new Map<string, number>();
   return async () => {
     const now = clock.now();

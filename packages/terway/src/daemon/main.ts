@@ -15,19 +15,32 @@ import { nodePodCidr } from './node-cidr';
 const cmd = new Command('terwayd')
   .description('Terway node daemon: ENI multi-IP resource pool and the TerwayBackend gRPC service')
   .option('--config <file>', 'eni-config eni_conf JSON (the ConfigMap key mounted as a file)', '/etc/eni/eni.json')
-  .option('--configmap <namespace/name>', 'read eni_conf (and 10-terway.conf) from this ConfigMap instead of --config, e.g. kube-system/eni-config')
-  .option('--cni-conf-dir <dir>', 'write the ConfigMap\'s 10-terway.conf there (e.g. /etc/cni/net.d)')
+  .option(
+    '--configmap <namespace/name>',
+    'read eni_conf (and 10-terway.conf) from this ConfigMap instead of --config, e.g. kube-system/eni-config',
+  )
+  .option('--cni-conf-dir <dir>', "write the ConfigMap's 10-terway.conf there (e.g. /etc/cni/net.d)")
   .option('--socket <path>', 'gRPC UNIX socket', DEFAULT_SOCKET)
   .option('--state <file>', 'local lease state', '/var/lib/cni/terway/pod.json')
   .option('--metadata <url>', 'instance metadata service', 'http://100.100.100.200')
   .option('--ecs-endpoint <host:port>', 'ECS OpenAPI endpoint (default: the regional one)')
   .option('--vpc-endpoint <host:port>', 'VPC OpenAPI endpoint (default: the regional one)')
   .option('--protocol <p>', 'http or https', 'https')
-  .option('--kubeconfig <file>', 'kubeconfig for pod annotations and StatefulSet ownership (in-cluster config when KUBERNETES_SERVICE_HOST is set)')
+  .option(
+    '--kubeconfig <file>',
+    'kubeconfig for pod annotations and StatefulSet ownership (in-cluster config when KUBERNETES_SERVICE_HOST is set)',
+  )
   .option('--device-plugin-dir <dir>', 'register aliyun/eni with the kubelet there (e.g. /var/lib/kubelet/device-plugins)')
-  .option('--daemon-mode <mode>', 'ENIMultiIP (secondary IPs from the pool), ENIOnly (a whole ENI per pod) or VPC (VPC route: addresses of the node\'s pod CIDR)', 'ENIMultiIP')
-  .option('--pod-cidr <cidr>', 'VPC mode: the node\'s pod CIDR (default: spec.podCIDR(s) of the Node object, with --node-name / $NODE_NAME and API access)')
-  .option('--node-name <name>', 'this node\'s Node object (default $NODE_NAME)')
+  .option(
+    '--daemon-mode <mode>',
+    "ENIMultiIP (secondary IPs from the pool), ENIOnly (a whole ENI per pod) or VPC (VPC route: addresses of the node's pod CIDR)",
+    'ENIMultiIP',
+  )
+  .option(
+    '--pod-cidr <cidr>',
+    "VPC mode: the node's pod CIDR (default: spec.podCIDR(s) of the Node object, with --node-name / $NODE_NAME and API access)",
+  )
+  .option('--node-name <name>', "this node's Node object (default $NODE_NAME)")
   .option('--metrics-address <host:port>', 'serve Prometheus metrics (/metrics) there, e.g. 127.0.0.1:9190')
   .option('--gc-interval <seconds>', 'GC period of leaked IPs', '300')
   .option('--log-file <file>', 'JSON-lines log file', '/var/log/terway/terwayd.log')
@@ -37,10 +50,14 @@ async function main(): Promise<void> {
   cmd.parse(process.argv);
   const o = cmd.opts<Record<string, string>>();
   const log = createLogger({ file: o['logFile']!, level: o['logLevel'] as 'info', module: 'terwayd' });
-  if (o['daemonMode'] !== 'ENIMultiIP' && o['daemonMode'] !== 'ENIOnly' && o['daemonMode'] !== 'VPC') throw new Error(`--daemon-mode: expected ENIMultiIP, ENIOnly or VPC, got "${o['daemonMode']}"`);
+  if (o['daemonMode'] !== 'ENIMultiIP' && o['daemonMode'] !== 'ENIOnly' && o['daemonMode'] !== 'VPC')
+    throw new Error(`--daemon-mode: expected ENIMultiIP, ENIOnly or VPC, got "${o['daemonMode']}"`);
   const useKube = Boolean(o['kubeconfig']) || Boolean(process.env['KUBERNETES_SERVICE_HOST']);
   const nodeName = o['nodeName'] ?? process.env['NODE_NAME'];
-  if (o['daemonMode'] === 'VPC' && !o['podCidr'] && !(useKube && nodeName)) throw new Error('--daemon-mode VPC needs --pod-cidr, or --node-name (or $NODE_NAME) with --kubeconfig / in-cluster access to read the Node\'s spec.podCIDR');
+  if (o['daemonMode'] === 'VPC' && !o['podCidr'] && !(useKube && nodeName))
+    throw new Error(
+      "--daemon-mode VPC needs --pod-cidr, or --node-name (or $NODE_NAME) with --kubeconfig / in-cluster access to read the Node's spec.podCIDR",
+    );
   const transport = useKube || o['configmap'] ? connect(o['kubeconfig'] ? { kubeconfig: o['kubeconfig'] } : {}) : undefined;
   let eniConf: Record<string, unknown>;
   let configMap: { namespace: string; name: string; cniConf?: string } | undefined;
@@ -52,7 +69,10 @@ async function main(): Promise<void> {
     if (o['cniConfDir'] && cm.cniConf) writeCniConf(o['cniConfDir'], cm.cniConf);
   } else {
     // VPC route mode needs no cloud: the eni_conf file is optional there (service_cidr only).
-    eniConf = o['daemonMode'] === 'VPC' && !fs.existsSync(o['config']!) ? {} : (JSON.parse(fs.readFileSync(o['config']!, 'utf8')) as Record<string, unknown>);
+    eniConf =
+      o['daemonMode'] === 'VPC' && !fs.existsSync(o['config']!)
+        ? {}
+        : (JSON.parse(fs.readFileSync(o['config']!, 'utf8')) as Record<string, unknown>);
   }
   const pods = transport ? kubePodSource(transport) : undefined;
   if (o['daemonMode'] === 'VPC') {
@@ -88,7 +108,17 @@ async function main(): Promise<void> {
     ...(o['devicePluginDir'] ? { devicePluginDir: o['devicePluginDir'] } : {}),
     ...(o['metricsAddress'] ? { metricsAddress: o['metricsAddress'] } : {}),
     // With --configmap, changes of the ConfigMap are applied live (see eni-config-watch.ts).
-    ...(configMap && transport ? { configMap: { transport, namespace: configMap.namespace, name: configMap.name, ...(o['cniConfDir'] ? { cniConfDir: o['cniConfDir'] } : {}), ...(configMap.cniConf ? { initialCniConf: configMap.cniConf } : {}) } } : {}),
+    ...(configMap && transport
+      ? {
+          configMap: {
+            transport,
+            namespace: configMap.namespace,
+            name: configMap.name,
+            ...(o['cniConfDir'] ? { cniConfDir: o['cniConfDir'] } : {}),
+            ...(configMap.cniConf ? { initialCniConf: configMap.cniConf } : {}),
+          },
+        }
+      : {}),
     log: (msg, fields) => log.info(msg, fields),
   });
   process.stderr.write(`terwayd: listening on ${o['socket']}${d.metricsServer ? `, metrics on ${d.metricsServer.url}/metrics` : ''}\n`);

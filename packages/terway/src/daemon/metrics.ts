@@ -54,10 +54,32 @@ export class TerwayMetrics {
     gauge('terway_resource_pool_capacity', 'Most IPs the pool may hold (ENI quota x IPs per ENI)', (p) => p.stats().capacity);
     gauge('terway_resource_pool_eni_count', 'Secondary ENIs the pool holds', (p) => p.stats().enis);
     gauge('terway_resource_pool_waiters', 'AllocIP calls waiting for the cloud', (p) => p.stats().waiters);
-    this.openApiLatency = new Histogram({ name: 'terway_aliyun_openapi_latency', help: 'Alibaba Cloud OpenAPI call latency (ms), by API and error code ("" on success)', labelNames: ['api', 'error'], buckets: LATENCY_BUCKETS_MS, registers });
-    this.rpcLatency = new Histogram({ name: 'terway_rpc_latency', help: 'TerwayBackend gRPC latency (ms), by method and error ("" on success)', labelNames: ['method', 'error'], buckets: LATENCY_BUCKETS_MS, registers });
-    this.gcReleased = new Counter({ name: 'terway_gc_released_total', help: 'Leases released by GC (pods gone without CNI DEL)', labelNames: ['mode'], registers });
-    this.repairs = new Counter({ name: 'terway_repair_changes_total', help: 'Kernel objects the datapath repair added or removed', labelNames: ['kind'], registers });
+    this.openApiLatency = new Histogram({
+      name: 'terway_aliyun_openapi_latency',
+      help: 'Alibaba Cloud OpenAPI call latency (ms), by API and error code ("" on success)',
+      labelNames: ['api', 'error'],
+      buckets: LATENCY_BUCKETS_MS,
+      registers,
+    });
+    this.rpcLatency = new Histogram({
+      name: 'terway_rpc_latency',
+      help: 'TerwayBackend gRPC latency (ms), by method and error ("" on success)',
+      labelNames: ['method', 'error'],
+      buckets: LATENCY_BUCKETS_MS,
+      registers,
+    });
+    this.gcReleased = new Counter({
+      name: 'terway_gc_released_total',
+      help: 'Leases released by GC (pods gone without CNI DEL)',
+      labelNames: ['mode'],
+      registers,
+    });
+    this.repairs = new Counter({
+      name: 'terway_repair_changes_total',
+      help: 'Kernel objects the datapath repair added or removed',
+      labelNames: ['kind'],
+      registers,
+    });
   }
 
   /** The pool whose gauges are reported. */

@@ -22,7 +22,15 @@ export async function nodePodCidr(transport: KubeTransport, nodeName: string, op
   const informer = new Informer(nodes, { fieldSelector: `metadata.name=${nodeName}`, name: `node ${nodeName}` });
   try {
     return await new Promise<string>((resolve, reject) => {
-      const t = setTimeout(() => reject(new Error(`terwayd: node ${nodeName} has no spec.podCIDR after ${timeoutMs} ms (is the node IPAM controller, --allocate-node-cidrs, running?)`)), timeoutMs);
+      const t = setTimeout(
+        () =>
+          reject(
+            new Error(
+              `terwayd: node ${nodeName} has no spec.podCIDR after ${timeoutMs} ms (is the node IPAM controller, --allocate-node-cidrs, running?)`,
+            ),
+          ),
+        timeoutMs,
+      );
       const seen = (n: Node): void => {
         const c = podCidrOf(n);
         if (!c) return;

@@ -20,7 +20,11 @@ export class TerwayServer {
   private readonly server = new grpc.Server();
 
   /** `onCall(method, ms, error)` after every RPC (error: the gRPC status name, '' on success): metrics. */
-  constructor(daemon: TerwayDaemon, private readonly socketPath: string, onCall?: (method: string, ms: number, error: string) => void) {
+  constructor(
+    daemon: TerwayDaemon,
+    private readonly socketPath: string,
+    onCall?: (method: string, ms: number, error: string) => void,
+  ) {
     const wrap =
       <Req, Rep>(method: string, fn: (r: Req) => Promise<Rep>): grpc.handleUnaryCall<Req, Rep> =>
       (call, cb) => {

@@ -23,7 +23,8 @@ function intToIp(n: number): string {
 export function parseCidr4(cidr: string): { base: number; prefix: number } {
   const [ip, len] = cidr.split('/');
   const prefix = Number(len);
-  if (!ip || !Number.isInteger(prefix) || prefix < 1 || prefix > 30) throw new TypeError(`pod CIDR: expected an IPv4 CIDR with a prefix of 1-30, got "${cidr}"`);
+  if (!ip || !Number.isInteger(prefix) || prefix < 1 || prefix > 30)
+    throw new TypeError(`pod CIDR: expected an IPv4 CIDR with a prefix of 1-30, got "${cidr}"`);
   const mask = prefix === 0 ? 0 : (0xffffffff << (32 - prefix)) >>> 0;
   return { base: (ipToInt(ip) & mask) >>> 0, prefix };
 }

@@ -28,7 +28,10 @@ export interface BandwidthLimits {
 }
 
 /** Annotations first, then the CNI capability (`ingressRate` / `egressRate` in bits/s). */
-export function bandwidthFrom(annotations: Record<string, string> | undefined, capability?: { ingressRate?: number; egressRate?: number }): BandwidthLimits {
+export function bandwidthFrom(
+  annotations: Record<string, string> | undefined,
+  capability?: { ingressRate?: number; egressRate?: number },
+): BandwidthLimits {
   const out: BandwidthLimits = {};
   const ing = annotations?.[INGRESS_ANNOTATION];
   const eg = annotations?.[EGRESS_ANNOTATION];

@@ -42,7 +42,10 @@ export function hostSlaveName(eniIndex: number): string {
 function tc(ns: Netns, args: string[]): string {
   try {
     // Through our own descriptor: a handle's path may mean something else to a child (/proc/thread-self/...).
-    return execFileSync('nsenter', [`--net=/proc/${process.pid}/fd/${ns.fd}`, 'tc', ...args], { encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'] });
+    return execFileSync('nsenter', [`--net=/proc/${process.pid}/fd/${ns.fd}`, 'tc', ...args], {
+      encoding: 'utf8',
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
   } catch (e) {
     const x = e as { stderr?: string; status?: number };
     throw new Error(`tc ${args.join(' ')}: exit ${x.status}: ${(x.stderr ?? '').trim()}`, { cause: e });
@@ -76,7 +79,10 @@ export interface IpvlanEni {
  * The ENI up, its host slave `ipvl_<idx>` with the node IP, and the Service
  * redirect filters on the ENI's egress (rewritten each time). Idempotent.
  */
-export async function ensureIpvlanEni(hostNs: Netns, o: { mac: string; nodeIp: string; serviceCidrs: string[]; mtu?: number }): Promise<IpvlanEni> {
+export async function ensureIpvlanEni(
+  hostNs: Netns,
+  o: { mac: string; nodeIp: string; serviceCidrs: string[]; mtu?: number },
+): Promise<IpvlanEni> {
   const eni = await findIpvlanEni(hostNs, o.mac);
   if (!eni.up) await link.setUp(hostNs, eni.index);
   const name = hostSlaveName(eni.index);
@@ -89,9 +95,31 @@ export async function ensureIpvlanEni(hostNs: Netns, o: { mac: string; nodeIp: s
   sysctl.set(hostNs, `net/ipv4/conf/${name}/rp_filter`, 0);
   sysctl.set(hostNs, `net/ipv4/conf/${eni.name}/rp_filter`, 0);
   if (!/clsact/.test(tc(hostNs, ['qdisc', 'show', 'dev', eni.name]))) tc(hostNs, ['qdisc', 'add', 'dev', eni.name, 'clsact']);
-  if (tc(hostNs, ['filter', 'show', 'dev', eni.name, 'egress']).includes(`pref ${SERVICE_FILTER_PREF} `)) tc(hostNs, ['filter', 'del', 'dev', eni.name, 'egress', 'pref', String(SERVICE_FILTER_PREF)]);
+  if (tc(hostNs, ['filter', 'show', 'dev', eni.name, 'egress']).includes(`pref ${SERVICE_FILTER_PREF} `))
+    tc(hostNs, ['filter', 'del', 'dev', eni.name, 'egress', 'pref', String(SERVICE_FILTER_PREF)]);
   for (const cidr of o.serviceCidrs) {
-    tc(hostNs, ['filter', 'add', 'dev', eni.name, 'egress', 'pref', String(SERVICE_FILTER_PREF), 'protocol', 'ip', 'u32', 'match', 'ip', 'dst', cidr, 'action', 'mirred', 'ingress', 'redirect', 'dev', name]);
+    tc(hostNs, [
+      'filter',
+      'add',
+      'dev',
+      eni.name,
+      'egress',
+      'pref',
+      String(SERVICE_FILTER_PREF),
+      'protocol',
+      'ip',
+      'u32',
+      'match',
+      'ip',
+      'dst',
+      cidr,
+      'action',
+      'mirred',
+      'ingress',
+      'redirect',
+      'dev',
+      name,
+    ]);
   }
   return { index: eni.index, name: eni.name, hostSlave: name, hostSlaveIndex: slave.index };
 }
@@ -114,17 +142,36 @@ export interface IpvlanPod {
  * ADD. A repeated ADD replaces the pod's slave; a failure undoes the pod's
  * part (the shared host slave and filters stay: other pods use them).
  */
-export async function setupIpvlanPod(hostNs: Netns, podNs: Netns, p: IpvlanPod): Promise<{ hostSlave: string; eniIndex: number; podMac: string }> {
+export async function setupIpvlanPod(
+  hostNs: Netns,
+  podNs: Netns,
+  p: IpvlanPod,
+): Promise<{ hostSlave: string; eniIndex: number; podMac: string }> {
   return withIpvlanLock(() => setupIpvlanPodLocked(hostNs, podNs, p));
 }
 
-async function setupIpvlanPodLocked(hostNs: Netns, podNs: Netns, p: IpvlanPod): Promise<{ hostSlave: string; eniIndex: number; podMac: string }> {
+async function setupIpvlanPodLocked(
+  hostNs: Netns,
+  podNs: Netns,
+  p: IpvlanPod,
+): Promise<{ hostSlave: string; eniIndex: number; podMac: string }> {
   const undo = new UndoStack();
   try {
-    const eni = await ensureIpvlanEni(hostNs, { mac: p.eni.mac, nodeIp: p.nodeIp, serviceCidrs: p.serviceCidrs, ...(p.mtu ? { mtu: p.mtu } : {}) });
+    const eni = await ensureIpvlanEni(hostNs, {
+      mac: p.eni.mac,
+      nodeIp: p.nodeIp,
+      serviceCidrs: p.serviceCidrs,
+      ...(p.mtu ? { mtu: p.mtu } : {}),
+    });
     const old = await link.find(podNs, p.ifName);
     if (old?.kind === 'ipvlan') await ignoreMissing(link.del(podNs, old.index));
-    const s = await tunnel.addIpvlan(hostNs, { name: p.ifName, parentIndex: eni.index, mode: 'l2', targetNs: podNs, ...(p.mtu ? { mtu: p.mtu } : {}) });
+    const s = await tunnel.addIpvlan(hostNs, {
+      name: p.ifName,
+      parentIndex: eni.index,
+      mode: 'l2',
+      targetNs: podNs,
+      ...(p.mtu ? { mtu: p.mtu } : {}),
+    });
     undo.push(`delete pod ${p.ifName}`, () => ignoreMissing(link.del(podNs, p.ifName)));
     await link.setUp(podNs, 'lo').catch(() => undefined);
     await addr.add(podNs, s.index, `${p.ip}/${p.eni.prefix}`);
@@ -180,7 +227,9 @@ function withIpvlanLock<T>(fn: () => Promise<T>): Promise<T> {
 
 /** The pod /32 routes through a host slave. */
 async function podRoutesVia(hostNs: Netns, slaveIndex: number): Promise<route.Route[]> {
-  return (await route.list(hostNs, { family: 4 })).filter((r) => r.oif === slaveIndex && r.dst?.endsWith('/32') === true && r.scope === SCOPE_LINK);
+  return (await route.list(hostNs, { family: 4 })).filter(
+    (r) => r.oif === slaveIndex && r.dst?.endsWith('/32') === true && r.scope === SCOPE_LINK,
+  );
 }
 
 /** The ENI master of a host slave `ipvl_<idx>` (its name carries the master's index). */
@@ -196,9 +245,11 @@ export async function releaseIpvlanEni(hostNs: Netns, slave: link.Link): Promise
   const eni = master === undefined ? undefined : (await link.list(hostNs)).find((l) => l.index === master);
   if (!eni) return;
   const egress = tc(hostNs, ['filter', 'show', 'dev', eni.name, 'egress']);
-  if (egress.includes(`pref ${SERVICE_FILTER_PREF} `)) tc(hostNs, ['filter', 'del', 'dev', eni.name, 'egress', 'pref', String(SERVICE_FILTER_PREF)]);
+  if (egress.includes(`pref ${SERVICE_FILTER_PREF} `))
+    tc(hostNs, ['filter', 'del', 'dev', eni.name, 'egress', 'pref', String(SERVICE_FILTER_PREF)]);
   const left = tc(hostNs, ['filter', 'show', 'dev', eni.name, 'egress']) + tc(hostNs, ['filter', 'show', 'dev', eni.name, 'ingress']);
-  if (left.trim() === '' && /clsact/.test(tc(hostNs, ['qdisc', 'show', 'dev', eni.name]))) tc(hostNs, ['qdisc', 'del', 'dev', eni.name, 'clsact']);
+  if (left.trim() === '' && /clsact/.test(tc(hostNs, ['qdisc', 'show', 'dev', eni.name])))
+    tc(hostNs, ['qdisc', 'del', 'dev', eni.name, 'clsact']);
 }
 
 export interface IpvlanLivePod {
@@ -266,9 +317,11 @@ export async function checkIpvlanPod(hostNs: Netns, podNs: Netns, p: { ifName: s
   } catch {
     problems.push(`no ENI link with MAC ${p.eniMac}`);
   }
-  if (slaveIndex !== undefined && !(await route.list(hostNs, { family: 4 })).some((r) => r.dst === `${p.ip}/32` && r.oif === slaveIndex)) problems.push(`host route ${p.ip}/32 dev ipvl_* is missing`);
+  if (slaveIndex !== undefined && !(await route.list(hostNs, { family: 4 })).some((r) => r.dst === `${p.ip}/32` && r.oif === slaveIndex))
+    problems.push(`host route ${p.ip}/32 dev ipvl_* is missing`);
   const pod = await link.find(podNs, p.ifName);
   if (!pod || pod.kind !== 'ipvlan') problems.push(`pod interface ${p.ifName} is not an ipvlan slave`);
-  else if (!(await addr.list(podNs, { index: pod.index, family: 4 })).some((a) => a.address.startsWith(`${p.ip}/`))) problems.push(`pod address ${p.ip} on ${p.ifName} is missing`);
+  else if (!(await addr.list(podNs, { index: pod.index, family: 4 })).some((a) => a.address.startsWith(`${p.ip}/`)))
+    problems.push(`pod address ${p.ip} on ${p.ifName} is missing`);
   return problems;
 }

@@ -64,7 +64,10 @@ async function ignoreMissing(p: Promise<unknown>): Promise<void> {
 }
 
 /** Brings an ENI up and (re)writes its table: default via the vSwitch gateway. Idempotent. */
-export async function ensureEni(hostNs: Netns, eni: { mac: string; gateway: string; gateway6?: string }): Promise<{ index: number; name: string; table: number }> {
+export async function ensureEni(
+  hostNs: Netns,
+  eni: { mac: string; gateway: string; gateway6?: string },
+): Promise<{ index: number; name: string; table: number }> {
   const l = await findEniLink(hostNs, eni.mac);
   if (!l.up) await link.setUp(hostNs, l.index);
   const table = eniTable(l.index);
@@ -168,7 +171,15 @@ export async function delPodRules(hostNs: Netns, ipAddr: string): Promise<void> 
   const { cidr, family } = hostPrefix(ipAddr);
   for (const r of await rule.list(hostNs, family)) {
     if ((r.priority === PREF_TO_POD && r.dst === cidr) || (r.priority === PREF_FROM_POD && r.src === cidr)) {
-      await ignoreMissing(rule.del(hostNs, { family, priority: r.priority, table: r.table, ...(r.src ? { src: r.src } : {}), ...(r.dst ? { dst: r.dst } : {}) }));
+      await ignoreMissing(
+        rule.del(hostNs, {
+          family,
+          priority: r.priority,
+          table: r.table,
+          ...(r.src ? { src: r.src } : {}),
+          ...(r.dst ? { dst: r.dst } : {}),
+        }),
+      );
     }
   }
 }
@@ -225,7 +236,12 @@ export async function repair(hostNs: Netns, live: LivePod[]): Promise<RepairRepo
 }
 
 /** One address family's rules (prefs 512/2048) and cali* host routes against the wanted ones. */
-async function repairFamily(hostNs: Netns, family: 4 | 6, want: Map<string, { table: number; veth: string }>, rep: RepairReport): Promise<void> {
+async function repairFamily(
+  hostNs: Netns,
+  family: 4 | 6,
+  want: Map<string, { table: number; veth: string }>,
+  rep: RepairReport,
+): Promise<void> {
   const hostLen = family === 4 ? '/32' : '/128';
   const rules = await rule.list(hostNs, family);
   const seen = new Set<string>();
@@ -243,7 +259,15 @@ async function repairFamily(hostNs: Netns, family: 4 | 6, want: Map<string, { ta
       seen.add(`${r.priority} ${cidr}`);
       continue;
     }
-    await ignoreMissing(rule.del(hostNs, { family, priority: r.priority, table: r.table, ...(r.src ? { src: r.src } : {}), ...(r.dst ? { dst: r.dst } : {}) }));
+    await ignoreMissing(
+      rule.del(hostNs, {
+        family,
+        priority: r.priority,
+        table: r.table,
+        ...(r.src ? { src: r.src } : {}),
+        ...(r.dst ? { dst: r.dst } : {}),
+      }),
+    );
     rep.rulesRemoved.push(`${r.priority} ${cidr} table ${r.table}`);
   }
   for (const [cidr, w] of want) {
@@ -285,7 +309,11 @@ async function repairFamily(hostNs: Netns, family: 4 | 6, want: Map<string, { ta
  * CHECK: what setupPod made is still there. Returns the problems found
  * (empty when all is well), each naming the object.
  */
-export async function checkPod(hostNs: Netns, podNs: Netns, p: { podNamespace: string; podName: string; ifName: string; ip: string; eniMac: string }): Promise<string[]> {
+export async function checkPod(
+  hostNs: Netns,
+  podNs: Netns,
+  p: { podNamespace: string; podName: string; ifName: string; ip: string; eniMac: string },
+): Promise<string[]> {
   const problems: string[] = [];
   const name = hostVethName(p.podNamespace, p.podName);
   const host = await link.find(hostNs, name);
@@ -299,14 +327,19 @@ export async function checkPod(hostNs: Netns, podNs: Netns, p: { podNamespace: s
   }
   const cidr = `${p.ip}/32`;
   const rules = await rule.list(hostNs, 4);
-  if (!rules.some((r) => r.priority === PREF_TO_POD && r.dst === cidr && r.table === MAIN_TABLE)) problems.push(`rule "to ${cidr} lookup main pref ${PREF_TO_POD}" is missing`);
-  if (table !== undefined && !rules.some((r) => r.priority === PREF_FROM_POD && r.src === cidr && r.table === table)) problems.push(`rule "from ${cidr} lookup ${table} pref ${PREF_FROM_POD}" is missing`);
-  if (host && !(await route.list(hostNs, { family: 4 })).some((r) => r.dst === cidr && r.oif === host.index)) problems.push(`host route ${cidr} dev ${name} is missing`);
+  if (!rules.some((r) => r.priority === PREF_TO_POD && r.dst === cidr && r.table === MAIN_TABLE))
+    problems.push(`rule "to ${cidr} lookup main pref ${PREF_TO_POD}" is missing`);
+  if (table !== undefined && !rules.some((r) => r.priority === PREF_FROM_POD && r.src === cidr && r.table === table))
+    problems.push(`rule "from ${cidr} lookup ${table} pref ${PREF_FROM_POD}" is missing`);
+  if (host && !(await route.list(hostNs, { family: 4 })).some((r) => r.dst === cidr && r.oif === host.index))
+    problems.push(`host route ${cidr} dev ${name} is missing`);
   const pod = await link.find(podNs, p.ifName);
   if (!pod) problems.push(`pod interface ${p.ifName} is missing`);
   else {
-    if (!(await addr.list(podNs, { index: pod.index, family: 4 })).some((a) => a.address === cidr)) problems.push(`pod address ${cidr} on ${p.ifName} is missing`);
-    if (!(await route.list(podNs, { family: 4 })).some((r) => r.dst === 'default' && r.gw === POD_GATEWAY && r.oif === pod.index)) problems.push(`pod default route via ${POD_GATEWAY} dev ${p.ifName} is missing`);
+    if (!(await addr.list(podNs, { index: pod.index, family: 4 })).some((a) => a.address === cidr))
+      problems.push(`pod address ${cidr} on ${p.ifName} is missing`);
+    if (!(await route.list(podNs, { family: 4 })).some((r) => r.dst === 'default' && r.gw === POD_GATEWAY && r.oif === pod.index))
+      problems.push(`pod default route via ${POD_GATEWAY} dev ${p.ifName} is missing`);
   }
   return problems;
 }

@@ -95,7 +95,11 @@ async function giveBack(podNs: Netns, hostNs: Netns, mac: string): Promise<boole
 }
 
 /** DEL: the ENI back to the host (if the pod netns still holds it), the host veth gone. Idempotent. */
-export async function teardownExclusivePod(hostNs: Netns, podNs: Netns | undefined, p: { podNamespace: string; podName: string; mac: string }): Promise<void> {
+export async function teardownExclusivePod(
+  hostNs: Netns,
+  podNs: Netns | undefined,
+  p: { podNamespace: string; podName: string; mac: string },
+): Promise<void> {
   if (podNs) await giveBack(podNs, hostNs, p.mac);
   try {
     await link.del(hostNs, hostVethName(p.podNamespace, p.podName));

@@ -87,7 +87,11 @@ export async function teardownVpcRoutePod(hostNs: Netns, p: { podNamespace: stri
 }
 
 /** CHECK: the problems found (empty when all is as ADD left it). */
-export async function checkVpcRoutePod(hostNs: Netns, podNs: Netns, p: { podNamespace: string; podName: string; ifName: string; ip: string }): Promise<string[]> {
+export async function checkVpcRoutePod(
+  hostNs: Netns,
+  podNs: Netns,
+  p: { podNamespace: string; podName: string; ifName: string; ip: string },
+): Promise<string[]> {
   const problems: string[] = [];
   const name = hostVethName(p.podNamespace, p.podName);
   const host = await link.find(hostNs, name);
@@ -95,14 +99,21 @@ export async function checkVpcRoutePod(hostNs: Netns, podNs: Netns, p: { podName
   if (!host) problems.push(`host veth ${name} is missing`);
   else {
     if (!host.up) problems.push(`host veth ${name} is down`);
-    if (!(await route.list(hostNs, { family: 4 })).some((r) => r.dst === cidr && r.oif === host.index)) problems.push(`host route ${cidr} dev ${name} is missing`);
+    if (!(await route.list(hostNs, { family: 4 })).some((r) => r.dst === cidr && r.oif === host.index))
+      problems.push(`host route ${cidr} dev ${name} is missing`);
   }
   const pod = await link.find(podNs, p.ifName);
   if (!pod) problems.push(`pod interface ${p.ifName} is missing`);
   else {
-    if (!(await addr.list(podNs, { index: pod.index, family: 4 })).some((a) => a.address === cidr)) problems.push(`pod address ${cidr} on ${p.ifName} is missing`);
-    if (!(await route.list(podNs, { family: 4 })).some((r) => r.dst === 'default' && r.gw === POD_GATEWAY && r.oif === pod.index)) problems.push(`pod default route via ${POD_GATEWAY} dev ${p.ifName} is missing`);
-    if (host && !(await neigh.list(podNs, { index: pod.index })).some((n) => n.ip === POD_GATEWAY && n.mac?.toLowerCase() === host.mac.toLowerCase())) problems.push(`pod neighbour ${POD_GATEWAY} -> ${host.mac} is missing`);
+    if (!(await addr.list(podNs, { index: pod.index, family: 4 })).some((a) => a.address === cidr))
+      problems.push(`pod address ${cidr} on ${p.ifName} is missing`);
+    if (!(await route.list(podNs, { family: 4 })).some((r) => r.dst === 'default' && r.gw === POD_GATEWAY && r.oif === pod.index))
+      problems.push(`pod default route via ${POD_GATEWAY} dev ${p.ifName} is missing`);
+    if (
+      host &&
+      !(await neigh.list(podNs, { index: pod.index })).some((n) => n.ip === POD_GATEWAY && n.mac?.toLowerCase() === host.mac.toLowerCase())
+    )
+      problems.push(`pod neighbour ${POD_GATEWAY} -> ${host.mac} is missing`);
   }
   return problems;
 }

@@ -36,7 +36,8 @@ export class EniDevicePlugin {
     this.socket = path.join(o.dir, `terway-${o.resourceName.split('/').pop()}.sock`);
     const api = deviceApi();
     this.server.addService(api.DevicePlugin.service, {
-      GetDevicePluginOptions: (_c: unknown, cb: grpc.sendUnaryData<unknown>) => cb(null, { pre_start_required: false, get_preferred_allocation_available: false }),
+      GetDevicePluginOptions: (_c: unknown, cb: grpc.sendUnaryData<unknown>) =>
+        cb(null, { pre_start_required: false, get_preferred_allocation_available: false }),
       ListAndWatch: (call: grpc.ServerWritableStream<unknown, { devices: Device[] }>) => {
         this.streams.add(call);
         call.write({ devices: this.devices() });
@@ -44,13 +45,24 @@ export class EniDevicePlugin {
         call.on('close', () => this.streams.delete(call));
       },
       GetPreferredAllocation: (_c: unknown, cb: grpc.sendUnaryData<unknown>) => cb(null, { container_responses: [] }),
-      Allocate: (call: grpc.ServerUnaryCall<{ container_requests: { devices_ids: string[] }[] }, unknown>, cb: grpc.sendUnaryData<unknown>) => {
+      Allocate: (
+        call: grpc.ServerUnaryCall<{ container_requests: { devices_ids: string[] }[] }, unknown>,
+        cb: grpc.sendUnaryData<unknown>,
+      ) => {
         const known = new Set(this.devices().map((d) => d.ID));
         for (const r of call.request.container_requests) {
           const bad = r.devices_ids.find((id) => !known.has(id));
           if (bad) return cb({ code: grpc.status.INVALID_ARGUMENT, details: `${o.resourceName}: unknown device ${bad}` });
         }
-        cb(null, { container_responses: call.request.container_requests.map(() => ({ envs: {}, mounts: [], devices: [], annotations: {}, cdi_devices: [] })) });
+        cb(null, {
+          container_responses: call.request.container_requests.map(() => ({
+            envs: {},
+            mounts: [],
+            devices: [],
+            annotations: {},
+            cdi_devices: [],
+          })),
+        });
       },
       PreStartContainer: (_c: unknown, cb: grpc.sendUnaryData<unknown>) => cb(null, {}),
     });
@@ -71,7 +83,9 @@ export class EniDevicePlugin {
   async start(): Promise<void> {
     fs.mkdirSync(this.o.dir, { recursive: true });
     fs.rmSync(this.socket, { force: true });
-    await new Promise<void>((resolve, reject) => this.server.bindAsync(`unix://${this.socket}`, grpc.ServerCredentials.createInsecure(), (e) => (e ? reject(e) : resolve())));
+    await new Promise<void>((resolve, reject) =>
+      this.server.bindAsync(`unix://${this.socket}`, grpc.ServerCredentials.createInsecure(), (e) => (e ? reject(e) : resolve())),
+    );
     await this.register();
     this.watchKubelet();
   }
@@ -114,9 +128,17 @@ export class EniDevicePlugin {
     try {
       await new Promise<void>((resolve, reject) =>
         (client as unknown as { Register(r: unknown, o: grpc.CallOptions, cb: (e: Error | null) => void): void }).Register(
-          { version: API_VERSION, endpoint: path.basename(this.socket), resource_name: this.o.resourceName, options: { pre_start_required: false, get_preferred_allocation_available: false } },
+          {
+            version: API_VERSION,
+            endpoint: path.basename(this.socket),
+            resource_name: this.o.resourceName,
+            options: { pre_start_required: false, get_preferred_allocation_available: false },
+          },
           { deadline: Date.now() + 10_000 },
-          (e) => (e ? reject(new Error(`device plugin ${this.o.resourceName}: register with the kubelet: ${e.message}`)) : (this.registrations++, resolve())),
+          (e) =>
+            e
+              ? reject(new Error(`device plugin ${this.o.resourceName}: register with the kubelet: ${e.message}`))
+              : (this.registrations++, resolve()),
         ),
       );
     } finally {

@@ -49,14 +49,24 @@ export const DEVICE_PLUGIN_DESCRIPTOR = {
         PreStartContainerRequest: msg({ devices_ids: '1 repeated:string' }),
         PreStartContainerResponse: { fields: {} },
         PreferredAllocationRequest: msg({ container_requests: '1 repeated:ContainerPreferredAllocationRequest' }),
-        ContainerPreferredAllocationRequest: msg({ available_deviceIDs: '1 repeated:string', must_include_deviceIDs: '2 repeated:string', allocation_size: '3 int32' }),
+        ContainerPreferredAllocationRequest: msg({
+          available_deviceIDs: '1 repeated:string',
+          must_include_deviceIDs: '2 repeated:string',
+          allocation_size: '3 int32',
+        }),
         PreferredAllocationResponse: msg({ container_responses: '1 repeated:ContainerPreferredAllocationResponse' }),
         ContainerPreferredAllocationResponse: msg({ deviceIDs: '1 repeated:string' }),
         AllocateRequest: msg({ container_requests: '1 repeated:ContainerAllocateRequest' }),
         ContainerAllocateRequest: msg({ devices_ids: '1 repeated:string' }),
         CDIDevice: msg({ name: '1 string' }),
         AllocateResponse: msg({ container_responses: '1 repeated:ContainerAllocateResponse' }),
-        ContainerAllocateResponse: msg({ envs: '1 map:string', mounts: '2 repeated:Mount', devices: '3 repeated:DeviceSpec', annotations: '4 map:string', cdi_devices: '5 repeated:CDIDevice' }),
+        ContainerAllocateResponse: msg({
+          envs: '1 map:string',
+          mounts: '2 repeated:Mount',
+          devices: '3 repeated:DeviceSpec',
+          annotations: '4 map:string',
+          cdi_devices: '5 repeated:CDIDevice',
+        }),
         Mount: msg({ container_path: '1 string', host_path: '2 string', read_only: '3 bool' }),
         DeviceSpec: msg({ container_path: '1 string', host_path: '2 string', permissions: '3 string' }),
       },
@@ -64,15 +74,27 @@ export const DEVICE_PLUGIN_DESCRIPTOR = {
   },
 };
 
-export interface Device { ID: string; health: string }
+export interface Device {
+  ID: string;
+  health: string;
+}
 
 let cached: { Registration: grpc.ServiceClientConstructor; DevicePlugin: grpc.ServiceClientConstructor } | undefined;
 
 /** The two services' constructors (service definitions at `.service`). */
 export function deviceApi(): { Registration: grpc.ServiceClientConstructor; DevicePlugin: grpc.ServiceClientConstructor } {
   if (!cached) {
-    const def = protoLoader.fromJSON(DEVICE_PLUGIN_DESCRIPTOR as unknown as Parameters<typeof protoLoader.fromJSON>[0], { keepCase: true, longs: Number, enums: String, defaults: true });
-    cached = (grpc.loadPackageDefinition(def) as unknown as { v1beta1: { Registration: grpc.ServiceClientConstructor; DevicePlugin: grpc.ServiceClientConstructor } }).v1beta1;
+    const def = protoLoader.fromJSON(DEVICE_PLUGIN_DESCRIPTOR as unknown as Parameters<typeof protoLoader.fromJSON>[0], {
+      keepCase: true,
+      longs: Number,
+      enums: String,
+      defaults: true,
+    });
+    cached = (
+      grpc.loadPackageDefinition(def) as unknown as {
+        v1beta1: { Registration: grpc.ServiceClientConstructor; DevicePlugin: grpc.ServiceClientConstructor };
+      }
+    ).v1beta1;
   }
   return cached;
 }

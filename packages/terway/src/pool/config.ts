@@ -92,8 +92,10 @@ export function parsePoolConfig(raw: unknown): PoolConfig {
     throw new ConfigError('eni_conf.min_pool_size', `at most max_pool_size (${out.maxPoolSize})`, out.minPoolSize);
   }
   out.warmUpSize = count(c, 'ip_warm_up_size', 0);
-  if (c['idle_ip_reclaim_after'] !== undefined) out.idleReclaimAfterMs = parseDuration('eni_conf.idle_ip_reclaim_after', c['idle_ip_reclaim_after']);
-  if (c['idle_ip_reclaim_interval'] !== undefined) out.idleReclaimIntervalMs = parseDuration('eni_conf.idle_ip_reclaim_interval', c['idle_ip_reclaim_interval']);
+  if (c['idle_ip_reclaim_after'] !== undefined)
+    out.idleReclaimAfterMs = parseDuration('eni_conf.idle_ip_reclaim_after', c['idle_ip_reclaim_after']);
+  if (c['idle_ip_reclaim_interval'] !== undefined)
+    out.idleReclaimIntervalMs = parseDuration('eni_conf.idle_ip_reclaim_interval', c['idle_ip_reclaim_interval']);
   out.idleReclaimBatchSize = count(c, 'idle_ip_reclaim_batch_size', DEFAULT_POOL.idleReclaimBatchSize);
   if (out.idleReclaimBatchSize === 0) throw new ConfigError('eni_conf.idle_ip_reclaim_batch_size', 'an integer >= 1', 0);
   out.minEni = count(c, 'min_eni', 0);
@@ -101,21 +103,25 @@ export function parsePoolConfig(raw: unknown): PoolConfig {
   if (out.maxEni > 0 && out.minEni > out.maxEni) throw new ConfigError('eni_conf.min_eni', `at most max_eni (${out.maxEni})`, out.minEni);
   const vs = c['vswitches'];
   if (vs !== undefined) {
-    if (typeof vs !== 'object' || vs === null || Array.isArray(vs)) throw new ConfigError('eni_conf.vswitches', 'an object {zone: [vSwitch IDs]}', vs);
+    if (typeof vs !== 'object' || vs === null || Array.isArray(vs))
+      throw new ConfigError('eni_conf.vswitches', 'an object {zone: [vSwitch IDs]}', vs);
     for (const [zone, ids] of Object.entries(vs)) out.vswitches[zone] = strings(`eni_conf.vswitches.${zone}`, ids);
   }
   const pol = c['vswitch_selection_policy'] ?? 'ordered';
-  if (pol !== 'ordered' && pol !== 'random' && pol !== 'most') throw new ConfigError('eni_conf.vswitch_selection_policy', '"ordered", "random" or "most"', pol);
+  if (pol !== 'ordered' && pol !== 'random' && pol !== 'most')
+    throw new ConfigError('eni_conf.vswitch_selection_policy', '"ordered", "random" or "most"', pol);
   out.vswitchPolicy = pol;
   if (c['security_groups'] !== undefined) out.securityGroups = strings('eni_conf.security_groups', c['security_groups']);
   if (typeof c['security_group'] === 'string' && c['security_group'] !== '') out.securityGroups.unshift(c['security_group']);
   const svc = c['service_cidr'];
   if (svc !== undefined) {
-    if (typeof svc !== 'string' || !svc.split(',').every((s) => ip.isValidCidr(s.trim()))) throw new ConfigError('eni_conf.service_cidr', 'a CIDR (or comma-separated CIDRs)', svc);
+    if (typeof svc !== 'string' || !svc.split(',').every((s) => ip.isValidCidr(s.trim())))
+      throw new ConfigError('eni_conf.service_cidr', 'a CIDR (or comma-separated CIDRs)', svc);
     out.serviceCidr = svc;
   }
   const vt = c['eniip_virtual_type'] ?? 'veth';
-  if (typeof vt !== 'string' || !['veth', 'ipvlan'].includes(vt.toLowerCase())) throw new ConfigError('eni_conf.eniip_virtual_type', '"veth" or "ipvlan"', vt);
+  if (typeof vt !== 'string' || !['veth', 'ipvlan'].includes(vt.toLowerCase()))
+    throw new ConfigError('eni_conf.eniip_virtual_type', '"veth" or "ipvlan"', vt);
   out.virtualType = vt.toLowerCase() as 'veth' | 'ipvlan';
   const trunk = c['enable_eni_trunking'] ?? false;
   if (typeof trunk !== 'boolean') throw new ConfigError('eni_conf.enable_eni_trunking', 'true or false', trunk);

@@ -112,7 +112,9 @@ export class DualStackSource {
     const st = this.enis.get(e.eniId);
     if (!st || st.idle.length === 0) return;
     const gone = st.idle.splice(0, Math.min(e.ips, st.idle.length));
-    this.o.cloud.unassignIpv6s(e.eniId, gone).catch((err: unknown) => this.o.log?.('ipv6: unassign failed', { eni: e.eniId, ips: gone, error: String(err) }));
+    this.o.cloud
+      .unassignIpv6s(e.eniId, gone)
+      .catch((err: unknown) => this.o.log?.('ipv6: unassign failed', { eni: e.eniId, ips: gone, error: String(err) }));
   }
 
   private async take(key: string, lease: IpLease): Promise<string> {
@@ -168,7 +170,9 @@ export class DualStackSource {
     } catch (e) {
       this.put(key);
       this.o.pool.release(key);
-      throw e instanceof TransientError ? e : new TransientError(`terwayd: IPv6 for ${key}: ${e instanceof Error ? e.message : String(e)}`, '', { cause: e });
+      throw e instanceof TransientError
+        ? e
+        : new TransientError(`terwayd: IPv6 for ${key}: ${e instanceof Error ? e.message : String(e)}`, '', { cause: e });
     }
   }
 
@@ -190,7 +194,6 @@ export class DualStackSource {
     const gw = this.gw6.get(l.mac);
     return v6 && v6.eniId === l.eniId ? { ...l, ip6: v6.ip6, ...(cidr ? { vswitchCidr6: cidr } : {}), ...(gw ? { gateway6: gw } : {}) } : l;
   }
-
 
   leases(): { key: string; lease: IpLease; reservedUntil?: number }[] {
     return this.o.pool.leases().map((x) => ({ ...x, lease: this.decorate(x.key, x.lease) }));

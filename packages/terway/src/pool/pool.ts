@@ -264,7 +264,11 @@ export class EniIpPool {
   }
 
   leases(): { key: string; lease: IpLease; reservedUntil?: number }[] {
-    return [...this.byKey].map(([key, s]) => ({ key, lease: this.lease(s), ...(s.status === 'idle' && s.reservedUntil !== undefined ? { reservedUntil: s.reservedUntil } : {}) }));
+    return [...this.byKey].map(([key, s]) => ({
+      key,
+      lease: this.lease(s),
+      ...(s.status === 'idle' && s.reservedUntil !== undefined ? { reservedUntil: s.reservedUntil } : {}),
+    }));
   }
 
   eniList(): EniInfo[] {
@@ -283,7 +287,17 @@ export class EniIpPool {
         else if (s.owner !== undefined) reserved++;
         else idle++;
       }
-    return { idle, used, reserved, releasing, inflight: this.inflight(), enis: this.enis.size, creatingEnis: this.creating, waiters: this.waiters.length, capacity: this.capacity };
+    return {
+      idle,
+      used,
+      reserved,
+      releasing,
+      inflight: this.inflight(),
+      enis: this.enis.size,
+      creatingEnis: this.creating,
+      waiters: this.waiters.length,
+      capacity: this.capacity,
+    };
   }
 
   /** Schedules one reconcile after the current job (coalesced). */
@@ -500,7 +514,10 @@ export class EniIpPool {
       const all = await this.vswitches();
       const usable = all.filter((v) => (this.vswCoolUntil.get(v.id) ?? 0) <= now);
       const vsw = pickVSwitch(usable, this.o.config.vswitchPolicy, ipCount, this.o.random ?? Math.random);
-      if (!vsw) throw new PoolExhaustedError(`no vSwitch in zone ${this.o.zone} with free IPs (candidates: ${all.map((v) => `${v.id}=${v.available}`).join(', ') || 'none'})`);
+      if (!vsw)
+        throw new PoolExhaustedError(
+          `no vSwitch in zone ${this.o.zone} with free IPs (candidates: ${all.map((v) => `${v.id}=${v.available}`).join(', ') || 'none'})`,
+        );
       vswitchId = vsw.id;
       return this.o.cloud.createEni({ vswitchId: vsw.id, securityGroups: this.o.config.securityGroups, ipCount });
     };

@@ -8,9 +8,15 @@
 import type { VSwitchInfo } from './types';
 import type { VSwitchPolicy } from './config';
 
-export function pickVSwitch(list: VSwitchInfo[], policy: VSwitchPolicy, need: number, random: () => number = Math.random): VSwitchInfo | undefined {
+export function pickVSwitch(
+  list: VSwitchInfo[],
+  policy: VSwitchPolicy,
+  need: number,
+  random: () => number = Math.random,
+): VSwitchInfo | undefined {
   const enough = list.filter((v) => v.available >= need);
-  const most = (vs: VSwitchInfo[]): VSwitchInfo | undefined => vs.reduce<VSwitchInfo | undefined>((b, v) => (!b || v.available > b.available ? v : b), undefined);
+  const most = (vs: VSwitchInfo[]): VSwitchInfo | undefined =>
+    vs.reduce<VSwitchInfo | undefined>((b, v) => (!b || v.available > b.available ? v : b), undefined);
   if (enough.length === 0) {
     const m = most(list);
     return m && m.available > 0 ? m : undefined;

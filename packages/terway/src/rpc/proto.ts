@@ -25,7 +25,13 @@ function msg(f: Fields): { fields: Record<string, { type: string; id: number; ru
   return { fields };
 }
 
-const podRef: Fields = { K8sPodName: 'string', K8sPodNamespace: 'string', K8sPodInfraContainerId: 'string', Netns: 'string', IfName: 'string' };
+const podRef: Fields = {
+  K8sPodName: 'string',
+  K8sPodNamespace: 'string',
+  K8sPodInfraContainerId: 'string',
+  Netns: 'string',
+  IfName: 'string',
+};
 
 export const TERWAY_DESCRIPTOR = {
   nested: {
@@ -50,11 +56,25 @@ export const TERWAY_DESCRIPTOR = {
         ENIInfo: msg({ MAC: 'string', Trunk: 'bool', Vid: 'uint32', GatewayIP: 'IPSet' }),
         Pod: msg({ Ingress: 'uint64', Egress: 'uint64', NetworkPriority: 'string' }),
         Route: msg({ Dst: 'string' }),
-        NetConf: msg({ BasicInfo: 'BasicInfo', ENIInfo: 'ENIInfo', Pod: 'Pod', IfName: 'string', ExtraRoutes: 'repeated Route', DefaultRoute: 'bool' }),
+        NetConf: msg({
+          BasicInfo: 'BasicInfo',
+          ENIInfo: 'ENIInfo',
+          Pod: 'Pod',
+          IfName: 'string',
+          ExtraRoutes: 'repeated Route',
+          DefaultRoute: 'bool',
+        }),
         AllocIPReply: msg({ Success: 'bool', IPType: 'IPType', IPv4: 'bool', IPv6: 'bool', NetConfs: 'repeated NetConf' }),
         ReleaseIPReply: msg({ Success: 'bool', IPv4: 'bool', IPv6: 'bool' }),
         GetInfoReply: msg({ IPType: 'IPType', Success: 'bool', IPv4: 'bool', IPv6: 'bool', NetConfs: 'repeated NetConf', Error: 'string' }),
-        EventRequest: msg({ EventTarget: 'EventTarget', K8sPodName: 'string', K8sPodNamespace: 'string', EventType: 'EventType', Reason: 'string', Message: 'string' }),
+        EventRequest: msg({
+          EventTarget: 'EventTarget',
+          K8sPodName: 'string',
+          K8sPodNamespace: 'string',
+          EventType: 'EventType',
+          Reason: 'string',
+          Message: 'string',
+        }),
         EventReply: msg({ Succeed: 'bool', Error: 'string' }),
       },
     },
@@ -64,8 +84,17 @@ export const TERWAY_DESCRIPTOR = {
 export const DEFAULT_SOCKET = '/var/run/eni/eni.socket';
 
 // Plain shapes of the messages (proto-loader: keepCase, enums as strings, longs as numbers).
-export interface PodRef { K8sPodName: string; K8sPodNamespace: string; K8sPodInfraContainerId: string; Netns: string; IfName: string }
-export interface IPSet { IPv4: string; IPv6: string }
+export interface PodRef {
+  K8sPodName: string;
+  K8sPodNamespace: string;
+  K8sPodInfraContainerId: string;
+  Netns: string;
+  IfName: string;
+}
+export interface IPSet {
+  IPv4: string;
+  IPv6: string;
+}
 export interface NetConf {
   BasicInfo: { PodIP: IPSet; PodCIDR: IPSet; GatewayIP: IPSet; ServiceCIDR: IPSet | null } | null;
   ENIInfo: { MAC: string; Trunk: boolean; Vid: number; GatewayIP: IPSet } | null;
@@ -74,24 +103,57 @@ export interface NetConf {
   ExtraRoutes: { Dst: string }[];
   DefaultRoute: boolean;
 }
-export interface AllocIPReply { Success: boolean; IPType: string; IPv4: boolean; IPv6: boolean; NetConfs: NetConf[] }
-export interface ReleaseIPReply { Success: boolean; IPv4: boolean; IPv6: boolean }
+export interface AllocIPReply {
+  Success: boolean;
+  IPType: string;
+  IPv4: boolean;
+  IPv6: boolean;
+  NetConfs: NetConf[];
+}
+export interface ReleaseIPReply {
+  Success: boolean;
+  IPv4: boolean;
+  IPv6: boolean;
+}
 /**
  * GetIPInfo's Error for a sandbox that no longer owns its pod's lease (a stale DEL after kubelet re-created
  * the sandbox): the CNI binary then cleans only that sandbox's own netns and releases nothing.
  */
 export const STALE_SANDBOX = 'stale sandbox';
 
-export interface GetInfoReply { IPType: string; Success: boolean; IPv4: boolean; IPv6: boolean; NetConfs: NetConf[]; Error: string }
-export interface EventRequest { EventTarget: string; K8sPodName: string; K8sPodNamespace: string; EventType: string; Reason: string; Message: string }
-export interface EventReply { Succeed: boolean; Error: string }
+export interface GetInfoReply {
+  IPType: string;
+  Success: boolean;
+  IPv4: boolean;
+  IPv6: boolean;
+  NetConfs: NetConf[];
+  Error: string;
+}
+export interface EventRequest {
+  EventTarget: string;
+  K8sPodName: string;
+  K8sPodNamespace: string;
+  EventType: string;
+  Reason: string;
+  Message: string;
+}
+export interface EventReply {
+  Succeed: boolean;
+  Error: string;
+}
 
 let cached: grpc.ServiceDefinition | undefined;
 
 /** The service definition for grpc-js servers and clients. */
 export function terwayService(): grpc.ServiceDefinition {
   if (!cached) {
-    const def = protoLoader.fromJSON(TERWAY_DESCRIPTOR as unknown as Parameters<typeof protoLoader.fromJSON>[0], { keepCase: true, longs: Number, enums: String, defaults: true, oneofs: true });
+    const def = protoLoader.fromJSON(TERWAY_DESCRIPTOR as unknown as Parameters<typeof protoLoader.fromJSON>[0], {
+      keepCase: true,
+      longs: Number,
+      enums: String,
+      defaults: true,
+      oneofs: true,
+    });
     const pkg = grpc.loadPackageDefinition(def) as unknown as { rpc: { TerwayBackend: grpc.ServiceClientConstructor } };
     cached = pkg.rpc.TerwayBackend.service;
   }
