@@ -3,13 +3,14 @@
 # failure is attributed to its tier, and finish with one line "N passed, N failed".
 #
 #   build  npm run build (nx builds + single-file executables in dist/bin)
+#   static npm run typecheck, lint, format:check (one check each in the summary)
 #   unit   nx run-many -t test: each package's own jest config (pure logic, and netlib/plugin
 #          tests in network namespaces: they need root and run in band)
 #   e2e    jest -c e2e/jest.config.js: built binaries driven by cnitool and podman (root)
 #   kernel-lab  jest -c e2e/kernel-lab/jest.config.js: what the host kernel lacks, under qemu
 #
 # Needs root and the tools of tools/ci/setup.sh. Results (jest JSON, logs) go to dist/test-results/.
-# Env: CNIKIT_TIERS="unit e2e" (subset to run), CNIKIT_SKIP_BUILD=1, CNIKIT_TIER_TIMEOUT=30m,
+# Env: CNIKIT_TIERS="unit e2e" (subset to run), CNIKIT_SKIP_BUILD=1, CNIKIT_SKIP_STATIC=1, CNIKIT_TIER_TIMEOUT=30m,
 #      CNIKIT_TEST_PARALLEL=0 (run unit and e2e one after the other instead of side by side: side
 #      by side measured 119 s against 202 s serial on the 2-core machine; see README "Tests").
 set -uo pipefail
@@ -57,6 +58,24 @@ if [[ "${CNIKIT_SKIP_BUILD:-0}" != 1 ]]; then
     echo "!!! build FAILED (exit ${RC[build]}); the tiers still run, against whatever dist/bin holds" >&2
   fi
   ls -la dist/bin 2>/dev/null | sed 's/^/  /' || true
+fi
+
+# ------------------------------------------------------------------------------------------ static
+# Type check (every package, the test-support packages and e2e/), ESLint and Prettier: each counts as one
+# check in the summary; CNIKIT_SKIP_STATIC=1 leaves them out (e.g. while iterating on one test).
+if [[ "${CNIKIT_SKIP_STATIC:-0}" != 1 ]]; then
+  hdr "static checks: npm run typecheck, lint, format:check"
+  t=$(now)
+  : >"$OUT/static.txt"
+  for c in typecheck lint format:check; do
+    log="$OUT/static-${c/:/-}.log"
+    npm run -s "$c" >"$log" 2>&1
+    rc=$?
+    echo "$c $rc" >>"$OUT/static.txt"
+    if [[ $rc == 0 ]]; then echo "  $c: ok"; else echo "  $c: FAILED (exit $rc; $log)"; tail -40 "$log"; fi
+  done
+  RC[static]=$(grep -vc ' 0$' "$OUT/static.txt")
+  SECS[static]=$(( $(now) - t ))
 fi
 
 # ------------------------------------------------------------------------------------------ tiers
@@ -117,7 +136,7 @@ fi
 
 # ------------------------------------------------------------------------------------------ summary
 hdr "summary"
-for n in build $TIERS; do
+for n in build static $TIERS; do
   [[ -n "${RC[$n]:-}" ]] && echo "$n ${RC[$n]} ${SECS[$n]}"
 done >"$OUT/tiers.txt"
 node - "$OUT" "$(( $(now) - T0 ))" <<'EOF'
@@ -140,6 +159,14 @@ const strip = (x) => x.replace(/\u001b\[[0-9;]*m/g, '');
 let passed = 0, failed = 0;
 const failures = [];
 for (const t of tiers) {
+  if (t.name === 'static') {
+    const checks = fs.readFileSync(path.join(out, 'static.txt'), 'utf8').trim().split('\n').filter(Boolean).map((l) => l.split(' '));
+    const bad = checks.filter(([, rc]) => rc !== '0');
+    for (const [name, rc] of bad) failures.push(`static: npm run ${name} failed (exit ${rc}; see dist/test-results/static-${name.replace(':', '-')}.log)`);
+    passed += checks.length - bad.length; failed += bad.length;
+    console.log(`  ${'static'.padEnd(10)} ${checks.length - bad.length} passed, ${bad.length} failed  (${t.secs}s)`);
+    continue;
+  }
   if (t.name === 'build') {
     const ok = t.rc === 0;
     if (!ok) { failed += 1; failures.push('build: npm run build failed (see dist/test-results/build.log)'); }
