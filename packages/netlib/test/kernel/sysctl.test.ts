@@ -1,10 +1,24 @@
 import * as link from '../../src/link';
 import * as sysctl from '../../src/sysctl';
-import { sh } from '@cnikit/netlib-testing';
+import { BASELINE_SYSCTLS, sh } from '@cnikit/netlib-testing';
 import { thrown, useNamespaces } from './fixture';
 
 const t = useNamespaces();
 const cat = (ns: Parameters<typeof sh>[0], path: string): string => sh(ns, `cat /proc/sys/${path}`).trim();
+
+describe('test namespaces', () => {
+  // A new namespace copies the host's IPv4 conf/all, conf/default and ip_forward; hosts differ (rp_filter 0 on
+  // Debian, 1 on RHEL, 2 on Ubuntu), so every test namespace starts from the kernel's defaults instead.
+  test('start from BASELINE_SYSCTLS whatever the host has', () => {
+    for (const [key, value] of BASELINE_SYSCTLS) {
+      expect([key, cat(t.ctr.ns, key)]).toEqual([key, value]);
+      expect([key, cat(t.host.ns, key)]).toEqual([key, value]);
+    }
+    expect(BASELINE_SYSCTLS.map(([k]) => k)).toEqual(
+      expect.arrayContaining(['net/ipv4/ip_forward', 'net/ipv4/conf/all/rp_filter', 'net/ipv4/conf/default/rp_filter']),
+    );
+  });
+});
 
 describe('get and set inside a namespace', () => {
   test('ip_forward: set in one namespace, unchanged in the other', () => {
