@@ -150,6 +150,33 @@ describeVeth('veth after macvlan + host-local via cnitool (IPv4, CNI 1.0.0)', ()
     for (const pod of [p1, p2]) expect((await tool('del', pod)).code).toBe(0);
   });
 
+  // libcni runs a chain's DEL in reverse and stops at the first error: a veth DEL that failed on the field its
+  // ADD rejected would keep macvlan and host-local from freeing the pod's NIC and lease (kubelet retries
+  // forever, the pod stays Terminating).
+  it('a config ADD rejects: ADD fails naming the field, the chain DEL then succeeds and frees the lease', async () => {
+    const BAD = 'mv-veth-bad';
+    dirs.writeConflist(
+      macvlanChain({
+        name: BAD,
+        segment: topo.segments[0]!,
+        dataDir: dirs.ipamDir,
+        veth: { ...vethConf(topo, { logFile: `${dirs.logDir}/veth-bad.log` }), service_hijack_subnet: ['10.96.0.1/12'] },
+      }),
+    );
+    const p4 = await Netns.create('pod');
+    const base = await snapshot(topo.node);
+    const add = await cnitool('add', BAD, p4.path, { node: topo.node, confDir: dirs.confDir });
+    expect(add.code).not.toBe(0);
+    expect(add.stdout + add.stderr).toMatch(/service_hijack_subnet/); // cnitool prints the plugin's error text
+    expect(dirs.leases(BAD)).toHaveLength(1); // host-local's ADD ran; the runtime's DEL must free it
+    const del = await cnitool('del', BAD, p4.path, { node: topo.node, confDir: dirs.confDir });
+    expect(del.stdout + del.stderr).toBe('');
+    expect(del.code).toBe(0);
+    expect(dirs.leases(BAD)).toEqual([]);
+    expect((await p4.ipJson<{ ifname: string }>('link', 'show')).map((l) => l.ifname)).toEqual(['lo']);
+    expect(diffSnapshots(base, await snapshot(topo.node))).toEqual([]);
+  });
+
   it('DEL after the pod namespace is gone succeeds and cleans the node', async () => {
     const p3 = await Netns.create('pod');
     const base = await snapshot(topo.node);
