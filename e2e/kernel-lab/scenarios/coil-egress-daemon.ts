@@ -1,5 +1,5 @@
 /**
- * The real `coil-egress` program (src/egress/main.ts, bundled by the lab like any scenario) against
+ * The real `coil-egress` program (src/cmd/coil-egress.ts, bundled by the lab like any scenario) against
  * the real kube-apiserver the host test started (reached at 10.0.2.2 through qemu's user network;
  * kubeconfig in $LAB_RUN/kubeconfig, TLS checked against the certificate's "localhost" name).
  *

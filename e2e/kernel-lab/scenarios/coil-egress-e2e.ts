@@ -2,7 +2,7 @@
  * Coil egress end to end, both halves together, against the real kube-apiserver the host test started
  * (reached at 10.0.2.2; kubeconfig in $LAB_RUN/kubeconfig, as in coil-egress-daemon.ts):
  *
- * - router half: the real `coil-egress` program (the bundle of src/egress/main.ts) for the router pod (--netns);
+ * - router half: the real `coil-egress` program (the bundle of src/cmd/coil-egress.ts) for the router pod (--netns);
  * - client half: coild's real EgressClient (src/coild/egress.ts) with the REAL NAT client (defaultNatClient(),
  *   wrapped only to count calls), driven the way Coild.add() drives it (plan -> configFor -> apply -> register),
  *   then, after a "coild restart", through its start-up path: the pod found by address (Pod status.podIPs)

@@ -33,7 +33,7 @@ beforeAll(async () => {
     files: { kubeconfig: guestKubeconfig(cluster.kubeconfig, cluster.server) },
     scenarios: [
       // Bundled like a scenario so that the e2e program can run it; `--help` checks the CLI starts.
-      { name: 'coil-egress-bin', entry: 'packages/coil/src/egress/main.ts', args: ['--help'], timeoutMs: 60_000 },
+      { name: 'coil-egress-bin', entry: 'packages/coil/src/cmd/coil-egress.ts', args: ['--help'], timeoutMs: 60_000 },
       { name: 'coil-egress-e2e', entry: 'e2e/kernel-lab/scenarios/coil-egress-e2e.ts', timeoutMs: 240_000 },
     ],
   });

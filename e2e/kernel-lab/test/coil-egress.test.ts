@@ -34,7 +34,7 @@ beforeAll(async () => {
     scenarios: [
       { name: 'coil-egress-datapath', entry: 'e2e/kernel-lab/scenarios/coil-egress-datapath.ts', timeoutMs: 300_000 },
       // Bundled like a scenario so that the next one can run it; `--help` checks the CLI starts.
-      { name: 'coil-egress-bin', entry: 'packages/coil/src/egress/main.ts', args: ['--help'], timeoutMs: 60_000 },
+      { name: 'coil-egress-bin', entry: 'packages/coil/src/cmd/coil-egress.ts', args: ['--help'], timeoutMs: 60_000 },
       ...(cluster ? [{ name: 'coil-egress-daemon', entry: 'e2e/kernel-lab/scenarios/coil-egress-daemon.ts', timeoutMs: 180_000 }] : []),
     ],
   });

@@ -1,7 +1,7 @@
 /**
- * @cnikit/coil: Coil v2 (IPAM, routing, egress NAT) in TypeScript. The executables are src/cni/main.ts (`coil`),
- * src/coild/main.ts (`coild`), src/controller/main.ts (`coil-ipam-controller`),
- * src/egress-controller/main.ts (`coil-egress-controller`) and src/egress/main.ts (`coil-egress`); see
+ * @cnikit/coil: Coil v2 (IPAM, routing, egress NAT) in TypeScript. The executables are src/cmd/coil.ts (`coil`),
+ * src/cmd/coild.ts (`coild`), src/cmd/coil-ipam-controller.ts (`coil-ipam-controller`),
+ * src/cmd/coil-egress-controller.ts (`coil-egress-controller`) and src/cmd/coil-egress.ts (`coil-egress`); see
  * docs/coil.md and docs/coil-egress.md.
  * The `coil` binary imports only ./cni and ./rpc (no Kubernetes client, no gRPC library).
  */

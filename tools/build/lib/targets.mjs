@@ -1,5 +1,5 @@
 // Which executables to build: every workspace package declares its own in
-// package.json as "cnikit": {"executables": {"<name>": "src/<entry>.ts"}}, so adding
+// package.json as "cnikit": {"executables": {"<name>": "src/cmd/<name>.ts"}}, so adding
 // a plugin never means editing the build tooling.
 import * as fs from 'node:fs';
 import * as path from 'node:path';

@@ -6,8 +6,8 @@ import { Command } from 'commander';
 import { KubeMetrics, connect } from '@cnikit/kube';
 import { Registry } from 'prom-client';
 import { parseDuration } from '../util';
-import { IpamController } from './ipam-controller';
-import { ipamLeaderTask, serveLeaderElected } from './leader';
+import { IpamController } from '../controller/ipam-controller';
+import { ipamLeaderTask, serveLeaderElected } from '../controller/leader';
 
 async function main(): Promise<void> {
   const cmd = new Command('coil-ipam-controller')

@@ -3,7 +3,7 @@
  * whose first NIC comes from an overlay CNI. See docs/router.md.
  */
 import { pluginMain } from '@cnikit/netlib';
-import { routerHandlers } from './plugin';
+import { routerHandlers } from '../plugin';
 
 pluginMain(routerHandlers(), {
   about: 'cnikit router meta-plugin: east-west through the overlay NIC, north-south through the chained NIC',

@@ -5,7 +5,7 @@
 import { Command } from 'commander';
 import { KubeMetrics, connect } from '@cnikit/kube';
 import { Registry } from 'prom-client';
-import { EgressController } from './egress-controller';
+import { EgressController } from '../egress-controller/egress-controller';
 import { serveLeaderElected } from '../controller/leader';
 
 async function main(): Promise<void> {

@@ -9,11 +9,11 @@ import { HealthServer, KubeMetrics, connect } from '@cnikit/kube';
 import { hostNetns, openNetns } from '@cnikit/netlib';
 import { Registry, collectDefaultMetrics } from 'prom-client';
 import { parseListenAddr } from '../util';
-import { parsePodAddresses } from './clients';
-import { DEFAULT_FOU_PORT } from './constants';
-import { RouterDaemon } from './daemon';
-import { registerEgressMetrics } from './metrics';
-import { NAT_BACKENDS, type NatBackend } from './snat';
+import { parsePodAddresses } from '../egress/clients';
+import { DEFAULT_FOU_PORT } from '../egress/constants';
+import { RouterDaemon } from '../egress/daemon';
+import { registerEgressMetrics } from '../egress/metrics';
+import { NAT_BACKENDS, type NatBackend } from '../egress/snat';
 
 function env(name: string): string {
   const v = process.env[name];

@@ -5,7 +5,7 @@
  * Prints a JSON report on stdout; exit 1 with the reason on stderr.
  */
 import { parseArgs } from 'node:util';
-import { install, uninstall } from './installer';
+import { install, uninstall } from '../installer';
 
 function main(): void {
   const { values, positionals } = parseArgs({

@@ -6,10 +6,10 @@
  *   gcp-ipam-provisioner status --pool ippool-default [--kubeconfig f]
  */
 import { parseArgs } from 'node:util';
-import { GceClient, metadataToken } from './gce';
-import { kubeFromFile, kubeInCluster } from './kube-lite';
-import { getPool, refreshPoolStatus } from './allocator';
-import { provision } from './provisioner';
+import { GceClient, metadataToken } from '../gce';
+import { kubeFromFile, kubeInCluster } from '../kube-lite';
+import { getPool, refreshPoolStatus } from '../allocator';
+import { provision } from '../provisioner';
 
 async function main(): Promise<void> {
   const { values, positionals } = parseArgs({

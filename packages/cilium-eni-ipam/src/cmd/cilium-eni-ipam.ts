@@ -3,7 +3,7 @@ import { pluginMain } from '@cnikit/netlib';
 
 // The plugin module (the agent's HTTP client and its streams) loads on the first command that needs it,
 // so VERSION loads nothing beyond the runtime's own start.
-const plugin = (): typeof import('./plugin') => require('./plugin') as typeof import('./plugin');
+const plugin = (): typeof import('../plugin') => require('../plugin') as typeof import('../plugin');
 
 pluginMain(
   {

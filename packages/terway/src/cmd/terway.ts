@@ -6,7 +6,7 @@ import { pluginMain } from '@cnikit/netlib';
 
 // The plugin module (grpc-js, HTTP/2, TLS, the datapaths) loads on the first command that needs it, so
 // VERSION costs no more than the runtime's bare start (it took 2.1x with the module loaded up front).
-const plugin = (): typeof import('./plugin') => require('./plugin') as typeof import('./plugin');
+const plugin = (): typeof import('../cni/plugin') => require('../cni/plugin') as typeof import('../cni/plugin');
 
 pluginMain(
   { add: (a) => plugin().add(a), del: (a) => plugin().del(a), check: (a) => plugin().check(a), status: (a) => plugin().status(a) },

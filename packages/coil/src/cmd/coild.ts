@@ -8,8 +8,8 @@ import { HealthServer, KubeMetrics, connect } from '@cnikit/kube';
 import { hostNetns, openNetns } from '@cnikit/netlib';
 import { Registry, collectDefaultMetrics } from 'prom-client';
 import { parseDuration, parseListenAddr } from '../util';
-import { Coild } from './coild';
-import { CoildServer } from './server';
+import { Coild } from '../coild/coild';
+import { CoildServer } from '../coild/server';
 
 async function main(): Promise<void> {
   const int = (v: string): number => {

@@ -6,11 +6,11 @@ import * as fs from 'node:fs';
 import { Command } from 'commander';
 import { connect } from '@cnikit/kube';
 import { createLogger } from '@cnikit/netlib';
-import { kubePodSource } from './kube-pods';
-import { loadEniConfigMap, writeCniConf } from './eni-config';
+import { kubePodSource } from '../daemon/kube-pods';
+import { loadEniConfigMap, writeCniConf } from '../daemon/eni-config';
 import { DEFAULT_SOCKET } from '../rpc/proto';
-import { startTerwayd, startVpcRouteTerwayd } from './bootstrap';
-import { nodePodCidr } from './node-cidr';
+import { startTerwayd, startVpcRouteTerwayd } from '../daemon/bootstrap';
+import { nodePodCidr } from '../daemon/node-cidr';
 
 const cmd = new Command('terwayd')
   .description('Terway node daemon: ENI multi-IP resource pool and the TerwayBackend gRPC service')

@@ -6,7 +6,7 @@ import { pluginMain } from '@cnikit/netlib';
 
 // The plugin module (HTTP/TLS clients of the API server and GCE) loads on the first command that needs
 // it, so VERSION costs no more than the runtime's bare start (it took 1.4x with the module loaded up front).
-const plugin = (): typeof import('./plugin') => require('./plugin') as typeof import('./plugin');
+const plugin = (): typeof import('../plugin') => require('../plugin') as typeof import('../plugin');
 
 pluginMain(
   {
