@@ -2,7 +2,7 @@
  * coild: the node daemon. IPAM from the node's address blocks, pod network setup, route export to
  * table 119; gRPC for the `coil` CNI binary on /run/coild.sock; metrics on :9384, health on :9385.
  */
-import './tune';
+import '../coild/tune';
 import { Command } from 'commander';
 import { HealthServer, KubeMetrics, connect } from '@cnikit/kube';
 import { hostNetns, openNetns } from '@cnikit/netlib';
