@@ -88,8 +88,8 @@ export function applyChanges(current: AliasIpRange[], changes: AliasChange[]): A
 
 export class AliasCoalescer {
   private readonly dir: string;
-  constructor(private readonly o: CoalescerOptions) {
-    this.dir = path.join(o.stateDir, 'alias', `${o.instance}.${o.nic}`);
+  constructor(private readonly opts: CoalescerOptions) {
+    this.dir = path.join(opts.stateDir, 'alias', `${opts.instance}.${opts.nic}`);
   }
 
   /** Applies one change through the node's batch; resolves when the cloud operation carrying it is DONE. */
@@ -104,7 +104,7 @@ export class AliasCoalescer {
     fs.writeFileSync(tmp, JSON.stringify(req));
     fs.renameSync(tmp, path.join(pending, `${id}.json`));
     const resultFile = path.join(done, `${id}.json`);
-    const deadline = Date.now() + (this.o.timeoutMs ?? 180_000);
+    const deadline = Date.now() + (this.opts.timeoutMs ?? 180_000);
     for (;;) {
       const r = readResult(resultFile);
       if (r) return this.outcome(r, change, false);
@@ -115,7 +115,7 @@ export class AliasCoalescer {
         } catch {
           /* taken by a flusher */
         }
-        throw new TransientError('gcp-ipam: alias update timed out', `${change.op} ${change.ip} on ${this.o.instance}`);
+        throw new TransientError('gcp-ipam: alias update timed out', `${change.op} ${change.ip} on ${this.opts.instance}`);
       }
       const batch = await this.tryLead();
       const mine = readResult(resultFile);
@@ -169,7 +169,7 @@ export class AliasCoalescer {
   private async flush(): Promise<number> {
     const pendingDir = path.join(this.dir, 'pending');
     // batching window: batchWindowMs, extended while requests keep arriving (a burst of pods), at most 20x
-    const window = this.o.batchWindowMs ?? 25;
+    const window = this.opts.batchWindowMs ?? 25;
     if (window > 0) {
       const count = (): number => this.pendingCount();
       const until = Date.now() + 20 * window;
@@ -197,13 +197,15 @@ export class AliasCoalescer {
     reqs.sort((a, b) => a.at - b.at);
     const results = new Map<string, RequestResult>();
     try {
-      const calls = await this.o.gce.updateAliases(this.o.zone, this.o.instance, this.o.nic, (cur) => applyChanges(cur, reqs));
+      const calls = await this.opts.gce.updateAliases(this.opts.zone, this.opts.instance, this.opts.nic, (cur) => applyChanges(cur, reqs));
       for (const r of reqs) results.set(r.id, { ok: true, calls, batch: reqs.length });
     } catch (err) {
       if (reqs.length > 1 && !(err instanceof GceError && (err.rateLimited || err.transient))) {
         for (const r of reqs) {
           try {
-            const calls = await this.o.gce.updateAliases(this.o.zone, this.o.instance, this.o.nic, (cur) => applyChanges(cur, [r]));
+            const calls = await this.opts.gce.updateAliases(this.opts.zone, this.opts.instance, this.opts.nic, (cur) =>
+              applyChanges(cur, [r]),
+            );
             results.set(r.id, { ok: true, calls, batch: 1 });
           } catch (e) {
             results.set(r.id, errorResult(e));

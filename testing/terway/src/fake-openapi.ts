@@ -144,9 +144,9 @@ export class FakeOpenApi {
   private readonly accessKeys: Record<string, string>;
   private readonly timers = new Set<NodeJS.Timeout>();
 
-  constructor(private readonly o: FakeOpenApiOptions = {}) {
-    this.regionId = o.regionId ?? 'cn-hangzhou';
-    this.accessKeys = o.accessKeys ?? { 'LTAI-test': 'test-secret' };
+  constructor(private readonly opts: FakeOpenApiOptions = {}) {
+    this.regionId = opts.regionId ?? 'cn-hangzhou';
+    this.accessKeys = opts.accessKeys ?? { 'LTAI-test': 'test-secret' };
   }
 
   // ---- set-up ----
@@ -183,7 +183,7 @@ export class FakeOpenApi {
   }
 
   setLatency(latency: number | Record<string, number>): void {
-    this.o.latencyMs = latency;
+    this.opts.latencyMs = latency;
   }
 
   count(action: string): number {
@@ -288,7 +288,7 @@ export class FakeOpenApi {
             fail(e);
           }
         };
-        const lat = typeof this.o.latencyMs === 'number' ? this.o.latencyMs : (this.o.latencyMs?.[action] ?? 0);
+        const lat = typeof this.opts.latencyMs === 'number' ? this.opts.latencyMs : (this.opts.latencyMs?.[action] ?? 0);
         if (lat > 0) this.later(lat, run);
         else run();
       } catch (e) {
@@ -642,10 +642,10 @@ export class FakeOpenApi {
           throw new ApiError(403, 'InvalidVSwitchId.ZoneMismatch', 'The ENI and the instance are in different zones.');
         e.status = 'Attaching';
         e.instanceId = inst.id;
-        this.later(this.o.attachDelayMs ?? 30, () => {
+        this.later(this.opts.attachDelayMs ?? 30, () => {
           if (e.status !== 'Attaching') return;
           // The NIC is plugged (hook) before the API reports InUse, as on a real instance.
-          void Promise.resolve(this.o.onAttached?.(e)).then(
+          void Promise.resolve(this.opts.onAttached?.(e)).then(
             () => {
               if (e.status === 'Attaching') e.status = 'InUse';
             },
@@ -672,13 +672,13 @@ export class FakeOpenApi {
         if (e.type === 'Trunk' && this.membersOf(e.id).length > 0)
           throw new ApiError(403, 'InvalidOperation.TrunkEniHasMembers', `The trunk ENI ${e.id} still has member ENIs.`);
         e.status = 'Detaching';
-        this.later(this.o.attachDelayMs ?? 30, () => {
+        this.later(this.opts.attachDelayMs ?? 30, () => {
           if (e.status !== 'Detaching') return;
           e.status = 'Available';
           delete e.instanceId;
           delete e.trunkEniId;
           delete e.deviceIndex;
-          void this.o.onDetached?.(e);
+          void this.opts.onDetached?.(e);
         });
         return {};
       }

@@ -53,11 +53,11 @@ export class RouterDaemon {
   private readonly log: NonNullable<RouterDaemonOptions['log']>;
   private readonly kick = { add: () => this.schedule(), update: () => this.schedule(), delete: () => this.schedule() };
 
-  constructor(private readonly o: RouterDaemonOptions) {
-    this.pods = new Informer(new ResourceClient(o.transport, Pods), { name: 'pods' });
+  constructor(private readonly opts: RouterDaemonOptions) {
+    this.pods = new Informer(new ResourceClient(opts.transport, Pods), { name: 'pods' });
     this.pods.addHandlers(this.kick);
-    this.log = o.log ?? (() => undefined);
-    this.dp = o.datapath ?? kernelDatapath;
+    this.log = opts.log ?? (() => undefined);
+    this.dp = opts.datapath ?? kernelDatapath;
   }
 
   /** Clients served after the last pass. */
@@ -72,24 +72,24 @@ export class RouterDaemon {
 
   /** The Egress's fouSourcePortAuto; false (fixed port) when the Egress or its CRD is missing. */
   sportAuto(): boolean {
-    const e = this.egresses?.store.list().find((x) => x.metadata.name === this.o.egressName);
+    const e = this.egresses?.store.list().find((x) => x.metadata.name === this.opts.egressName);
     return e?.spec?.fouSourcePortAuto === true;
   }
 
   /** Installs SNAT, syncs the caches and runs the first pass. Safe to call again after a failure. */
   async start(): Promise<void> {
-    await this.dp.ensureSnat(this.o.ns, this.o.backend, {
-      uplink: this.o.uplink ?? DEFAULT_UPLINK,
-      podIPv4: this.o.podIPv4,
-      podIPv6: this.o.podIPv6,
+    await this.dp.ensureSnat(this.opts.ns, this.opts.backend, {
+      uplink: this.opts.uplink ?? DEFAULT_UPLINK,
+      podIPv4: this.opts.podIPv4,
+      podIPv6: this.opts.podIPv6,
     });
     if (!this.egresses && !this.noCrd) {
-      const egressClient = new ResourceClient(this.o.transport, Egresses, { namespace: this.o.namespace });
+      const egressClient = new ResourceClient(this.opts.transport, Egresses, { namespace: this.opts.namespace });
       try {
         await egressClient.list({ limit: 1 });
         this.egresses = new Informer(egressClient, {
-          namespace: this.o.namespace,
-          fieldSelector: `metadata.name=${this.o.egressName}`,
+          namespace: this.opts.namespace,
+          fieldSelector: `metadata.name=${this.opts.egressName}`,
           name: 'egresses',
         });
         this.egresses.addHandlers(this.kick);
@@ -101,7 +101,7 @@ export class RouterDaemon {
     }
     await Promise.all([this.pods.start(), this.egresses?.start()]);
     this.schedule();
-    this.timer ??= setInterval(() => this.schedule(), this.o.resyncMs ?? 60_000);
+    this.timer ??= setInterval(() => this.schedule(), this.opts.resyncMs ?? 60_000);
     this.timer.unref();
   }
 
@@ -146,12 +146,12 @@ export class RouterDaemon {
   }
 
   async reconcileOnce(): Promise<RouterReconcileResult> {
-    const clients = clientAddresses(this.pods.store.list(), this.o.namespace, this.o.egressName);
-    const r = await this.dp.reconcile(this.o.ns, {
-      fouPort: this.o.fouPort ?? DEFAULT_FOU_PORT,
-      podIPv4: this.o.podIPv4,
-      podIPv6: this.o.podIPv6,
-      uplink: this.o.uplink,
+    const clients = clientAddresses(this.pods.store.list(), this.opts.namespace, this.opts.egressName);
+    const r = await this.dp.reconcile(this.opts.ns, {
+      fouPort: this.opts.fouPort ?? DEFAULT_FOU_PORT,
+      podIPv4: this.opts.podIPv4,
+      podIPv6: this.opts.podIPv6,
+      uplink: this.opts.uplink,
       sportAuto: this.sportAuto(),
       clients,
     });

@@ -93,33 +93,33 @@ export class AliyunEniCloud implements EniCloud {
   private readonly cidrs = new Map<string, string>();
   private readonly cidrs6 = new Map<string, string>();
 
-  constructor(private readonly o: AliyunOptions) {
+  constructor(private readonly opts: AliyunOptions) {
     const base = {
-      accessKeyId: o.accessKeyId,
-      accessKeySecret: o.accessKeySecret,
-      regionId: o.regionId,
-      protocol: o.protocol ?? 'https',
-      readTimeout: o.readTimeoutMs ?? 10_000,
+      accessKeyId: opts.accessKeyId,
+      accessKeySecret: opts.accessKeySecret,
+      regionId: opts.regionId,
+      protocol: opts.protocol ?? 'https',
+      readTimeout: opts.readTimeoutMs ?? 10_000,
       connectTimeout: 5000,
     };
-    this.ecs = new Ecs(new $OpenApiUtil.Config({ ...base, ...(o.ecsEndpoint ? { endpoint: o.ecsEndpoint } : {}) }));
-    this.vpc = new Vpc(new $OpenApiUtil.Config({ ...base, ...(o.vpcEndpoint ? { endpoint: o.vpcEndpoint } : {}) }));
+    this.ecs = new Ecs(new $OpenApiUtil.Config({ ...base, ...(opts.ecsEndpoint ? { endpoint: opts.ecsEndpoint } : {}) }));
+    this.vpc = new Vpc(new $OpenApiUtil.Config({ ...base, ...(opts.vpcEndpoint ? { endpoint: opts.vpcEndpoint } : {}) }));
   }
 
   /** Calls the SDK, retrying retryable failures; rethrows others as CloudError. */
   private async call<T>(action: string, fn: () => Promise<T>): Promise<T> {
-    const max = this.o.maxRetries ?? 4;
+    const max = this.opts.maxRetries ?? 4;
     for (let attempt = 0; ; attempt++) {
       const t0 = performance.now();
       try {
         const r = await fn();
-        this.o.onCall?.(action, performance.now() - t0, '');
+        this.opts.onCall?.(action, performance.now() - t0, '');
         return r;
       } catch (e) {
         const err = toCloudError(action, e);
-        this.o.onCall?.(action, performance.now() - t0, err.code);
+        this.opts.onCall?.(action, performance.now() - t0, err.code);
         if (!err.retryable || attempt >= max) throw err;
-        await sleep((this.o.retryBaseMs ?? 100) * 2 ** attempt);
+        await sleep((this.opts.retryBaseMs ?? 100) * 2 ** attempt);
       }
     }
   }
@@ -150,7 +150,7 @@ export class AliyunEniCloud implements EniCloud {
     const out: VSwitchInfo[] = [];
     for (const id of ids) {
       const r = await this.call('DescribeVSwitches', () =>
-        this.vpc.describeVSwitches(new $Vpc.DescribeVSwitchesRequest({ regionId: this.o.regionId, vSwitchId: id, pageSize: 50 })),
+        this.vpc.describeVSwitches(new $Vpc.DescribeVSwitchesRequest({ regionId: this.opts.regionId, vSwitchId: id, pageSize: 50 })),
       );
       for (const v of r.body?.vSwitches?.vSwitch ?? []) {
         if (!v.vSwitchId || !v.cidrBlock) continue;
@@ -168,7 +168,7 @@ export class AliyunEniCloud implements EniCloud {
     let token: string | undefined;
     do {
       const req = new $Ecs.DescribeNetworkInterfacesRequest({
-        regionId: this.o.regionId,
+        regionId: this.opts.regionId,
         maxResults: pageSize,
         ...(token ? { nextToken: token } : {}),
         ...(filter.instanceId ? { instanceId: filter.instanceId } : {}),
@@ -199,7 +199,7 @@ export class AliyunEniCloud implements EniCloud {
   }
 
   private async waitStatus(eniId: string, want: string): Promise<EniView> {
-    const deadline = Date.now() + (this.o.stateTimeoutMs ?? 60_000);
+    const deadline = Date.now() + (this.opts.stateTimeoutMs ?? 60_000);
     for (;;) {
       const [e] = await this.listEnis({ ids: [eniId] }, 10);
       if (e && e.status === want) return e;
@@ -209,9 +209,9 @@ export class AliyunEniCloud implements EniCloud {
           'Timeout',
           undefined,
           undefined,
-          `${eniId} is ${e?.status ?? 'gone'}, not ${want}, after ${this.o.stateTimeoutMs ?? 60_000} ms`,
+          `${eniId} is ${e?.status ?? 'gone'}, not ${want}, after ${this.opts.stateTimeoutMs ?? 60_000} ms`,
         );
-      await sleep(this.o.pollIntervalMs ?? 100);
+      await sleep(this.opts.pollIntervalMs ?? 100);
     }
   }
 
@@ -247,7 +247,7 @@ export class AliyunEniCloud implements EniCloud {
   async assignIpv6s(eniId: string, count: number): Promise<string[]> {
     const r = await this.call('AssignIpv6Addresses', () =>
       this.ecs.assignIpv6Addresses(
-        new $Ecs.AssignIpv6AddressesRequest({ regionId: this.o.regionId, networkInterfaceId: eniId, ipv6AddressCount: count }),
+        new $Ecs.AssignIpv6AddressesRequest({ regionId: this.opts.regionId, networkInterfaceId: eniId, ipv6AddressCount: count }),
       ),
     );
     return r.body?.ipv6Sets?.ipv6Address ?? [];
@@ -256,7 +256,7 @@ export class AliyunEniCloud implements EniCloud {
   async unassignIpv6s(eniId: string, ips: string[]): Promise<void> {
     await this.call('UnassignIpv6Addresses', () =>
       this.ecs.unassignIpv6Addresses(
-        new $Ecs.UnassignIpv6AddressesRequest({ regionId: this.o.regionId, networkInterfaceId: eniId, ipv6Address: ips }),
+        new $Ecs.UnassignIpv6AddressesRequest({ regionId: this.opts.regionId, networkInterfaceId: eniId, ipv6Address: ips }),
       ),
     );
   }
@@ -276,7 +276,7 @@ export class AliyunEniCloud implements EniCloud {
     const created = await this.call('CreateNetworkInterface', () =>
       this.ecs.createNetworkInterface(
         new $Ecs.CreateNetworkInterfaceRequest({
-          regionId: this.o.regionId,
+          regionId: this.opts.regionId,
           vSwitchId: req.vswitchId,
           ...(req.securityGroups.length > 1 ? { securityGroupIds: req.securityGroups } : { securityGroupId: req.securityGroups[0] ?? '' }),
           secondaryPrivateIpAddressCount: Math.max(0, req.ipCount - 1),
@@ -298,9 +298,9 @@ export class AliyunEniCloud implements EniCloud {
       await this.call('AttachNetworkInterface', () =>
         this.ecs.attachNetworkInterface(
           new $Ecs.AttachNetworkInterfaceRequest({
-            regionId: this.o.regionId,
+            regionId: this.opts.regionId,
             networkInterfaceId: eniId,
-            instanceId: this.o.instanceId,
+            instanceId: this.opts.instanceId,
             ...(req.memberOf ? { trunkNetworkInstanceId: req.memberOf } : {}),
           }),
         ),
@@ -318,7 +318,7 @@ export class AliyunEniCloud implements EniCloud {
     const r = await this.call('AssignPrivateIpAddresses', () =>
       this.ecs.assignPrivateIpAddresses(
         new $Ecs.AssignPrivateIpAddressesRequest({
-          regionId: this.o.regionId,
+          regionId: this.opts.regionId,
           networkInterfaceId: eniId,
           secondaryPrivateIpAddressCount: count,
         }),
@@ -330,7 +330,7 @@ export class AliyunEniCloud implements EniCloud {
   async unassignIps(eniId: string, ips: string[]): Promise<void> {
     await this.call('UnassignPrivateIpAddresses', () =>
       this.ecs.unassignPrivateIpAddresses(
-        new $Ecs.UnassignPrivateIpAddressesRequest({ regionId: this.o.regionId, networkInterfaceId: eniId, privateIpAddress: ips }),
+        new $Ecs.UnassignPrivateIpAddressesRequest({ regionId: this.opts.regionId, networkInterfaceId: eniId, privateIpAddress: ips }),
       ),
     );
   }
@@ -342,13 +342,17 @@ export class AliyunEniCloud implements EniCloud {
     if (e.status === 'InUse' || e.status === 'Attaching') {
       await this.call('DetachNetworkInterface', () =>
         this.ecs.detachNetworkInterface(
-          new $Ecs.DetachNetworkInterfaceRequest({ regionId: this.o.regionId, networkInterfaceId: eniId, instanceId: this.o.instanceId }),
+          new $Ecs.DetachNetworkInterfaceRequest({
+            regionId: this.opts.regionId,
+            networkInterfaceId: eniId,
+            instanceId: this.opts.instanceId,
+          }),
         ),
       );
     }
     if (e.status !== 'Available') await this.waitStatus(eniId, 'Available');
     await this.call('DeleteNetworkInterface', () =>
-      this.ecs.deleteNetworkInterface(new $Ecs.DeleteNetworkInterfaceRequest({ regionId: this.o.regionId, networkInterfaceId: eniId })),
+      this.ecs.deleteNetworkInterface(new $Ecs.DeleteNetworkInterfaceRequest({ regionId: this.opts.regionId, networkInterfaceId: eniId })),
     );
   }
 }

@@ -53,8 +53,8 @@ export class TerwayDaemon {
   private readonly containers = new Map<string, string>();
   private readonly netnsPaths = new Map<string, string>();
 
-  constructor(private readonly o: DaemonOptions) {
-    for (const l of o.store.load()) {
+  constructor(private readonly opts: DaemonOptions) {
+    for (const l of opts.store.load()) {
       this.containers.set(l.key, l.containerId);
       if (l.netns) this.netnsPaths.set(l.key, l.netns);
     }
@@ -62,13 +62,13 @@ export class TerwayDaemon {
 
   /** A live eni_conf change of service_cidr: answered to the pods added from now on. */
   setServiceCidr(cidr: string | undefined): void {
-    if (cidr) this.o.serviceCidr = cidr;
-    else delete this.o.serviceCidr;
+    if (cidr) this.opts.serviceCidr = cidr;
+    else delete this.opts.serviceCidr;
   }
 
   /** The leases held (and reserved) now. */
   leases(): { key: string; lease: IpLease; reservedUntil?: number }[] {
-    return this.o.pool.leases();
+    return this.opts.pool.leases();
   }
 
   /** The netns path the pod's AllocIP named (undefined for leases stored before it was recorded). */
@@ -77,7 +77,7 @@ export class TerwayDaemon {
   }
 
   private get ipType(): string {
-    return this.o.ipType ?? 'TypeENIMultiIP';
+    return this.opts.ipType ?? 'TypeENIMultiIP';
   }
 
   private key(r: PodRef): string {
@@ -87,7 +87,7 @@ export class TerwayDaemon {
   }
 
   private persist(): void {
-    const out: StoredLease[] = this.o.pool.leases().map(({ key, lease, reservedUntil }) => ({
+    const out: StoredLease[] = this.opts.pool.leases().map(({ key, lease, reservedUntil }) => ({
       key,
       ip: lease.ip,
       eniId: lease.eniId,
@@ -96,7 +96,7 @@ export class TerwayDaemon {
       ...(this.netnsPaths.has(key) ? { netns: this.netnsPaths.get(key)! } : {}),
       ...(reservedUntil !== undefined ? { reservedUntil } : {}),
     }));
-    this.o.store.save(out);
+    this.opts.store.save(out);
   }
 
   private netConf(lease: IpLease, meta: PodMeta | undefined, ifName: string): NetConf {
@@ -106,7 +106,7 @@ export class TerwayDaemon {
         PodIP: { IPv4: lease.ip, IPv6: lease.ip6 ?? '' },
         PodCIDR: { IPv4: lease.vswitchCidr, IPv6: lease.vswitchCidr6 ?? '' },
         GatewayIP: { IPv4: lease.gateway, IPv6: lease.gateway6 ?? '' },
-        ServiceCIDR: this.o.serviceCidr ? { IPv4: this.o.serviceCidr, IPv6: '' } : null,
+        ServiceCIDR: this.opts.serviceCidr ? { IPv4: this.opts.serviceCidr, IPv6: '' } : null,
       },
       ENIInfo: { MAC: lease.mac, Trunk: false, Vid: 0, GatewayIP: { IPv4: lease.gateway, IPv6: lease.gateway6 ?? '' } },
       Pod: { Ingress: bw.ingressBps ?? 0, Egress: bw.egressBps ?? 0, NetworkPriority: '' },
@@ -120,17 +120,17 @@ export class TerwayDaemon {
     const key = this.key(r);
     let meta: PodMeta | undefined;
     try {
-      meta = await this.o.pods?.get(r.K8sPodNamespace, r.K8sPodName);
+      meta = await this.opts.pods?.get(r.K8sPodNamespace, r.K8sPodName);
     } catch (e) {
       // Without the pod's annotations its bandwidth limit would be silently lost: retry later.
       throw new TransientError(`terwayd: read pod ${key}: ${e instanceof Error ? e.message : String(e)}`, '', { cause: e });
     }
-    const lease = await this.o.pool.allocate(key);
+    const lease = await this.opts.pool.allocate(key);
     this.containers.set(key, r.K8sPodInfraContainerId);
     if (r.Netns) this.netnsPaths.set(key, r.Netns);
     else this.netnsPaths.delete(key);
     this.persist();
-    this.o.log?.('alloc', { pod: key, ip: lease.ip, eni: lease.eniId, containerId: r.K8sPodInfraContainerId });
+    this.opts.log?.('alloc', { pod: key, ip: lease.ip, eni: lease.eniId, containerId: r.K8sPodInfraContainerId });
     return { Success: true, IPType: this.ipType, IPv4: true, IPv6: Boolean(lease.ip6), NetConfs: [this.netConf(lease, meta, r.IfName)] };
   }
 
@@ -139,19 +139,19 @@ export class TerwayDaemon {
     const owner = this.containers.get(key);
     // A stale DEL (an older sandbox of a re-created pod) must not free the new one's IP.
     if (owner && r.K8sPodInfraContainerId && owner !== r.K8sPodInfraContainerId) return { Success: true, IPv4: true, IPv6: false };
-    const meta = await this.o.pods?.get(r.K8sPodNamespace, r.K8sPodName).catch(() => undefined);
+    const meta = await this.opts.pods?.get(r.K8sPodNamespace, r.K8sPodName).catch(() => undefined);
     const sticky = meta?.statefulSet === true || meta?.annotations[RESERVATION_ANNOTATION] === 'true';
-    this.o.pool.release(key, sticky && this.ipType === 'TypeENIMultiIP' ? { reserveForMs: RESERVE_MS } : {});
+    this.opts.pool.release(key, sticky && this.ipType === 'TypeENIMultiIP' ? { reserveForMs: RESERVE_MS } : {});
     this.containers.delete(key);
     this.netnsPaths.delete(key);
     this.persist();
-    this.o.log?.('release', { pod: key, sticky, containerId: r.K8sPodInfraContainerId });
+    this.opts.log?.('release', { pod: key, sticky, containerId: r.K8sPodInfraContainerId });
     return { Success: true, IPv4: true, IPv6: false };
   }
 
   async getIPInfo(r: PodRef): Promise<GetInfoReply> {
     const key = this.key(r);
-    const lease = this.o.pool.leaseOf(key);
+    const lease = this.opts.pool.leaseOf(key);
     if (!lease) return { IPType: this.ipType, Success: false, IPv4: false, IPv6: false, NetConfs: [], Error: `no IP for ${key}` };
     // kubelet re-creates a sandbox (ADD of the new one) before it deletes the old one: the old sandbox's
     // DEL must learn that the pod's network now belongs to another sandbox, not receive it to tear down.
@@ -166,7 +166,7 @@ export class TerwayDaemon {
         Error: `${STALE_SANDBOX}: ${key} belongs to sandbox ${owner}`,
       };
     }
-    const meta = await this.o.pods?.get(r.K8sPodNamespace, r.K8sPodName).catch(() => undefined);
+    const meta = await this.opts.pods?.get(r.K8sPodNamespace, r.K8sPodName).catch(() => undefined);
     return {
       IPType: this.ipType,
       Success: true,
@@ -180,13 +180,13 @@ export class TerwayDaemon {
   async recordEvent(e: EventRequest): Promise<EventReply> {
     this.events.push(e);
     if (this.events.length > 1000) this.events.shift();
-    this.o.log?.('event', { ...e });
+    this.opts.log?.('event', { ...e });
     return { Succeed: true, Error: '' };
   }
 
   /** GC of pods deleted without CNI DEL: releases leases of keys `alive` rejects. */
   gc(alive: (key: string) => boolean): string[] {
-    const gone = this.o.pool.gc(alive);
+    const gone = this.opts.pool.gc(alive);
     for (const k of gone) {
       this.containers.delete(k);
       this.netnsPaths.delete(k);

@@ -12,16 +12,16 @@ export class ExclusiveEniAllocator {
   private readonly byKey = new Map<string, EniInfo>();
   private readonly pending = new Map<string, Promise<IpLease>>();
 
-  constructor(private readonly o: { cloud: EniCloud; config: PoolConfig; quota: EniQuota; zone: string; defaultVSwitches?: string[] }) {}
+  constructor(private readonly opts: { cloud: EniCloud; config: PoolConfig; quota: EniQuota; zone: string; defaultVSwitches?: string[] }) {}
 
   /** Live eni_conf change (vSwitches, security groups, max_eni apply to the next ENI). */
   updateConfig(config: PoolConfig): void {
-    this.o.config = config;
+    this.opts.config = config;
   }
 
   get capacity(): number {
-    const q = Math.max(0, this.o.quota.eniQuantity - 1);
-    return this.o.config.maxEni > 0 ? Math.min(q, this.o.config.maxEni) : q;
+    const q = Math.max(0, this.opts.quota.eniQuantity - 1);
+    return this.opts.config.maxEni > 0 ? Math.min(q, this.opts.config.maxEni) : q;
   }
 
   private lease(e: EniInfo): IpLease {
@@ -46,11 +46,11 @@ export class ExclusiveEniAllocator {
     if (this.byKey.size + this.pending.size >= this.capacity)
       return Promise.reject(new PoolExhaustedError(`no ENI left: ${this.capacity} exclusive ENIs are all in use`));
     const run = (async (): Promise<IpLease> => {
-      const ids = this.o.config.vswitches[this.o.zone] ?? this.o.defaultVSwitches ?? [];
-      const vsw = pickVSwitch(await this.o.cloud.describeVSwitches(ids), this.o.config.vswitchPolicy, 1);
-      if (!vsw) throw new PoolExhaustedError(`no vSwitch in zone ${this.o.zone} with a free IP`);
+      const ids = this.opts.config.vswitches[this.opts.zone] ?? this.opts.defaultVSwitches ?? [];
+      const vsw = pickVSwitch(await this.opts.cloud.describeVSwitches(ids), this.opts.config.vswitchPolicy, 1);
+      if (!vsw) throw new PoolExhaustedError(`no vSwitch in zone ${this.opts.zone} with a free IP`);
       try {
-        const e = await this.o.cloud.createEni({ vswitchId: vsw.id, securityGroups: this.o.config.securityGroups, ipCount: 1 });
+        const e = await this.opts.cloud.createEni({ vswitchId: vsw.id, securityGroups: this.opts.config.securityGroups, ipCount: 1 });
         this.byKey.set(key, e);
         return this.lease(e);
       } catch (err) {
@@ -66,7 +66,7 @@ export class ExclusiveEniAllocator {
     const e = this.byKey.get(key);
     if (!e) return false;
     this.byKey.delete(key);
-    this.o.cloud.deleteEni(e.eniId).catch(() => {
+    this.opts.cloud.deleteEni(e.eniId).catch(() => {
       // A failed delete leaves an unowned ENI: the next start-up deletes it.
     });
     return true;

@@ -31,9 +31,9 @@ export class EniDevicePlugin {
   /** Registrations made (the first, then one per kubelet restart). */
   registrations = 0;
 
-  constructor(private readonly o: DevicePluginOptions) {
-    this.count = o.count;
-    this.socket = path.join(o.dir, `terway-${o.resourceName.split('/').pop()}.sock`);
+  constructor(private readonly opts: DevicePluginOptions) {
+    this.count = opts.count;
+    this.socket = path.join(opts.dir, `terway-${opts.resourceName.split('/').pop()}.sock`);
     const api = deviceApi();
     this.server.addService(api.DevicePlugin.service, {
       GetDevicePluginOptions: (_c: unknown, cb: grpc.sendUnaryData<unknown>) =>
@@ -52,7 +52,7 @@ export class EniDevicePlugin {
         const known = new Set(this.devices().map((d) => d.ID));
         for (const r of call.request.container_requests) {
           const bad = r.devices_ids.find((id) => !known.has(id));
-          if (bad) return cb({ code: grpc.status.INVALID_ARGUMENT, details: `${o.resourceName}: unknown device ${bad}` });
+          if (bad) return cb({ code: grpc.status.INVALID_ARGUMENT, details: `${opts.resourceName}: unknown device ${bad}` });
         }
         cb(null, {
           container_responses: call.request.container_requests.map(() => ({
@@ -69,7 +69,7 @@ export class EniDevicePlugin {
   }
 
   devices(): Device[] {
-    return Array.from({ length: this.count }, (_, i) => ({ ID: `${this.o.resourceName.replace('/', '-')}-${i}`, health: HEALTHY }));
+    return Array.from({ length: this.count }, (_, i) => ({ ID: `${this.opts.resourceName.replace('/', '-')}-${i}`, health: HEALTHY }));
   }
 
   /** New capacity (e.g. after DescribeInstanceTypes or ENIs attached by others): pushed to every watcher. */
@@ -81,7 +81,7 @@ export class EniDevicePlugin {
 
   /** Serves the plugin socket, then registers with the kubelet. */
   async start(): Promise<void> {
-    fs.mkdirSync(this.o.dir, { recursive: true });
+    fs.mkdirSync(this.opts.dir, { recursive: true });
     fs.rmSync(this.socket, { force: true });
     await new Promise<void>((resolve, reject) =>
       this.server.bindAsync(`unix://${this.socket}`, grpc.ServerCredentials.createInsecure(), (e) => (e ? reject(e) : resolve())),
@@ -95,9 +95,9 @@ export class EniDevicePlugin {
    * the socket appears again, register again (as the upstream plugins do).
    */
   private watchKubelet(): void {
-    const kubeletSock = path.join(this.o.dir, KUBELET_SOCKET);
+    const kubeletSock = path.join(this.opts.dir, KUBELET_SOCKET);
     let inode = fs.statSync(kubeletSock, { throwIfNoEntry: false })?.ino;
-    this.watcher = fs.watch(this.o.dir, (_ev, file) => {
+    this.watcher = fs.watch(this.opts.dir, (_ev, file) => {
       if (file !== KUBELET_SOCKET) return;
       const st = fs.statSync(kubeletSock, { throwIfNoEntry: false });
       if (!st) {
@@ -124,20 +124,20 @@ export class EniDevicePlugin {
 
   /** Registers (again: after a kubelet restart its registry is empty). */
   async register(): Promise<void> {
-    const client = new (deviceApi().Registration)(`unix://${path.join(this.o.dir, KUBELET_SOCKET)}`, grpc.credentials.createInsecure());
+    const client = new (deviceApi().Registration)(`unix://${path.join(this.opts.dir, KUBELET_SOCKET)}`, grpc.credentials.createInsecure());
     try {
       await new Promise<void>((resolve, reject) =>
         (client as unknown as { Register(r: unknown, o: grpc.CallOptions, cb: (e: Error | null) => void): void }).Register(
           {
             version: API_VERSION,
             endpoint: path.basename(this.socket),
-            resource_name: this.o.resourceName,
+            resource_name: this.opts.resourceName,
             options: { pre_start_required: false, get_preferred_allocation_available: false },
           },
           { deadline: Date.now() + 10_000 },
           (e) =>
             e
-              ? reject(new Error(`device plugin ${this.o.resourceName}: register with the kubelet: ${e.message}`))
+              ? reject(new Error(`device plugin ${this.opts.resourceName}: register with the kubelet: ${e.message}`))
               : (this.registrations++, resolve()),
         ),
       );

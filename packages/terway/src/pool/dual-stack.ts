@@ -43,7 +43,7 @@ export class DualStackSource {
   private readonly gw6 = new Map<string, string>();
 
   constructor(
-    private readonly o: {
+    private readonly opts: {
       pool: Pool;
       cloud: Ipv6Cloud;
       /** The IPv6 gateway of an ENI (instance metadata `network/interfaces/macs/<mac>/ipv6-gateway`). */
@@ -55,8 +55,8 @@ export class DualStackSource {
   /** ENIs (with their IPv6s) and stored leases (with their ip6) found at start-up; looks up their gateways and CIDRs. */
   async restore(enis: EniInfo[], leases: { key: string; eniId: string; ip6?: string }[]): Promise<void> {
     for (const e of enis) {
-      if (!this.gw6.has(e.mac)) this.gw6.set(e.mac, await this.o.gateway6(e.mac));
-      const c = await this.o.cloud.ipv6CidrOf(e.vswitchId);
+      if (!this.gw6.has(e.mac)) this.gw6.set(e.mac, await this.opts.gateway6(e.mac));
+      const c = await this.opts.cloud.ipv6CidrOf(e.vswitchId);
       if (c) this.cidr6.set(e.vswitchId, c);
     }
     // Merged: the pool may already have started a prefill on one of these ENIs.
@@ -82,12 +82,12 @@ export class DualStackSource {
     const run = async (): Promise<void> => {
       await prev.catch(() => undefined);
       for (let left = n; left > 0; left -= 10) {
-        const got = await this.o.cloud.assignIpv6s(eniId, Math.min(10, left));
+        const got = await this.opts.cloud.assignIpv6s(eniId, Math.min(10, left));
         if (this.enis.get(eniId) === s) s.idle.push(...got);
       }
     };
     const p: Promise<void> = run()
-      .catch((err: unknown) => this.o.log?.('ipv6: prefill failed', { eni: eniId, n, error: String(err) }))
+      .catch((err: unknown) => this.opts.log?.('ipv6: prefill failed', { eni: eniId, n, error: String(err) }))
       .finally(() => {
         if (s.assigning === p) s.assigning = undefined;
       });
@@ -112,9 +112,9 @@ export class DualStackSource {
     const st = this.enis.get(e.eniId);
     if (!st || st.idle.length === 0) return;
     const gone = st.idle.splice(0, Math.min(e.ips, st.idle.length));
-    this.o.cloud
+    this.opts.cloud
       .unassignIpv6s(e.eniId, gone)
-      .catch((err: unknown) => this.o.log?.('ipv6: unassign failed', { eni: e.eniId, ips: gone, error: String(err) }));
+      .catch((err: unknown) => this.opts.log?.('ipv6: unassign failed', { eni: e.eniId, ips: gone, error: String(err) }));
   }
 
   private async take(key: string, lease: IpLease): Promise<string> {
@@ -129,7 +129,7 @@ export class DualStackSource {
     while (st.idle.length === 0) {
       if (!st.assigning) {
         const s = st;
-        const p: Promise<void> = this.o.cloud
+        const p: Promise<void> = this.opts.cloud
           .assignIpv6s(lease.eniId, 1)
           .then((ips) => void s.idle.push(...ips))
           .finally(() => {
@@ -154,22 +154,22 @@ export class DualStackSource {
   private async withV6(lease: IpLease, ip6: string): Promise<IpLease> {
     let cidr = this.cidr6.get(lease.vswitchId);
     if (!cidr) {
-      cidr = await this.o.cloud.ipv6CidrOf(lease.vswitchId);
+      cidr = await this.opts.cloud.ipv6CidrOf(lease.vswitchId);
       if (!cidr) throw new TransientError(`terwayd: ip_stack dual: vSwitch ${lease.vswitchId} has no IPv6 CIDR`);
       this.cidr6.set(lease.vswitchId, cidr);
     }
     let gw = this.gw6.get(lease.mac);
-    if (!gw) this.gw6.set(lease.mac, (gw = await this.o.gateway6(lease.mac)));
+    if (!gw) this.gw6.set(lease.mac, (gw = await this.opts.gateway6(lease.mac)));
     return { ...lease, ip6, vswitchCidr6: cidr, gateway6: gw };
   }
 
   async allocate(key: string): Promise<IpLease> {
-    const v4 = await this.o.pool.allocate(key);
+    const v4 = await this.opts.pool.allocate(key);
     try {
       return await this.withV6(v4, await this.take(key, v4));
     } catch (e) {
       this.put(key);
-      this.o.pool.release(key);
+      this.opts.pool.release(key);
       throw e instanceof TransientError
         ? e
         : new TransientError(`terwayd: IPv6 for ${key}: ${e instanceof Error ? e.message : String(e)}`, '', { cause: e });
@@ -179,12 +179,12 @@ export class DualStackSource {
   release(key: string, opts: { reserveForMs?: number } = {}): boolean {
     // A sticky key keeps its IPv6 bound along with its IPv4 (take() finds it again).
     if (!opts.reserveForMs) this.put(key);
-    return this.o.pool.release(key, opts);
+    return this.opts.pool.release(key, opts);
   }
 
   /** The lease with its IPv6 (synchronous: gateway and CIDR as last looked up). */
   leaseOf(key: string): IpLease | undefined {
-    const l = this.o.pool.leaseOf(key);
+    const l = this.opts.pool.leaseOf(key);
     return l ? this.decorate(key, l) : undefined;
   }
 
@@ -196,11 +196,11 @@ export class DualStackSource {
   }
 
   leases(): { key: string; lease: IpLease; reservedUntil?: number }[] {
-    return this.o.pool.leases().map((x) => ({ ...x, lease: this.decorate(x.key, x.lease) }));
+    return this.opts.pool.leases().map((x) => ({ ...x, lease: this.decorate(x.key, x.lease) }));
   }
 
   gc(alive: (key: string) => boolean): string[] {
-    const gone = this.o.pool.gc(alive);
+    const gone = this.opts.pool.gc(alive);
     for (const k of gone) this.put(k);
     return gone;
   }

@@ -111,9 +111,9 @@ export class EniIpPool {
   private readonly vswCoolUntil = new Map<string, number>();
   private maxEnis: number;
 
-  constructor(private readonly o: PoolOptions) {
-    this.maxEnis = EniIpPool.maxEnisFor(o.config, o.quota);
-    this.lastReclaimAt = o.clock.now();
+  constructor(private readonly opts: PoolOptions) {
+    this.maxEnis = EniIpPool.maxEnisFor(opts.config, opts.quota);
+    this.lastReclaimAt = opts.clock.now();
   }
 
   private static maxEnisFor(config: PoolConfig, quota: EniQuota): number {
@@ -123,7 +123,7 @@ export class EniIpPool {
 
   /** The configuration in force (replaced by updateConfig). */
   get config(): PoolConfig {
-    return this.o.config;
+    return this.opts.config;
   }
 
   /**
@@ -133,20 +133,20 @@ export class EniIpPool {
    * back (a max_eni below the ENIs attached only stops new ones).
    */
   updateConfig(config: PoolConfig): void {
-    this.o.config = config;
-    this.maxEnis = EniIpPool.maxEnisFor(config, this.o.quota);
+    this.opts.config = config;
+    this.maxEnis = EniIpPool.maxEnisFor(config, this.opts.quota);
     this.vswCache = undefined; // the vSwitch list may have changed
     this.kick();
   }
 
   /** Total IPs the pool may ever hold. */
   get capacity(): number {
-    return this.maxEnis * this.o.quota.ipsPerEni;
+    return this.maxEnis * this.opts.quota.ipsPerEni;
   }
 
   /** Adopts ENIs and leases found at start-up (cloud + local state); call before start(). */
   restore(enis: EniInfo[], leases: { key: string; ip: string }[] = []): void {
-    const now = this.o.clock.now();
+    const now = this.opts.clock.now();
     for (const info of enis) {
       const st: EniState = { info: { ...info, ips: [...info.ips] }, ips: new Map(), assigning: 0, deleting: false };
       for (const a of info.ips) st.ips.set(a, { ip: a, eniId: info.eniId, status: 'idle', idleSince: now });
@@ -165,12 +165,12 @@ export class EniIpPool {
   /** Starts the periodic reconcile on the pool's clock. */
   start(): void {
     if (this.stopTimer) return;
-    const period = this.o.syncPeriodMs ?? 1000;
+    const period = this.opts.syncPeriodMs ?? 1000;
     const loop = (): void => {
       this.reconcile();
-      this.stopTimer = this.o.clock.setTimer(period, loop);
+      this.stopTimer = this.opts.clock.setTimer(period, loop);
     };
-    this.stopTimer = this.o.clock.setTimer(0, loop);
+    this.stopTimer = this.opts.clock.setTimer(0, loop);
   }
 
   stop(): void {
@@ -209,7 +209,7 @@ export class EniIpPool {
         key,
         resolve,
         reject,
-        cancel: this.o.clock.setTimer(this.o.allocTimeoutMs ?? 30_000, () => {
+        cancel: this.opts.clock.setTimer(this.opts.allocTimeoutMs ?? 30_000, () => {
           this.waiters = this.waiters.filter((x) => x !== w);
           reject(new PoolExhaustedError(`timed out waiting for an IP for ${key}`));
         }),
@@ -227,7 +227,7 @@ export class EniIpPool {
   release(key: string, opts: { reserveForMs?: number } = {}): boolean {
     const s = this.byKey.get(key);
     if (!s || s.status !== 'used') return false;
-    const now = this.o.clock.now();
+    const now = this.opts.clock.now();
     s.status = 'idle';
     s.idleSince = now;
     if (opts.reserveForMs && opts.reserveForMs > 0) {
@@ -245,7 +245,8 @@ export class EniIpPool {
     const gone: string[] = [];
     for (const [key, s] of this.byKey) {
       if (s.status === 'used' && !alive(key)) gone.push(key);
-      else if (s.status === 'idle' && s.reservedUntil !== undefined && !alive(key) && s.reservedUntil <= this.o.clock.now()) gone.push(key);
+      else if (s.status === 'idle' && s.reservedUntil !== undefined && !alive(key) && s.reservedUntil <= this.opts.clock.now())
+        gone.push(key);
     }
     for (const key of gone) {
       const s = this.byKey.get(key)!;
@@ -315,25 +316,25 @@ export class EniIpPool {
    * returns; their completions kick another pass.
    */
   reconcile(): void {
-    const now = this.o.clock.now();
+    const now = this.opts.clock.now();
     this.expireReservations(now);
     this.serveWaiters();
     const idle = this.freeIdle();
     // Grow.
-    const warmLeft = Math.max(0, this.o.config.warmUpSize - this.acquiredSinceStart);
-    const want = Math.max(this.waiters.length + this.o.config.minPoolSize - idle.length, warmLeft) - this.inflight();
+    const warmLeft = Math.max(0, this.opts.config.warmUpSize - this.acquiredSinceStart);
+    const want = Math.max(this.waiters.length + this.opts.config.minPoolSize - idle.length, warmLeft) - this.inflight();
     if (now >= this.retryAt) {
       if (want > 0) this.grow(want);
-      else if (this.enis.size + this.creating < Math.min(this.o.config.minEni, this.maxEnis)) this.createEni(1);
+      else if (this.enis.size + this.creating < Math.min(this.opts.config.minEni, this.maxEnis)) this.createEni(1);
     }
     // Shrink: beyond max at once; idle ones after idle_ip_reclaim_after in batches.
     if (this.waiters.length > 0) return;
-    const excess = idle.length - this.o.config.maxPoolSize;
+    const excess = idle.length - this.opts.config.maxPoolSize;
     if (excess > 0) {
       this.shrink(idle, excess);
       return;
     }
-    const c = this.o.config;
+    const c = this.opts.config;
     if (c.idleReclaimAfterMs > 0 && now - this.lastReclaimAt >= c.idleReclaimIntervalMs) {
       const old = idle.filter((s) => now - s.idleSince >= c.idleReclaimAfterMs);
       const n = Math.min(old.length, idle.length - c.minPoolSize, c.idleReclaimBatchSize);
@@ -435,18 +436,18 @@ export class EniIpPool {
   }
 
   private fail(op: string, err: unknown, failWaiters: number): void {
-    const now = this.o.clock.now();
+    const now = this.opts.clock.now();
     this.backoffMs = this.backoffMs === 0 ? BACKOFF_MIN_MS : Math.min(BACKOFF_MAX_MS, this.backoffMs * 2);
     this.retryAt = now + this.backoffMs;
     const msg = err instanceof Error ? err.message : String(err);
-    this.o.onEvent?.({ type: 'cloud-error', op, error: msg });
+    this.opts.onEvent?.({ type: 'cloud-error', op, error: msg });
     // The pods that were waiting for this call get "try again later".
     const doomed = this.waiters.splice(0, Math.max(0, Math.min(this.waiters.length, failWaiters)));
     for (const w of doomed) {
       w.cancel();
       w.reject(new PoolExhaustedError(`${op} failed: ${msg}`, { cause: err }));
     }
-    this.o.clock.setTimer(this.backoffMs, () => this.kick());
+    this.opts.clock.setTimer(this.backoffMs, () => this.kick());
   }
 
   private succeeded(): void {
@@ -456,8 +457,8 @@ export class EniIpPool {
 
   private grow(want: number): void {
     let left = Math.min(want, this.capacity - this.totalIps() - this.inflight());
-    const batch = this.o.assignBatch ?? 10;
-    const perEni = this.o.quota.ipsPerEni;
+    const batch = this.opts.assignBatch ?? 10;
+    const perEni = this.opts.quota.ipsPerEni;
     // Secondary IPs on ENIs with room, fullest first. Room on an ENI with an
     // assignment in flight is counted (so no ENI is created for it) but asked
     // for on the next pass, when that call has returned.
@@ -477,14 +478,14 @@ export class EniIpPool {
   private assign(e: EniState, n: number): void {
     e.assigning += n;
     const waitersBefore = this.waiters.length;
-    this.o.cloud.assignIps(e.info.eniId, n).then(
+    this.opts.cloud.assignIps(e.info.eniId, n).then(
       (ips) => {
         e.assigning -= n;
         this.succeeded();
-        const now = this.o.clock.now();
+        const now = this.opts.clock.now();
         for (const a of ips) e.ips.set(a, { ip: a, eniId: e.info.eniId, status: 'idle', idleSince: now });
         this.acquiredSinceStart += ips.length;
-        this.o.onEvent?.({ type: 'ips-assigned', eniId: e.info.eniId, ips: ips.length });
+        this.opts.onEvent?.({ type: 'ips-assigned', eniId: e.info.eniId, ips: ips.length });
         this.serveWaiters();
         this.kick();
       },
@@ -496,10 +497,10 @@ export class EniIpPool {
   }
 
   private async vswitches(): Promise<VSwitchInfo[]> {
-    const now = this.o.clock.now();
+    const now = this.opts.clock.now();
     if (this.vswCache && now - this.vswCache.at < VSW_CACHE_MS) return this.vswCache.list;
-    const ids = this.o.config.vswitches[this.o.zone] ?? this.o.defaultVSwitches ?? [];
-    const list = ids.length ? await this.o.cloud.describeVSwitches(ids) : [];
+    const ids = this.opts.config.vswitches[this.opts.zone] ?? this.opts.defaultVSwitches ?? [];
+    const list = ids.length ? await this.opts.cloud.describeVSwitches(ids) : [];
     this.vswCache = { at: now, list };
     return list;
   }
@@ -510,23 +511,23 @@ export class EniIpPool {
     const waitersBefore = this.waiters.length;
     let vswitchId = '';
     const run = async (): Promise<EniInfo> => {
-      const now = this.o.clock.now();
+      const now = this.opts.clock.now();
       const all = await this.vswitches();
       const usable = all.filter((v) => (this.vswCoolUntil.get(v.id) ?? 0) <= now);
-      const vsw = pickVSwitch(usable, this.o.config.vswitchPolicy, ipCount, this.o.random ?? Math.random);
+      const vsw = pickVSwitch(usable, this.opts.config.vswitchPolicy, ipCount, this.opts.random ?? Math.random);
       if (!vsw)
         throw new PoolExhaustedError(
-          `no vSwitch in zone ${this.o.zone} with free IPs (candidates: ${all.map((v) => `${v.id}=${v.available}`).join(', ') || 'none'})`,
+          `no vSwitch in zone ${this.opts.zone} with free IPs (candidates: ${all.map((v) => `${v.id}=${v.available}`).join(', ') || 'none'})`,
         );
       vswitchId = vsw.id;
-      return this.o.cloud.createEni({ vswitchId: vsw.id, securityGroups: this.o.config.securityGroups, ipCount });
+      return this.opts.cloud.createEni({ vswitchId: vsw.id, securityGroups: this.opts.config.securityGroups, ipCount });
     };
     run().then(
       (info) => {
         this.creating--;
         this.creatingIps -= ipCount;
         this.succeeded();
-        const now = this.o.clock.now();
+        const now = this.opts.clock.now();
         const st: EniState = { info, ips: new Map(), assigning: 0, deleting: false };
         for (const a of info.ips) st.ips.set(a, { ip: a, eniId: info.eniId, status: 'idle', idleSince: now });
         this.enis.set(info.eniId, st);
@@ -535,14 +536,14 @@ export class EniIpPool {
           const v = this.vswCache.list.find((x) => x.id === info.vswitchId);
           if (v) v.available = Math.max(0, v.available - info.ips.length);
         }
-        this.o.onEvent?.({ type: 'eni-created', eniId: info.eniId, vswitchId: info.vswitchId, ips: info.ips.length });
+        this.opts.onEvent?.({ type: 'eni-created', eniId: info.eniId, vswitchId: info.vswitchId, ips: info.ips.length });
         this.serveWaiters();
         this.kick();
       },
       (err) => {
         this.creating--;
         this.creatingIps -= ipCount;
-        if (vswitchId && isVSwitchError(err)) this.vswCoolUntil.set(vswitchId, this.o.clock.now() + BACKOFF_MAX_MS);
+        if (vswitchId && isVSwitchError(err)) this.vswCoolUntil.set(vswitchId, this.opts.clock.now() + BACKOFF_MAX_MS);
         this.vswCache = undefined;
         this.fail(`create ENI${vswitchId ? ` in ${vswitchId}` : ''}`, err, Math.min(ipCount, waitersBefore));
       },
@@ -567,7 +568,7 @@ export class EniIpPool {
       const e = this.enis.get(id)!;
       const mine = byEni.get(id)!;
       const whole = mine.length === e.ips.size && e.assigning === 0;
-      if (whole && mine.length <= left && enisLeft > this.o.config.minEni) {
+      if (whole && mine.length <= left && enisLeft > this.opts.config.minEni) {
         enisLeft--;
         left -= mine.length;
         this.deleteEni(e);
@@ -589,10 +590,10 @@ export class EniIpPool {
   private unassign(e: EniState, states: IpState[]): void {
     for (const s of states) s.status = 'releasing';
     const ips = states.map((s) => s.ip);
-    this.o.cloud.unassignIps(e.info.eniId, ips).then(
+    this.opts.cloud.unassignIps(e.info.eniId, ips).then(
       () => {
         for (const a of ips) e.ips.delete(a);
-        this.o.onEvent?.({ type: 'ips-released', eniId: e.info.eniId, ips: ips.length });
+        this.opts.onEvent?.({ type: 'ips-released', eniId: e.info.eniId, ips: ips.length });
         this.kick();
       },
       (err) => {
@@ -605,10 +606,10 @@ export class EniIpPool {
   private deleteEni(e: EniState): void {
     e.deleting = true;
     for (const s of e.ips.values()) s.status = 'releasing';
-    this.o.cloud.deleteEni(e.info.eniId).then(
+    this.opts.cloud.deleteEni(e.info.eniId).then(
       () => {
         this.enis.delete(e.info.eniId);
-        this.o.onEvent?.({ type: 'eni-deleted', eniId: e.info.eniId });
+        this.opts.onEvent?.({ type: 'eni-deleted', eniId: e.info.eniId });
         this.kick();
       },
       (err) => {
