@@ -81,6 +81,14 @@ describeRouter('router after macvlan + host-local, on an overlay pod, via cnitoo
     expect(await routeGet(pod, s.nodeIP4)).toMatchObject({ dev: 'eth0', table: '99' });
     expect(await routeGet(pod, topo.serviceIP4)).toMatchObject({ dev: 'eth0', table: '99' });
     expect(await routeGet(pod, 'fd00:200::1')).toMatchObject({ dev: 'net1', gateway: s.extIP6 });
+    // One default per family in main, through net1: macvlan's ConfigureIface adds its IPv6 default as a sibling of
+    // eth0's (one ECMP route), and a route lookup would then pick eth0 or net1 by flow hash.
+    for (const f of ['-4', '-6']) {
+      const defaults = (await pod.ipJson<{ dst: string; dev?: string; nexthops?: unknown[] }>(f, 'route', 'show', 'default')).map(
+        ({ dev, nexthops }) => ({ dev, nexthops }),
+      );
+      expect(defaults).toEqual([{ dev: 'net1', nexthops: undefined }]);
+    }
     expect(await routeGet(pod, s.nodeIP6)).toMatchObject({ dev: 'eth0', table: '99' });
     // The node: /32 and /128 routes to net1's addresses through cni0, in table 500, behind pref 1000.
     const t500 = await topo.node.ipJson<{ dst: string; dev: string; protocol: string }>('route', 'show', 'table', '500');

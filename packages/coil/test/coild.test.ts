@@ -335,3 +335,33 @@ it('coil rejects CNI 0.3.0 and a bad socket field', async () => {
   expect((await cni(n1, p, { command: 'ADD', extra: { socket: 5 } })).out?.['code']).toBe(7);
   p.cleanup();
 });
+
+describe('stale DEL (kubelet re-created the sandbox)', () => {
+  it("DEL of the old container ID frees only its own address and leaves the new sandbox's host veth and routes", async () => {
+    const podName = uname('resandboxed-');
+    const a = makePod(),
+      b = makePod();
+    const ra = await cni(n2, a, { command: 'ADD', namespace: nsDefault, podName });
+    expect(ra.code).toBe(0);
+    const pathA = a.path;
+    a.cleanup(); // sandbox A dies with its netns
+    const rb = await cni(n2, b, { command: 'ADD', namespace: nsDefault, podName });
+    expect(rb.code).toBe(0);
+    const ipB = ipOf(rb.out, 4)!;
+
+    const del = await cni(n2, a, { command: 'DEL', namespace: nsDefault, podName, netns: pathA, extra: { prevResult: ra.out } });
+    expect(del.code).toBe(0);
+    expect(n2.coild.pods().map((x) => x.containerId)).toContain(b.containerId);
+    expect(n2.coild.pods().map((x) => x.containerId)).not.toContain(a.containerId);
+    expect((await link.list(n2.ns)).some((l) => l.alias === `COIL:default:${b.containerId}:eth0`)).toBe(true);
+    expect((await route.list(n2.ns, { table: 116 })).some((r) => r.dst === `${ipB}/32`)).toBe(true);
+    expect((await cni(n2, b, { command: 'CHECK', namespace: nsDefault, podName, extra: { prevResult: rb.out } })).code).toBe(0);
+    // B's address stays allocated: a new pod does not get it.
+    const c = makePod();
+    const rc = await cni(n2, c, { command: 'ADD', namespace: nsDefault });
+    expect(ipOf(rc.out, 4)).not.toBe(ipB);
+    for (const p of [b, c]) expect((await cni(n2, p, { command: 'DEL', namespace: nsDefault })).code).toBe(0);
+    b.cleanup();
+    c.cleanup();
+  });
+});

@@ -23,9 +23,9 @@ export function lenient<T>(warnings: ConfigWarnings | undefined, parse: () => T,
   try {
     return parse();
   } catch (e) {
-    const badConfig = e instanceof ConfigError || (e instanceof CniError && e.code === 2);
+    const badConfig = e instanceof CniError && (e.code === 2 || e.code === 7); // ConfigError is code 7
     if (!warnings || !badConfig) throw e;
-    warnings.push(e.details ? `${e.message}: ${e.details}` : e.message);
+    warnings.push(e.details && !e.message.includes(e.details) ? `${e.message}: ${e.details}` : e.message);
     return fallback();
   }
 }

@@ -6,7 +6,7 @@
  * be pinned; the others may have come and gone.
  */
 import { CniError, neigh, route, rule, type Netns } from '@cnikit/netlib';
-import { familyOf, hostCidr } from '@cnikit/meta';
+import { familyOf, hostCidr, leadsThrough } from '@cnikit/meta';
 import type { RouterConfig } from './config';
 import { hasHostRule, hostRoute, hostSubnets, MAIN_TABLE, ownedHostRoutes } from './host';
 import { attachmentKey, fromPriority, ownTable, RTPROT_ROUTER } from './marks';
@@ -94,8 +94,9 @@ export async function checkRouter(
       if (!moved.some((r) => r.src === hostCidr(o))) problems.push(`pod rule from ${o} lookup ${s.table} missing`);
     }
     for (const f of s.families) {
-      const main = await route.list(podNs, { family: f, oif: s.overlay.link.index });
-      if (main.some((r) => r.dst === 'default')) problems.push(`${s.overlay.link.name}'s IPv${f} default route is still in main`);
+      const main = await route.list(podNs, { family: f });
+      if (main.some((r) => r.dst === 'default' && leadsThrough(r, s.overlay.link.index)))
+        problems.push(`${s.overlay.link.name}'s IPv${f} default route is still in main`);
     }
   }
   const nicTable = apart || cfg.migrateRoute === 1 ? tOwn : cfg.migrateRoute === -1 ? MAIN_TABLE : undefined;

@@ -20,7 +20,7 @@
  * subnet>` rules (priority = table number).
  */
 import { isNotFoundError, ip, neigh, route, rule, type Netns, type Result, type UndoStack } from '@cnikit/netlib';
-import { hijackSubnets, hostCidr, ignoreNotFound, migrateRoutes, type HostIPs } from '@cnikit/meta';
+import { hijackSubnets, hostCidr, ignoreNotFound, migrateRoutes, moveLinkRoutes, type HostIPs } from '@cnikit/meta';
 import type { RouterConfig } from './config';
 import { fromPriority, HIJACK_PRIORITY, RTPROT_ROUTER } from './marks';
 import { MAIN_TABLE } from './host';
@@ -104,8 +104,9 @@ const isLinkLocal = (dst: string): boolean => dst.toLowerCase().startsWith('fe80
 
 /**
  * Moves the main routes of `oif` of the given families to `table` (IPv6
- * link-local ones stay: NDP needs them), and adds `from <ip> lookup table` for
- * `ips`. Each change is pushed on `undo`.
+ * link-local ones stay: NDP needs them; a multipath route is split, see
+ * moveLinkRoutes), and adds `from <ip> lookup table` for `ips`. Each change is
+ * pushed on `undo`.
  */
 export async function moveToTable(
   ns: Netns,
@@ -115,16 +116,7 @@ export async function moveToTable(
   table: number,
   undo: UndoStack,
 ): Promise<void> {
-  for (const family of families) {
-    for (const r of await route.list(ns, { family, oif })) {
-      if (isLinkLocal(r.dst) || r.protocol === RTPROT_ROUTER) continue;
-      const moved = { ...r, table };
-      await route.replace(ns, moved);
-      undo.push(`remove moved route ${r.dst} table ${table}`, () => route.del(ns, moved));
-      await route.del(ns, r);
-      undo.push(`restore route ${r.dst}`, () => route.replace(ns, r));
-    }
-  }
+  await moveLinkRoutes(ns, oif, families, table, undo, (r) => r.protocol === RTPROT_ROUTER);
   for (const a of ips) {
     const r: Rule = { family: ip.familyOf(a), src: hostCidr(a), table, priority: fromPriority(table) };
     await rule.add(ns, r);

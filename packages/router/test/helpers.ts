@@ -72,7 +72,7 @@ function overlayPod(host: TestNs, pod: TestNs, hostIf: string, last: number, sta
 }
 
 /** Like Debian's bridge plugin: pods' veths on cni0 (10.244.0.1/24, fd00:244::1/64), default via the bridge. */
-function bridgePod(host: TestNs, pod: TestNs, hostIf: string, last: number, stack: Stack): void {
+export function bridgePod(host: TestNs, pod: TestNs, hostIf: string, last: number, stack: Stack): void {
   sh(host, `ip link add ${hostIf} type veth peer name eth0 netns ${pod.name} && ip link set ${hostIf} master cni0 up`);
   sh(pod, 'ip link set eth0 up');
   if (has4(stack)) sh(pod, `ip addr add 10.244.0.${last}/24 dev eth0 && ip route add default via 10.244.0.1 dev eth0`);
@@ -91,7 +91,7 @@ function extNet(host: TestNs, ext: TestNs, bridge: string, port: string, n: numb
     );
 }
 
-function macvlanNic(host: TestNs, pod: TestNs, parent: string, name: string, n: number, stack: Stack, last = 5): void {
+export function macvlanNic(host: TestNs, pod: TestNs, parent: string, name: string, n: number, stack: Stack, last = 5): void {
   const tmp = `mv${n}${last}`;
   sh(host, `ip link add ${tmp} link ${parent} type macvlan mode bridge && ip link set ${tmp} netns ${pod.name}`);
   sh(pod, `ip link set ${tmp} name ${name} && ip link set ${name} up`);

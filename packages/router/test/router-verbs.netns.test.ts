@@ -5,10 +5,13 @@
  * nothing; a failure half-way unwinds every step.
  */
 import { readFileSync, rmSync } from 'node:fs';
+import { newNs } from '@cnikit/netlib-testing';
 import {
+  bridgePod,
   call,
   diff,
   json,
+  macvlanNic,
   makeTopo,
   pings,
   prevResult,
@@ -344,5 +347,42 @@ describe('router bad input changes nothing', () => {
   it('DEL of an attachment that never was succeeds and removes nothing', async () => {
     const res = await call(t, { command: 'DEL', conf: routerConf(v, prev()) });
     expect(res.raw).toBe('');
+  });
+});
+
+describe('router stale DEL (the runtime re-created the sandbox)', () => {
+  const onCleanup: (() => void)[] = [];
+  afterEach(() => {
+    for (const f of onCleanup.splice(0)) f();
+  });
+  beforeEach(() => {
+    t = makeTopo({ stack: 'dual', overlay: 'bridge' });
+  });
+
+  it("DEL of the old container ID, with its netns gone, leaves the new sandbox's host routes and neighbours", async () => {
+    const v = '1.0.0';
+    const cidA = `${t.containerId}a`;
+    const cidB = `${t.containerId}b`;
+    const pathA = t.pod.ns.path;
+    const addA = await call(t, { command: 'ADD', conf: routerConf(v, prevResult(v, t)), containerId: cidA });
+    expect(addA.code).toBe(0);
+    // Sandbox A dies with its netns; sandbox B gets the same addresses on a new eth0 and net1.
+    t.pod.cleanup();
+    t.pod = newNs('rp');
+    const podB = t.pod;
+    onCleanup.push(() => podB.cleanup()); // makeTopo's cleanup knows only the first pod
+    bridgePod(t.host, t.pod, 'vethB', 5, 'dual');
+    macvlanNic(t.host, t.pod, 'br0', 'net1', 6, 'dual');
+    const addB = await call(t, { command: 'ADD', conf: routerConf(v, prevResult(v, t)), containerId: cidB });
+    expect(addB.code).toBe(0);
+    const hostWithB = snapshot(t.host);
+
+    const del = await call(t, { command: 'DEL', conf: routerConf(v, addA.out), containerId: cidA, netns: pathA });
+    expect(del.code).toBe(0);
+    expect(diff(hostWithB, snapshot(t.host))).toEqual([]);
+    expect((await call(t, { command: 'CHECK', conf: routerConf(v, addB.out), containerId: cidB })).raw).toBe('');
+    expect(pings(t.host, '10.6.1.5')).toBe(true);
+    expect(pings(t.host, 'fd00:6::15')).toBe(true);
+    expect((await call(t, { command: 'DEL', conf: routerConf(v, addB.out), containerId: cidB })).code).toBe(0);
   });
 });

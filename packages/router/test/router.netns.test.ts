@@ -203,3 +203,49 @@ describe("router with a hijacked subnet equal to eth0's own subnet", () => {
     expect(diff(podBefore, snapshot(t.pod))).toEqual([]);
   });
 });
+
+describe("router when net1's default joined eth0's in one multipath route", () => {
+  beforeEach(() => {
+    t = makeTopo({ stack: 'dual', overlay: 'bridge' });
+    // What the reference plugins' ConfigureIface leaves (Go's RouteAddEcmp: NLM_F_CREATE without EXCL): IPv6 makes
+    // the second default a sibling of eth0's, one ECMP route. IPv4 gets the same shape with explicit next hops.
+    sh(t.pod, 'ip -6 route prepend default via fd00:6::fe dev net1');
+    sh(t.pod, 'ip route replace default nexthop via 10.244.0.1 dev eth0 nexthop via 10.6.0.254 dev net1');
+  });
+
+  const defaults = (f: 4 | 6, table: number | 'main'): { gateway?: string; dev?: string; nexthops?: unknown[] }[] =>
+    json<{ dst: string; table?: string; gateway?: string; dev?: string; nexthops?: unknown[] }[]>(t.pod, `ip -${f} -j route show table all`)
+      .filter((r) => r.dst === 'default' && (r.table ?? 'main') === String(table))
+      .map(({ gateway, dev, nexthops }) => ({ gateway, dev, nexthops }));
+
+  it("splits it: main keeps only net1's next hop, table 99 gets eth0's; every destination takes one path; DEL gives main back to eth0", async () => {
+    const v = '1.0.0';
+    const add = await call(t, { command: 'ADD', conf: routerConf(v, prevResult(v, t)) });
+    expect(add.raw).not.toContain('"code"');
+    expect(defaults(6, 'main')).toEqual([{ gateway: 'fd00:6::fe', dev: 'net1', nexthops: undefined }]);
+    expect(defaults(4, 'main')).toEqual([{ gateway: '10.6.0.254', dev: 'net1', nexthops: undefined }]);
+    expect(defaults(6, 99)).toEqual([{ gateway: 'fd00:244::1', dev: 'eth0', nexthops: undefined }]);
+    expect(defaults(4, 99)).toEqual([{ gateway: '10.244.0.1', dev: 'eth0', nexthops: undefined }]);
+    // Many destinations: a multipath default left in main would send some of them (by flow hash) through eth0.
+    for (let i = 1; i <= 16; i++) {
+      expect(json<{ dev: string }[]>(t.pod, `ip -6 -j route get fd00:100::${i.toString(16)}`)[0]).toMatchObject({ dev: 'net1' });
+      expect(json<{ dev: string }[]>(t.pod, `ip -4 -j route get 192.168.100.${i}`)[0]).toMatchObject({ dev: 'net1' });
+    }
+    expect(pings(t.pod, 'fd00:100::1')).toBe(true);
+    expect(pings(t.pod, '192.168.100.1')).toBe(true);
+    expect((await call(t, { command: 'CHECK', conf: routerConf(v, add.out) })).raw).toBe('');
+    expect((await call(t, { command: 'DEL', conf: routerConf(v, add.out) })).code).toBe(0);
+    expect(defaults(6, 'main')).toEqual([{ gateway: 'fd00:244::1', dev: 'eth0', nexthops: undefined }]);
+    expect(defaults(4, 'main')).toEqual([{ gateway: '10.244.0.1', dev: 'eth0', nexthops: undefined }]);
+    expect(defaults(6, 99)).toEqual([]);
+  });
+
+  it("CHECK fails while eth0 is still one of main's next hops", async () => {
+    const v = '1.0.0';
+    const add = await call(t, { command: 'ADD', conf: routerConf(v, prevResult(v, t)) });
+    expect(add.code).toBe(0);
+    sh(t.pod, 'ip -6 route prepend default via fd00:244::1 dev eth0 onlink');
+    const chk = await call(t, { command: 'CHECK', conf: routerConf(v, add.out) });
+    expect(chk.out).toMatchObject({ code: 102, details: expect.stringContaining("eth0's IPv6 default route is still in main") });
+  });
+});

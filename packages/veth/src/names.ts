@@ -22,6 +22,17 @@ export function hostVethAlias(netName: string, containerId: string): string {
   return `${ALIAS_PREFIX}:${netName}:${containerId}`;
 }
 
+/**
+ * Whether host end `l` belongs to `containerId`. Its name holds only 11 characters of the ID, so
+ * another container's pair may carry it (cnitool's IDs share "cnitool-"; a re-created sandbox's
+ * predecessor may have the same prefix): our alias names the container; a pair whose ADD was killed
+ * before the alias was set still has the MAC derived from the whole ID.
+ */
+export function ownsHostVeth(l: { alias?: string; mac?: string }, containerId: string): boolean {
+  if (l.alias) return l.alias.startsWith(`${ALIAS_PREFIX}:`) && l.alias.endsWith(`:${containerId}`);
+  return l.mac === hostVethMac(containerId);
+}
+
 /** Container ID of a host veth of `netName`, or undefined when the alias is not ours. */
 export function containerOfAlias(alias: string | undefined, netName: string): string | undefined {
   const prefix = `${ALIAS_PREFIX}:${netName}:`;

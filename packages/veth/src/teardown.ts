@@ -7,7 +7,7 @@
  */
 import { hostNetns, link, neigh, route, rule, type Netns, type Result } from '@cnikit/netlib';
 import { attachmentIPs, familyOf, hostCidr, ignoreNotFound, rulePriorityForTable, tableForInterface } from '@cnikit/meta';
-import { containerOfAlias, hostVethName } from './names';
+import { containerOfAlias, hostVethName, ownsHostVeth } from './names';
 
 /** Removes the interface's `from <ip>` rules and its table's routes in the pod. */
 async function cleanPodTable(podNs: Netns, ifName: string): Promise<void> {
@@ -37,6 +37,11 @@ export async function delVeth(opts: {
 
   const host = await link.find(hostNs, hostVethName(opts.containerId));
   if (host === undefined) return;
+  if (!ownsHostVeth(host, opts.containerId)) {
+    // A stale DEL (the runtime re-created the sandbox): the pair with this name is the new sandbox's.
+    opts.log('host veth belongs to another container: left alone', { link: host.name, alias: host.alias });
+    return;
+  }
   if (ips.length > 0) {
     for (const p of ips) {
       await ignoreNotFound(route.del(hostNs, { dst: hostCidr(p), family: familyOf(p), oif: host.index }));

@@ -4,6 +4,7 @@
  */
 import { readFileSync, rmSync } from 'node:fs';
 import { addNet1, call, json, makeTopo, prevResult, sh, vethConf, VERSIONS, type Topo } from './helpers';
+import { newNs as newTestNs, sh as shIn } from '@cnikit/netlib-testing';
 import { hostVethName } from '../src/names';
 
 jest.setTimeout(60_000);
@@ -394,6 +395,85 @@ describe('veth bad input changes nothing', () => {
     const main = await json<IpRoute[]>(t.pod, 'ip -j route show');
     expect(main.find((r) => r.dst === 'default')?.dev).toBe('eth0');
     expect(await json<IpRoute[]>(t.pod, 'ip -j route show table 99')).toEqual([]);
+  });
+});
+
+describe('veth DEL of a config that ADD rejects', () => {
+  beforeEach(async () => {
+    t = await makeTopo();
+  });
+
+  const v = '1.1.0';
+  // Fields that only shape what ADD creates: DEL finds the host veth by the container ID.
+  const bad = { service_hijack_subnet: ['10.96.0.1/12'], rp_filter: { value: 7 }, mac_prefix: 'zz', ip_conflict: { enabled: 'yes' } };
+
+  it('ADD is refused (code 7); DEL succeeds, removes what an earlier ADD left, and logs each bad field as a warning', async () => {
+    const logFile = `/tmp/cnikit-test-veth-baddel-${process.pid}.log`;
+    rmSync(logFile, { force: true });
+    const prev = prevResult(v, 'eth0', [{ address: '10.6.1.5/16', gateway: '10.6.0.254' }], t.pod.path);
+    expect((await call(t, { command: 'ADD', conf: vethConf(v, prev) })).code).toBe(0);
+    const conf = vethConf(v, prev, { ...bad, log_options: { log_file: logFile } });
+    const refused = await call(t, { command: 'ADD', conf, containerId: `${t.containerId}x` });
+    expect(refused.out).toMatchObject({ code: 7 });
+
+    const del = await call(t, { command: 'DEL', conf });
+    expect({ code: del.code, raw: del.raw }).toEqual({ code: 0, raw: '' });
+    expect(await hostLeftovers(t)).toEqual([]);
+    const warnings = readFileSync(logFile, 'utf8')
+      .trim()
+      .split('\n')
+      .map((l) => JSON.parse(l) as { level: string; msg: string; warning?: string })
+      .filter((l) => l.level === 'warn');
+    for (const field of ['service_hijack_subnet[0]', 'rp_filter.value', 'mac_prefix', 'ip_conflict.enabled']) {
+      expect(warnings).toContainEqual(
+        expect.objectContaining({ msg: 'DEL: config field ignored', warning: expect.stringContaining(`"${field}"`) }),
+      );
+    }
+    expect((await call(t, { command: 'DEL', conf: vethConf(v, undefined, bad) })).code).toBe(0);
+    expect((await call(t, { command: 'DEL', conf: vethConf(v, { cniVersion: v, ips: 'nonsense' }, bad), netns: '' })).code).toBe(0);
+    rmSync(logFile, { force: true });
+  });
+});
+
+describe('veth stale DEL (the runtime re-created the sandbox)', () => {
+  beforeEach(async () => {
+    t = await makeTopo();
+  });
+
+  it("DEL of the old container ID, with its netns gone, leaves the new sandbox's pair alone even when the IDs share the name prefix", async () => {
+    const v = '1.0.0';
+    // The host end is named from the first 11 characters of the ID: these two get the same name.
+    const cidA = `${t.containerId.slice(0, 11)}aaaa`;
+    const cidB = `${t.containerId.slice(0, 11)}bbbb`;
+    expect(hostVethName(cidA)).toBe(hostVethName(cidB));
+    const pathA = t.pod.path;
+    const prevA = prevResult(v, 'eth0', [{ address: '10.6.1.5/16', gateway: '10.6.0.254' }], pathA);
+    const addA = await call(t, { command: 'ADD', conf: vethConf(v, prevA), containerId: cidA });
+    expect(addA.code).toBe(0);
+
+    // Sandbox A dies with its netns (its pair goes with it); sandbox B gets the same address.
+    const b = newTestNs('vp');
+    await sh(t.host, `ip link add mvb link br0 type macvlan mode bridge && ip link set mvb netns ${b.name}`);
+    shIn(
+      b.ns,
+      'ip link set mvb name eth0 && ip addr add 10.6.1.5/16 dev eth0 && ip link set eth0 up && ip route add default via 10.6.0.254 dev eth0 onlink',
+    );
+    await t.pod.cleanup();
+    const prevB = prevResult(v, 'eth0', [{ address: '10.6.1.5/16', gateway: '10.6.0.254' }], b.ns.path);
+    const addB = await call(t, { command: 'ADD', conf: vethConf(v, prevB), containerId: cidB, netns: b.ns.path });
+    expect(addB.code).toBe(0);
+
+    const del = await call(t, { command: 'DEL', conf: vethConf(v, addA.out), containerId: cidA, netns: pathA });
+    expect(del.code).toBe(0);
+    const hostLinks = await json<IpLink[]>(t.host, 'ip -j link show');
+    expect(hostLinks.map((l) => l.ifname)).toContain(hostVethName(cidB));
+    expect(await json<IpRoute[]>(t.host, 'ip -j route show 10.6.1.5')).toEqual([expect.objectContaining({ dev: hostVethName(cidB) })]);
+    expect((await call(t, { command: 'CHECK', conf: vethConf(v, addB.out), containerId: cidB, netns: b.ns.path })).raw).toBe('');
+    shIn(b.ns, 'ping -c1 -W2 10.6.0.1 >/dev/null');
+
+    expect((await call(t, { command: 'DEL', conf: vethConf(v, addB.out), containerId: cidB, netns: b.ns.path })).code).toBe(0);
+    expect(await hostLeftovers(t)).toEqual([]);
+    b.cleanup();
   });
 });
 

@@ -5,7 +5,7 @@
  * RT_TABLE_COMPAT there), so the id always travels in RTA_TABLE and is read back
  * from it.
  */
-import { attr, parseAttrs, readU32, u32 } from '../nl/attrs';
+import { attr, parseAttrs, readS32, readU16, readU32, s32, u16, u32 } from '../nl/attrs';
 import { afOf, familyOfAf, formatIp, formatPrefix, parseIp, parsePrefix, type Family } from '../nl/inet';
 import { dump, NLM_F, request, type What } from '../nl/request';
 import { RTM } from '../nl/rtm';
@@ -31,6 +31,20 @@ export interface Route {
   src?: string;
   /** RTN_*: 1 unicast (default), 2 local, 6 blackhole, 7 unreachable... */
   type?: number;
+  /**
+   * Next hops of a multipath route (RTA_MULTIPATH): `gw` and `oif` are then unset. IPv6 ECMP
+   * routes (same destination and metric, several gateways) are dumped this way too.
+   */
+  nexthops?: Nexthop[];
+}
+
+/** One next hop of a multipath route (struct rtnexthop + its RTA_GATEWAY). */
+export interface Nexthop {
+  gw?: string;
+  oif: number;
+  /** 1-256 (rtnh_hops + 1). */
+  weight?: number;
+  onlink?: boolean;
 }
 
 export const RT_TABLE = { UNSPEC: 0, DEFAULT: 253, MAIN: 254, LOCAL: 255 } as const;
@@ -53,7 +67,9 @@ const RTA_OIF = 4;
 const RTA_GATEWAY = 5;
 const RTA_PRIORITY = 6;
 const RTA_PREFSRC = 7;
+const RTA_MULTIPATH = 9;
 const RTA_TABLE = 15;
+const RTNH_HEADER = 8;
 const RTNH_F_ONLINK = 0x4;
 const RTM_F_CLONED = 0x200;
 
@@ -96,13 +112,45 @@ function parseRoute(data: Buffer): (Route & { family: Family; table: number; clo
   const src = a.get(RTA_PREFSRC);
   if (src) r.src = formatIp(src);
   if (readU32(data, 8) & RTNH_F_ONLINK) r.onlink = true;
+  const mp = a.get(RTA_MULTIPATH);
+  if (mp) r.nexthops = parseNexthops(mp);
   return r;
+}
+
+/** struct rtnexthop { u16 len; u8 flags; u8 hops; s32 ifindex; } followed by its attributes. */
+function parseNexthops(b: Buffer): Nexthop[] {
+  const out: Nexthop[] = [];
+  for (let off = 0; off + RTNH_HEADER <= b.length;) {
+    const len = readU16(b, off);
+    if (len < RTNH_HEADER || off + len > b.length) break;
+    const nh: Nexthop = { oif: readS32(b, off + 4), weight: b[off + 3]! + 1 };
+    if (b[off + 2]! & RTNH_F_ONLINK) nh.onlink = true;
+    const gw = parseAttrs(b.subarray(off + RTNH_HEADER, off + len)).get(RTA_GATEWAY);
+    if (gw) nh.gw = formatIp(gw);
+    out.push(nh);
+    off += (len + 3) & ~3;
+  }
+  return out;
+}
+
+function encodeNexthops(nhs: Nexthop[]): Buffer {
+  const parts = nhs.map((nh) => {
+    const attrs = nh.gw ? attr(RTA_GATEWAY, parseIp(nh.gw).bytes) : Buffer.alloc(0);
+    const head = Buffer.concat([
+      u16(RTNH_HEADER + attrs.length),
+      Buffer.from([nh.onlink ? RTNH_F_ONLINK : 0, (nh.weight ?? 1) - 1]),
+      s32(nh.oif),
+    ]);
+    return Buffer.concat([head, attrs]);
+  });
+  return attr(RTA_MULTIPATH, parts);
 }
 
 function familyOf(r: Route): Family {
   if (r.family) return r.family;
   if (r.dst !== 'default') return parsePrefix(r.dst).family;
-  if (r.gw) return parseIp(r.gw).family;
+  const gw = r.gw ?? r.nexthops?.find((n) => n.gw)?.gw;
+  if (gw) return parseIp(gw).family;
   return 4;
 }
 
@@ -110,6 +158,7 @@ function describe(r: Route): string {
   let s = r.dst;
   if (r.gw) s += ` via ${r.gw}`;
   if (r.oif) s += ` dev index ${r.oif}`;
+  for (const nh of r.nexthops ?? []) s += ` nexthop${nh.gw ? ` via ${nh.gw}` : ''} dev index ${nh.oif}`;
   if (r.metric !== undefined) s += ` metric ${r.metric}`;
   return `${s} table ${r.table ?? RT_TABLE.MAIN}`;
 }
@@ -131,7 +180,7 @@ function encode(r: Route, forDelete: boolean): Buffer {
     // scope, and IPv4 unicast routes without a gateway are link scope.
     else if (family === 6) scope = RT_SCOPE.UNIVERSE;
     else if (r.type === RTN.LOCAL) scope = RT_SCOPE.HOST;
-    else if (!r.gw && (r.type ?? RTN.UNICAST) === RTN.UNICAST) scope = RT_SCOPE.LINK;
+    else if (!r.gw && !r.nexthops?.some((n) => n.gw) && (r.type ?? RTN.UNICAST) === RTN.UNICAST) scope = RT_SCOPE.LINK;
     else scope = RT_SCOPE.UNIVERSE;
   }
   const head = rtmsg({
@@ -149,6 +198,7 @@ function encode(r: Route, forDelete: boolean): Buffer {
   if (r.oif) attrs.push(attr(RTA_OIF, u32(r.oif)));
   if (r.metric !== undefined) attrs.push(attr(RTA_PRIORITY, u32(r.metric)));
   if (r.src) attrs.push(attr(RTA_PREFSRC, parseIp(r.src).bytes));
+  if (r.nexthops && r.nexthops.length > 0) attrs.push(encodeNexthops(r.nexthops));
   return Buffer.concat([head, ...attrs]);
 }
 

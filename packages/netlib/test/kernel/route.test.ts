@@ -1,3 +1,4 @@
+import { execFileSync } from 'node:child_process';
 import { isExistsError, isNotFoundError, NetlinkError } from '../../src/errors';
 import * as addr from '../../src/addr';
 import * as link from '../../src/link';
@@ -141,6 +142,48 @@ describe('IPv6', () => {
     expect(await route.list(t.ctr.ns, { table: 1000, family: 6 })).toEqual([
       expect.objectContaining({ dst: 'fd00:20::/64', gw: 'fd00:1::2', table: 1000 }),
     ]);
+  });
+});
+
+describe('multipath', () => {
+  let eth1: link.Link;
+  beforeEach(async () => {
+    ({ peer: eth1 } = await link.addVeth(t.host.ns, { name: 'veth1', peerName: 'eth1', peerNs: t.ctr.ns }));
+    await link.setUp(t.ctr.ns, 'eth1');
+    await addr.add(t.ctr.ns, eth1.index, '10.2.0.5/24');
+    await addr.add(t.ctr.ns, eth1.index, 'fd00:2::5/64', { noDad: true });
+  });
+
+  test('IPv6 ECMP (two gateways, same metric, added without NLM_F_EXCL) is listed with its next hops', async () => {
+    // What Go's netlink.RouteAddEcmp does (the reference plugins' ConfigureIface): the second default joins the first.
+    await route.add(t.ctr.ns, { dst: 'default', gw: 'fd00:1::1', oif: eth0.index });
+    execFileSync('ip', ['-n', t.ctr.name, '-6', 'route', 'prepend', 'default', 'via', 'fd00:2::1', 'dev', 'eth1']);
+    const [def] = (await route.list(t.ctr.ns, { family: 6 })).filter((r) => r.dst === 'default');
+    expect(def).toMatchObject({ dst: 'default', family: 6, metric: 1024 });
+    expect(def!.oif).toBeUndefined();
+    expect(def!.nexthops).toEqual([
+      { gw: 'fd00:1::1', oif: eth0.index, weight: 1 },
+      { gw: 'fd00:2::1', oif: eth1.index, weight: 1 },
+    ]);
+  });
+
+  test('IPv4 multipath: add, list, replace by one of its next hops', async () => {
+    const nexthops = [
+      { gw: '10.1.0.1', oif: eth0.index, weight: 1 },
+      { gw: '10.2.0.1', oif: eth1.index, weight: 3 },
+    ];
+    await route.add(t.ctr.ns, { dst: '10.9.0.0/16', nexthops });
+    const ip = ipRoutes('route show 10.9.0.0/16');
+    expect(ip.map((r) => (r as { nexthops?: { gateway: string; dev: string; weight: number }[] }).nexthops)).toEqual([
+      [
+        expect.objectContaining({ gateway: '10.1.0.1', dev: 'eth0', weight: 1 }),
+        expect.objectContaining({ gateway: '10.2.0.1', dev: 'eth1', weight: 3 }),
+      ],
+    ]);
+    const [listed] = await route.list(t.ctr.ns, { family: 4 }).then((l) => l.filter((r) => r.dst === '10.9.0.0/16'));
+    expect(listed).toMatchObject({ dst: '10.9.0.0/16', scope: 0, nexthops });
+    await route.replace(t.ctr.ns, { dst: '10.9.0.0/16', gw: '10.2.0.1', oif: eth1.index });
+    expect(ipRoutes('route show 10.9.0.0/16')).toEqual([expect.objectContaining({ gateway: '10.2.0.1', dev: 'eth1' })]);
   });
 });
 
