@@ -5,6 +5,10 @@
  * for the VPC when the fake reports them InUse. The terway binary is run the way a runtime runs it.
  * terwayd serves its Prometheus metrics inside the node (scraped with curl there). A second terwayd
  * runs `--daemon-mode VPC` (VPC route: addresses of the node's pod CIDR, no cloud) on its own socket.
+ *
+ * Every test starts from nothing: its own namespaces, fake cloud and terwayd (beforeEach), so no test
+ * depends on what an earlier one did or left behind (a failed ADD test once left a lease that made the
+ * metrics test read "used 1"). The "VPC" namespace sets the sysctls it relies on itself.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import * as fs from 'node:fs';
@@ -27,10 +31,41 @@ describeBoth('terway + terwayd executables', () => {
   let pod: Netns;
   let dir: string;
   let api: FakeOpenApi;
-  let daemon: ChildProcess;
+  let daemon: ChildProcess | undefined;
   let stderr = '';
 
-  beforeAll(async () => {
+  /**
+   * The VPC's side of ENI n: its link up with rp_filter off. The node's ARP requests for the vSwitch
+   * gateway carry a source address of another node device (10.6.0.1 on lo: the ENI has none), to which
+   * this namespace has no route; a VPC gateway answers them all, while rp_filter 1 or 2 (copied from a
+   * host that has it) would drop them and no pod could reach the VPC.
+   */
+  async function plugVpcSide(n: number): Promise<void> {
+    await ext.execOk(['sh', '-c', `echo 0 > /proc/sys/net/ipv4/conf/all/rp_filter && echo 0 > /proc/sys/net/ipv4/conf/vpc${n}/rp_filter`]);
+    await ext.ip('link', 'set', `vpc${n}`, 'up');
+    if (n === 1) await ext.ip('addr', 'add', '192.168.0.253/24', 'dev', 'vpc1');
+  }
+
+  /** Waits for a line of a daemon's stderr; fails with what it wrote when it exits first. */
+  async function waitListening(child: ChildProcess, out: () => string): Promise<void> {
+    const deadline = Date.now() + 60_000;
+    while (!out().includes('listening')) {
+      if (child.exitCode !== null || Date.now() > deadline) throw new Error(`terwayd did not start: ${out()}`);
+      await new Promise((r) => setTimeout(r, 50));
+    }
+  }
+
+  async function stopDaemon(child: ChildProcess | undefined): Promise<void> {
+    if (!child || child.exitCode !== null || child.signalCode !== null) return;
+    const exited = new Promise((r) => child.once('exit', r));
+    child.kill('SIGTERM');
+    const t = setTimeout(() => child.kill('SIGKILL'), 10_000);
+    await exited;
+    clearTimeout(t);
+  }
+
+  beforeEach(async () => {
+    stderr = '';
     node = await Netns.create('twnode');
     ext = await Netns.create('twext');
     pod = await Netns.create('twpod');
@@ -41,10 +76,9 @@ describeBoth('terway + terwayd executables', () => {
     api = new FakeOpenApi({
       attachDelayMs: 30,
       onAttached: async (eni) => {
-        n++;
-        await node.ip('link', 'add', `eni${n}`, 'address', eni.mac, 'type', 'veth', 'peer', 'name', `vpc${n}`, 'netns', ext.name);
-        await ext.ip('link', 'set', `vpc${n}`, 'up');
-        if (n === 1) await ext.ip('addr', 'add', '192.168.0.253/24', 'dev', 'vpc1');
+        const i = ++n;
+        await node.ip('link', 'add', `eni${i}`, 'address', eni.mac, 'type', 'veth', 'peer', 'name', `vpc${i}`, 'netns', ext.name);
+        await plugVpcSide(i);
       },
     });
     api.addVSwitch('vsw-a', 'cn-hangzhou-i', '192.168.0.0/24');
@@ -61,7 +95,7 @@ describeBoth('terway + terwayd executables', () => {
       path.join(dir, 'eni.json'),
       JSON.stringify({ max_pool_size: 5, min_pool_size: 1, security_group: 'sg-1', access_key: 'LTAI-test', access_secret: 'test-secret' }),
     );
-    daemon = spawn(
+    const d = spawn(
       'ip',
       [
         'netns',
@@ -89,37 +123,44 @@ describeBoth('terway + terwayd executables', () => {
       ],
       { stdio: ['ignore', 'ignore', 'pipe'] },
     );
-    daemon.stderr!.on('data', (c: Buffer) => (stderr += c.toString()));
-    for (let i = 0; i < 300 && !stderr.includes('listening'); i++) {
-      if (daemon.exitCode !== null) break;
-      await new Promise((r) => setTimeout(r, 50));
-    }
-    if (!stderr.includes('listening')) throw new Error(`terwayd did not start: ${stderr}`);
+    daemon = d;
+    d.stderr!.on('data', (c: Buffer) => (stderr += c.toString()));
+    await waitListening(d, () => stderr);
   });
 
-  afterAll(async () => {
-    daemon?.kill('SIGTERM');
-    await new Promise((r) => setTimeout(r, 200));
+  afterEach(async () => {
+    await stopDaemon(daemon);
+    daemon = undefined;
     await api?.close();
     await deleteAllNamespaces();
     fs.rmSync(dir, { recursive: true, force: true });
   });
 
-  const conf = (socket: string): object => ({ cniVersion: '1.0.0', name: 'terway', type: 'terway', socket });
-  const env = (cmd: string): Record<string, string> => ({
+  const conf = (socket: string, cniVersion = '1.0.0'): object => ({ cniVersion, name: 'terway', type: 'terway', socket });
+  const env = (cmd: string, containerId = 'e2e-terway-0001', netns = pod): Record<string, string> => ({
     CNI_COMMAND: cmd,
-    CNI_CONTAINERID: 'e2e-terway-0001',
-    CNI_NETNS: pod.path,
+    CNI_CONTAINERID: containerId,
+    CNI_NETNS: netns.path,
     CNI_IFNAME: 'eth0',
     CNI_PATH,
-    CNI_ARGS: 'IgnoreUnknown=1;K8S_POD_NAMESPACE=default;K8S_POD_NAME=web-0;K8S_POD_INFRA_CONTAINER_ID=e2e-terway-0001',
+    CNI_ARGS: `IgnoreUnknown=1;K8S_POD_NAMESPACE=default;K8S_POD_NAME=web-0;K8S_POD_INFRA_CONTAINER_ID=${containerId}`,
   });
+  const ipOf = (json: unknown): string => (json as { ips: { address: string }[] }).ips[0]!.address.split('/')[0]!;
+
+  /** /metrics of the node's terwayd, one value per series. */
+  async function metrics(): Promise<(series: string) => number | undefined> {
+    const text = await node.execOk(['curl', '-sf', `http://127.0.0.1:${METRICS_PORT}/metrics`]);
+    return (series) => {
+      const line = text.split('\n').find((l) => l.startsWith(`${series} `));
+      return line === undefined ? undefined : Number(line.slice(series.length + 1));
+    };
+  }
 
   test('ADD wires an ENI IP the pod reaches the VPC with; CHECK passes; DEL removes it; ADD and DEL twice', async () => {
     const socket = path.join(dir, 'eni.socket');
     const add = await execPlugin(pluginPath('terway'), env('ADD'), conf(socket), node);
     expect(add.code).toBe(0);
-    const ip = (add.json as { ips: { address: string }[] }).ips[0]!.address.split('/')[0]!;
+    const ip = ipOf(add.json);
     expect(ip).toMatch(/^192\.168\.0\./);
     const eni = [...api.enis.values()].find((e) => e.type === 'Secondary' && [e.primaryIp, ...e.secondaryIps].includes(ip))!;
     expect(eni.status).toBe('InUse');
@@ -143,17 +184,52 @@ describeBoth('terway + terwayd executables', () => {
     expect(stored.leases).toEqual([]);
   });
 
-  test('terwayd serves Prometheus metrics: pool gauges, OpenAPI and RPC latency', async () => {
-    const text = await node.execOk(['curl', '-sf', `http://127.0.0.1:${METRICS_PORT}/metrics`]);
-    const value = (series: string): number | undefined => {
-      const line = text.split('\n').find((l) => l.startsWith(`${series} `));
-      return line === undefined ? undefined : Number(line.slice(series.length + 1));
-    };
-    expect(value('terway_resource_pool_max_idle_count{name="eniip"}')).toBe(5);
-    expect(value('terway_resource_pool_min_idle_count{name="eniip"}')).toBe(1);
-    expect(value('terway_resource_pool_used_count{name="eniip"}')).toBe(0); // after DEL
-    expect(value('terway_rpc_latency_count{method="AllocIP",error=""}')).toBe(2); // ADD twice
-    expect(value('terway_aliyun_openapi_latency_count{api="CreateNetworkInterface",error=""}')).toBe(api.count('CreateNetworkInterface'));
+  test('terwayd serves Prometheus metrics: pool gauges, OpenAPI and RPC latency, following an ADD and a DEL', async () => {
+    const socket = path.join(dir, 'eni.socket');
+    const before = await metrics();
+    expect(before('terway_resource_pool_max_idle_count{name="eniip"}')).toBe(5);
+    expect(before('terway_resource_pool_min_idle_count{name="eniip"}')).toBe(1);
+    expect(before('terway_resource_pool_used_count{name="eniip"}')).toBe(0);
+    expect((await execPlugin(pluginPath('terway'), env('ADD'), conf(socket), node)).code).toBe(0);
+    const added = await metrics();
+    expect(added('terway_resource_pool_used_count{name="eniip"}')).toBe(1);
+    expect(added('terway_rpc_latency_count{method="AllocIP",error=""}')).toBe(1);
+    expect(added('terway_aliyun_openapi_latency_count{api="CreateNetworkInterface",error=""}')).toBe(api.count('CreateNetworkInterface'));
+    expect((await execPlugin(pluginPath('terway'), env('DEL'), conf(socket), node)).code).toBe(0);
+    const deleted = await metrics();
+    expect(deleted('terway_resource_pool_used_count{name="eniip"}')).toBe(0);
+    expect(deleted('terway_rpc_latency_count{method="ReleaseIP",error=""}')).toBe(1);
+  });
+
+  test('a stale DEL (the older sandbox of a re-created pod) leaves the live sandbox wired and leased', async () => {
+    const socket = path.join(dir, 'eni.socket');
+    const podB = await Netns.create('twpodb');
+    const addA = await execPlugin(pluginPath('terway'), env('ADD', 'e2e-sandbox-a'), conf(socket), node);
+    const addB = await execPlugin(pluginPath('terway'), env('ADD', 'e2e-sandbox-b', podB), conf(socket), node);
+    expect([addA.code, addB.code]).toEqual([0, 0]);
+    expect(ipOf(addB.json)).toBe(ipOf(addA.json));
+    const delA = await execPlugin(pluginPath('terway'), env('DEL', 'e2e-sandbox-a'), { ...conf(socket), prevResult: addA.json }, node);
+    expect(delA.code).toBe(0);
+    expect((await node.ipJson<{ ifname: string }>('link', 'show')).map((l) => l.ifname)).toContain(hostVethName('default', 'web-0'));
+    const chkB = await execPlugin(
+      pluginPath('terway'),
+      env('CHECK', 'e2e-sandbox-b', podB),
+      { ...conf(socket), prevResult: addB.json },
+      node,
+    );
+    expect(chkB.code).toBe(0);
+    const stored = JSON.parse(fs.readFileSync(path.join(dir, 'pod.json'), 'utf8')) as { leases: { containerId: string }[] };
+    expect(stored.leases).toEqual([expect.objectContaining({ containerId: 'e2e-sandbox-b' })]);
+  });
+
+  test('STATUS (CNI 1.1.0): success while terwayd answers, code 50 once it is gone', async () => {
+    const socket = path.join(dir, 'eni.socket');
+    const up = await execPlugin(pluginPath('terway'), { CNI_COMMAND: 'STATUS', CNI_PATH }, conf(socket, '1.1.0'), node);
+    expect(up.code).toBe(0);
+    await stopDaemon(daemon);
+    const down = await execPlugin(pluginPath('terway'), { CNI_COMMAND: 'STATUS', CNI_PATH }, conf(socket, '1.1.0'), node);
+    expect(down.code).toBe(1);
+    expect(down.json).toMatchObject({ code: 50, msg: expect.stringMatching(/^terway: terwayd (is not running|does not answer)/) });
   });
 
   test('--daemon-mode VPC: the pod gets an address of the pod CIDR, the node reaches it; DEL twice', async () => {
@@ -183,10 +259,7 @@ describeBoth('terway + terwayd executables', () => {
     );
     vpcd.stderr!.on('data', (c: Buffer) => (err += c.toString()));
     try {
-      for (let i = 0; i < 300 && !err.includes('listening'); i++) {
-        if (vpcd.exitCode !== null) break;
-        await new Promise((r) => setTimeout(r, 50));
-      }
+      await waitListening(vpcd, () => err);
       expect(err).toMatch(/VPC route mode \(10\.244\.1\.0\/24\), listening/);
       const pod2 = await Netns.create('twvpod');
       const env2 = (cmd: string): Record<string, string> => ({
@@ -197,7 +270,7 @@ describeBoth('terway + terwayd executables', () => {
       });
       const add = await execPlugin(pluginPath('terway'), env2('ADD'), conf(socket), node);
       expect(add.code).toBe(0);
-      const ip = (add.json as { ips: { address: string }[] }).ips[0]!.address.split('/')[0]!;
+      const ip = ipOf(add.json);
       expect(ip).toMatch(/^10\.244\.1\.\d+$/);
       await node.execOk(['ping', '-c1', '-W2', ip]);
       const chk = await execPlugin(pluginPath('terway'), env2('CHECK'), { ...conf(socket), prevResult: add.json }, node);
@@ -206,8 +279,7 @@ describeBoth('terway + terwayd executables', () => {
       const links = await node.ipJson<{ ifname: string }>('link', 'show');
       expect(links.some((l) => l.ifname === hostVethName('default', 'vpc-0'))).toBe(false);
     } finally {
-      vpcd.kill('SIGTERM');
-      await new Promise((r) => setTimeout(r, 200));
+      await stopDaemon(vpcd);
     }
   });
 
@@ -215,14 +287,5 @@ describeBoth('terway + terwayd executables', () => {
     const r = await execPlugin(pluginPath('terway'), env('ADD'), conf(path.join(dir, 'nobody.socket')), node);
     expect(r.code).toBe(1);
     expect((r.json as { code: number }).code).toBe(11);
-  });
-
-  test('STATUS (CNI 1.1.0): success while terwayd answers, code 50 naming the socket when it does not', async () => {
-    const status = (socket: string): Promise<{ code: number; json?: unknown }> =>
-      execPlugin(pluginPath('terway'), env('STATUS'), { ...conf(socket), cniVersion: '1.1.0' }, node);
-    expect((await status(path.join(dir, 'eni.socket'))).code).toBe(0);
-    const down = await status(path.join(dir, 'nobody.socket'));
-    expect(down.code).toBe(1);
-    expect(down.json).toMatchObject({ code: 50, msg: 'terwayd is not reachable', details: expect.stringContaining('nobody.socket') });
   });
 });

@@ -138,7 +138,11 @@ scenario(async () => {
   await server.start();
   sh(vpc.ns, `ip neigh replace 192.168.1.12 lladdr ${MAC} dev vpc1 nud permanent`);
   const p3 = newNs('ktp3');
-  const cni = async (command: string, extra: Record<string, unknown> = {}): Promise<{ code: number; out: string }> => {
+  const cni = async (
+    command: string,
+    extra: Record<string, unknown> = {},
+    sandbox = { id: 'ctr-db-0', ns: p3 },
+  ): Promise<{ code: number; out: string }> => {
     const conf = {
       cniVersion: '1.0.0',
       name: 'terway',
@@ -150,11 +154,11 @@ scenario(async () => {
     };
     const env = {
       CNI_COMMAND: command,
-      CNI_CONTAINERID: 'ctr-db-0',
-      CNI_NETNS: p3.ns.path,
+      CNI_CONTAINERID: sandbox.id,
+      CNI_NETNS: sandbox.ns.ns.path,
       CNI_IFNAME: 'eth0',
       CNI_PATH: '/opt/cni/bin',
-      CNI_ARGS: 'IgnoreUnknown=1;K8S_POD_NAMESPACE=default;K8S_POD_NAME=db-0;K8S_POD_INFRA_CONTAINER_ID=ctr-db-0',
+      CNI_ARGS: `IgnoreUnknown=1;K8S_POD_NAMESPACE=default;K8S_POD_NAME=db-0;K8S_POD_INFRA_CONTAINER_ID=${sandbox.id}`,
     };
     const r = await useHostNetns(node.ns, () =>
       runPlugin(plugin as unknown as PluginHandlers, { about: 'terway lab' }, { env, stdin: JSON.stringify(conf) }),
@@ -176,6 +180,31 @@ scenario(async () => {
     const vp = await tcpExchange({ serverNs: vpc.name, clientNs: p3.name, host: '10.9.9.9', port: 7108, msg: 'cni-pod-to-vpc' });
     check(vp.peer === '192.168.1.12', `CNI pod -> VPC ${JSON.stringify(vp)}`);
     result('cniTraffic', true);
+    // kubelet re-creates the sandbox: the old one's interface is gone, the new one (same pod, same IP)
+    // is wired, then the old sandbox's DEL arrives. It must leave the host route of the new one.
+    const p3b = newNs('ktp3b');
+    sh(p3.ns, 'ip link del eth0');
+    const addB = await cni('ADD', {}, { id: 'ctr-db-0b', ns: p3b });
+    check(addB.code === 0, `CNI ADD of the new sandbox: ${addB.out}`);
+    const stale = await cni('DEL', { prevResult: res });
+    check(stale.code === 0, `stale CNI DEL: ${stale.out}`);
+    const afterStale = await tcpExchange({
+      serverNs: node.name,
+      clientNs: p3b.name,
+      host: '10.96.0.10',
+      port: 7109,
+      msg: 'after-stale-del',
+    });
+    result('staleDel', {
+      route: sh(node.ns, 'ip route show 192.168.1.12/32').trim().replace(/\s+/g, ' '),
+      peer: afterStale.peer,
+      leased: leases.has('default/db-0'),
+    });
+    const delB = await cni('DEL', {}, { id: 'ctr-db-0b', ns: p3b });
+    check(delB.code === 0 && leases.size === 0, `CNI DEL of the new sandbox: ${delB.out}`);
+    p3b.cleanup();
+    // The original sandbox again, for the rest of the scenario.
+    check((await cni('ADD')).code === 0, 'CNI ADD again');
     const del1 = await cni('DEL');
     const del2 = await cni('DEL');
     check(del1.code === 0 && del2.code === 0, `CNI DEL: ${del1.out} ${del2.out}`);

@@ -16,7 +16,7 @@ beforeAll(async () => {
   process.stderr.write(`${summary(res)}\n`);
 });
 
-test('terway ipvlan L2: pod<->pod, node->pod, pod->Service, pod->VPC; CHECK; repeated ADD; DEL twice; the CNI binary over gRPC; slave removal; GC and repair', () => {
+test('terway ipvlan L2: pod<->pod, node->pod, pod->Service, pod->VPC; CHECK; repeated ADD; DEL twice; the CNI binary over gRPC; a stale DEL; slave removal; GC and repair', () => {
   const s = res.scenario('terway-ipvlan');
   if (s.exitCode !== 0) throw new Error(`scenario exited ${s.exitCode}:\n${s.output}`);
   const r = parseResults(s.output);
@@ -36,6 +36,12 @@ test('terway ipvlan L2: pod<->pod, node->pod, pod->Service, pod->VPC; CHECK; rep
   // The terway CNI handler with eniip_virtual_type ipvlan, through terwayd over gRPC.
   expect(r.cniAdd).toEqual([{ address: '192.168.1.12/24', gateway: '192.168.1.253', interface: 0 }]);
   expect(r.cniTraffic).toBe(true);
+  // A stale DEL (the old sandbox's, after the pod's new sandbox took the IP) keeps the new one's host route.
+  expect(r.staleDel).toEqual({
+    route: expect.stringMatching(/^192\.168\.1\.12 dev ipvl_\d+ scope link$/),
+    peer: '192.168.1.12',
+    leased: true,
+  });
   expect(r.cniDel).toBe(true);
   // The last pod's DEL takes the ENI's host slave, its filter and the clsact with it.
   expect(r.lastDelRemovesSlave).toEqual({ slave: false, filters: '', clsact: false });

@@ -7,10 +7,7 @@
  *   host: eniN (ENI, MAC 00:16:3e:00:00:0N), lo += 10.6.0.1/32
  *   ext:  vpcN 192.168.N.253/24 (gateway), lo += 10.9.9.9/32 (a VPC peer)
  */
-import { spawn } from 'node:child_process';
-import * as fs from 'node:fs';
-import * as os from 'node:os';
-import * as path from 'node:path';
+import { execFileSync } from 'node:child_process';
 import { newNs, sh } from '@cnikit/netlib-testing';
 
 export type TestNs = ReturnType<typeof newNs>;
@@ -61,89 +58,33 @@ export function ipj<T = Record<string, unknown>[]>(ns: TestNs, args: string): T 
   return JSON.parse(out.trim() === '' ? '[]' : out) as T;
 }
 
-const TCP_SCRIPT = `
-const net = require('node:net');
-const [mode, host, port, secs] = process.argv.slice(2);
-const dur = Number(secs) * 1000;
-if (mode === 'recv') {
-  const srv = net.createServer((s) => {
-    let t0 = 0, bytes = 0, b1 = 0, t1 = 0;
-    s.on('data', (c) => {
-      const now = Date.now();
-      if (!t0) t0 = now;
-      bytes += c.length;
-      if (!t1 && now - t0 >= 1000) { t1 = now; b1 = bytes; }
-      if (now - t0 >= dur) {
-        const bps = ((bytes - b1) * 8 * 1000) / (now - t1);
-        process.stdout.write(JSON.stringify({ bps, bytes }) + '\\n');
-        s.destroy(); srv.close(); process.exit(0);
-      }
-    });
-  });
-  srv.listen(Number(port), host, () => process.stdout.write('ready\\n'));
-} else {
-  const s = net.connect(Number(port), host);
-  const buf = Buffer.alloc(65536, 7);
-  const pump = () => { while (s.write(buf)); };
-  s.on('connect', pump);
-  s.on('drain', pump);
-  s.on('error', () => process.exit(0));
-  setTimeout(() => process.exit(0), dur + 3000);
-}
-`;
-
 /**
- * TCP from `from` to `toIp` in `to` for `secs` seconds; the rate measured
- * at the receiver after the first second (tbf bucket and slow start left out), bits/s.
+ * Sends `count` UDP datagrams of `size` bytes from `from` to `toIp` as fast as the socket takes them
+ * (port 9, discard: nobody needs to listen). 2000 x 1400 bytes is many times a tbf's bucket and queue
+ * at the rates tested, so a shaper in the path must drop, however slowly the machine sends.
  */
-export async function tcpRate(from: TestNs, to: TestNs, toIp: string, secs = 4): Promise<number> {
-  const script = path.join(os.tmpdir(), `terway-tcp-${process.pid}.js`);
-  fs.writeFileSync(script, TCP_SCRIPT);
-  const port = String(20000 + Math.floor(Math.random() * 20000));
-  const recv = spawn('ip', ['netns', 'exec', to.name, process.execPath, script, 'recv', toIp, port, String(secs)], {
-    stdio: ['ignore', 'pipe', 'pipe'],
+export function udpBurst(from: TestNs, toIp: string, count = 2000, size = 1400): void {
+  const script = `const d = require('node:dgram').createSocket('udp4'); const buf = Buffer.alloc(${size}); let left = ${count};
+for (let i = 0; i < ${count}; i++) d.send(buf, 9, '${toIp}', () => { if (--left === 0) d.close(); });`;
+  execFileSync('ip', ['netns', 'exec', from.name, process.execPath, '-e', script], {
+    stdio: ['ignore', 'ignore', 'pipe'],
+    timeout: 60_000,
   });
-  let out = '';
-  let err = '';
-  recv.stderr.on('data', (c: Buffer) => (err += c.toString()));
-  const done = new Promise<number>((resolve, reject) => {
-    const timer = setTimeout(
-      () => {
-        recv.kill();
-        reject(new Error(`tcpRate: no result after ${secs + 15} s: ${out} ${err}`));
-      },
-      (secs + 15) * 1000,
-    );
-    recv.stdout.on('data', (c: Buffer) => {
-      out += c.toString();
-      const line = out.split('\n').find((l) => l.startsWith('{'));
-      if (line) {
-        clearTimeout(timer);
-        resolve((JSON.parse(line) as { bps: number }).bps);
-      }
-    });
-    recv.on('exit', (code) => {
-      if (!out.includes('{')) {
-        clearTimeout(timer);
-        reject(new Error(`receiver exited ${code}: ${err}`));
-      }
-    });
-  });
-  await new Promise<void>((resolve, reject) => {
-    const t = setTimeout(() => reject(new Error(`receiver not ready: ${err}`)), 10_000);
-    recv.stdout.on('data', () => {
-      if (out.includes('ready')) {
-        clearTimeout(t);
-        resolve();
-      }
-    });
-  });
-  const send = spawn('ip', ['netns', 'exec', from.name, process.execPath, script, 'send', toIp, port, String(secs)], { stdio: 'ignore' });
-  try {
-    return await done;
-  } finally {
-    send.kill();
-    recv.kill();
-    fs.rmSync(script, { force: true });
-  }
+}
+
+export interface TbfStats {
+  kind: string;
+  options: { rate: number; burst: number; lat: number };
+  bytes: number;
+  packets: number;
+  drops: number;
+  overlimits: number;
+}
+
+/** The root qdisc of a device with its counters (`tc -s -j`). */
+export function rootQdisc(ns: TestNs, dev: string): TbfStats {
+  const all = JSON.parse(sh(ns.ns, `tc -s -j qdisc show dev ${dev}`)) as (TbfStats & { root?: boolean })[];
+  const root = all.find((q) => q.root);
+  if (!root) throw new Error(`no root qdisc on ${dev}: ${JSON.stringify(all)}`);
+  return root;
 }

@@ -2,13 +2,12 @@
  * ENI multi-IP veth policy routing in real namespaces ("ext" stands for the
  * VPC, an ENI is a veth into it): rules 512/2048, table 1000+ifindex, pod and
  * host routes, real traffic, teardown, stale rule/route repair, and tbf
- * bandwidth measured with real TCP data.
+ * bandwidth shaping shown by the qdiscs' counters under a UDP burst.
  */
-import type { Netns } from '@cnikit/netlib';
 import { sh } from '@cnikit/netlib-testing';
 import { bandwidthFrom, parseBandwidth, tbfFor } from '../src/datapath/bandwidth';
 import { eniTable, hostVethName, repair, setupPod, teardownPod } from '../src/datapath/eniip-veth';
-import { ipj, makeTopo, plugEni, tcpRate, vpcLearn, type Topo } from './datapath-helpers';
+import { ipj, makeTopo, plugEni, rootQdisc, udpBurst, vpcLearn, type Topo } from './datapath-helpers';
 
 jest.setTimeout(90_000);
 
@@ -165,11 +164,12 @@ describe('bandwidth', () => {
     expect(tbfFor(8_000_000)).toEqual({ rateBps: 1_000_000, burstBytes: 20_000, latencyUs: 25_000 });
   });
 
-  it('tbf on both veth ends holds real TCP traffic to the limit (never above it) and shapes it', async () => {
+  // Shaping is shown by the kernel's own counters, not by a measured rate (that depends on the machine's load):
+  // the tbf carries the limit, and a burst far beyond its bucket and queue is cut (drops counted) while
+  // part of it passes. Throughput figures belong to `npm run bench`.
+  it('tbf with the limit on both veth ends: a burst beyond the bucket is cut in each direction', async () => {
     t = makeTopo(1);
     const eni = plugEni(t, 1);
-    const egress = 10_000_000;
-    const ingress = 20_000_000;
     const a = await setupPod(t.host.ns, t.pods[0]!.ns, {
       podNamespace: 'ns',
       podName: 'bw',
@@ -179,24 +179,29 @@ describe('bandwidth', () => {
       bandwidth: bandwidthFrom({ 'k8s.aliyun.com/ingress-bandwidth': '20M', 'k8s.aliyun.com/egress-bandwidth': '10M' }),
     });
     vpcLearn(t, 1, '192.168.1.50');
-    expect(sh(t.pods[0]!.ns, 'tc qdisc show dev eth0')).toMatch(/tbf .*rate 10Mbit/);
-    expect(sh(t.host.ns, `tc qdisc show dev ${a.hostVeth}`)).toMatch(/tbf .*rate 20Mbit/);
-    const up = await tcpRate(t.pods[0]!, t.ext, '10.9.9.9');
-    const down = await tcpRate(t.ext, t.pods[0]!, '192.168.1.50');
-    console.log(
-      `terway bandwidth: egress limit 10 Mbit/s measured ${(up / 1e6).toFixed(2)}; ingress limit 20 Mbit/s measured ${(down / 1e6).toFixed(2)}`,
-    );
-    // Load can only slow a transfer down, never speed it past a working shaper: the limit is asserted as an
-    // upper bound (plus the burst's share), and that the shaper actually held packets back; the measured
-    // rates are printed above and in npm run bench.
-    expect(up).toBeGreaterThan(0);
-    expect(down).toBeGreaterThan(0);
-    expect(up).toBeLessThan(egress * 1.15);
-    expect(down).toBeLessThan(ingress * 1.15);
-    const overlimits = (ns: Netns, dev: string): number =>
-      (JSON.parse(sh(ns, `tc -s -j qdisc show dev ${dev}`)) as { kind: string; overlimits?: number }[]).find((q) => q.kind === 'tbf')
-        ?.overlimits ?? 0;
-    expect(overlimits(t.pods[0]!.ns, 'eth0')).toBeGreaterThan(0);
-    expect(overlimits(t.host.ns, a.hostVeth)).toBeGreaterThan(0);
+    const egress = tbfFor(10_000_000);
+    const ingress = tbfFor(20_000_000);
+    expect(rootQdisc(t.pods[0]!, 'eth0')).toMatchObject({
+      kind: 'tbf',
+      options: { rate: egress.rateBps, burst: egress.burstBytes, lat: egress.latencyUs },
+      drops: 0,
+    });
+    expect(rootQdisc(t.host, a.hostVeth)).toMatchObject({
+      kind: 'tbf',
+      options: { rate: ingress.rateBps, burst: ingress.burstBytes, lat: ingress.latencyUs },
+      drops: 0,
+    });
+
+    udpBurst(t.pods[0]!, '10.9.9.9'); // pod -> VPC: the pod's eth0 shapes
+    const up = rootQdisc(t.pods[0]!, 'eth0');
+    expect(up.packets).toBeGreaterThan(0);
+    expect(up.drops).toBeGreaterThan(0);
+
+    udpBurst(t.ext, '192.168.1.50'); // VPC -> pod, forwarded by the node: the host veth shapes
+    const down = rootQdisc(t.host, a.hostVeth);
+    expect(down.packets).toBeGreaterThan(0);
+    expect(down.drops).toBeGreaterThan(0);
+    // The egress shaper saw none of the ingress burst.
+    expect(rootQdisc(t.pods[0]!, 'eth0').drops).toBe(up.drops);
   });
 });

@@ -5,6 +5,7 @@
  * into an "ext" netns standing for the VPC.
  */
 import * as fs from 'node:fs';
+import * as net from 'node:net';
 import * as os from 'node:os';
 import * as path from 'node:path';
 import { runPlugin, type PluginHandlers } from '@cnikit/netlib';
@@ -117,23 +118,24 @@ async function stack(
   };
 }
 
+/** One CNI call as a runtime makes it; the sandbox's container ID is `ctr-<name>` unless given. */
 async function cni(
   s: Stack,
-  command: 'ADD' | 'DEL' | 'CHECK' | 'STATUS',
+  command: 'ADD' | 'DEL' | 'CHECK',
   pod: TestNs,
   name: string,
   version = '1.0.0',
   extra: Record<string, unknown> = {},
-  cid = `ctr-${name}`,
+  containerId = `ctr-${name}`,
 ): Promise<{ code: number; out: Record<string, unknown> | undefined }> {
   const conf = { cniVersion: version, name: 'terway', type: 'terway', socket: s.socket, ...extra };
   const env = {
     CNI_COMMAND: command,
-    CNI_CONTAINERID: cid,
+    CNI_CONTAINERID: containerId,
     CNI_NETNS: pod.ns.path,
     CNI_IFNAME: 'eth0',
     CNI_PATH: '/opt/cni/bin',
-    CNI_ARGS: `IgnoreUnknown=1;K8S_POD_NAMESPACE=default;K8S_POD_NAME=${name};K8S_POD_INFRA_CONTAINER_ID=${cid}`,
+    CNI_ARGS: `IgnoreUnknown=1;K8S_POD_NAMESPACE=default;K8S_POD_NAME=${name};K8S_POD_INFRA_CONTAINER_ID=${containerId}`,
   };
   const r = await useHostNetns(s.t.host.ns, () =>
     runPlugin(plugin as unknown as PluginHandlers, { about: 'terway test' }, { env, stdin: JSON.stringify(conf) }),
@@ -197,52 +199,19 @@ describe('terway CNI + terwayd', () => {
     expect(ipj<{ priority: number }[]>(s.t.host, 'rule show').filter((r) => r.priority === 512 || r.priority === 2048)).toEqual([]);
   });
 
-  it('pool exhausted and daemon down answer CNI code 11 (try again later); STATUS 50 while terwayd is down', async () => {
+  it('pool exhausted and daemon down answer CNI code 11 (try again later)', async () => {
     s = await stack({ pods: 2, quota: { eniQuantity: 2, eniPrivateIpAddressQuantity: 1 } });
     expect((await cni(s, 'ADD', s.t.pods[0]!, 'a')).code).toBe(0);
     const full = await cni(s, 'ADD', s.t.pods[1]!, 'b');
     expect(full.code).toBe(1);
     expect(full.out).toMatchObject({ code: 11, msg: expect.stringMatching(/AllocIP: pool: no IP left/) });
-    expect(await cni(s, 'STATUS', s.t.pods[1]!, 'b', '1.1.0')).toEqual({ code: 0, out: undefined });
     await s.server.stop();
-    // STATUS tells the runtime that no ADD can succeed now (containerd then reports NetworkReady=false).
-    const status = await cni(s, 'STATUS', s.t.pods[1]!, 'b', '1.1.0');
-    expect(status.code).toBe(1);
-    expect(status.out).toMatchObject({ code: 50, msg: 'terwayd is not reachable', details: expect.stringContaining(s.socket) });
     const down = await cni(s, 'ADD', s.t.pods[1]!, 'b');
     expect(down.out).toMatchObject({ code: 11 });
     // DEL with the daemon down: the veth goes, the answer says try again (for the release).
     const delDown = await cni(s, 'DEL', s.t.pods[0]!, 'a');
     expect(delDown.out).toMatchObject({ code: 11 });
     expect(ipj<{ ifname: string }[]>(s.t.host, 'link show').some((l) => l.ifname === hostVethName('default', 'a'))).toBe(false);
-  });
-
-  // kubelet re-creates a sandbox whose pause process died: ADD of the new sandbox B, then DEL of the old A
-  // (A's netns, A's prevResult). That DEL must leave B's network and lease alone.
-  it('a stale DEL of a re-created sandbox leaves the live sandbox wired and its IP leased', async () => {
-    s = await stack({ pods: 2 });
-    const [nsA, nsB] = [s.t.pods[0]!, s.t.pods[1]!];
-    const addA = await cni(s, 'ADD', nsA, 'web-0', '1.0.0', {}, 'cid-a');
-    expect(addA.code).toBe(0);
-    const addB = await cni(s, 'ADD', nsB, 'web-0', '1.0.0', {}, 'cid-b');
-    expect(addB.code).toBe(0);
-    const ip = podIpOf(addB.out);
-    expect(podIpOf(addA.out)).toBe(ip);
-
-    expect(await cni(s, 'DEL', nsA, 'web-0', '1.0.0', { prevResult: addA.out }, 'cid-a')).toEqual({ code: 0, out: undefined });
-    expect(ipj<{ ifname: string }[]>(nsA, 'link show').map((l) => l.ifname)).not.toContain('eth0');
-    expect(ipj<{ ifname: string }[]>(nsB, 'link show').map((l) => l.ifname)).toContain('eth0');
-    expect(ipj<{ ifname: string }[]>(s.t.host, 'link show').map((l) => l.ifname)).toContain(hostVethName('default', 'web-0'));
-    expect(
-      ipj<{ priority: number; src?: string; dst?: string }[]>(s.t.host, 'rule show').filter((r) => r.src === ip || r.dst === ip),
-    ).toHaveLength(2);
-    expect(s.pool.leaseOf('default/web-0')?.ip).toBe(ip);
-    expect(await cni(s, 'CHECK', nsB, 'web-0', '1.0.0', { prevResult: addB.out }, 'cid-b')).toEqual({ code: 0, out: undefined });
-
-    // The live sandbox's own DEL still takes everything down and frees the IP.
-    expect((await cni(s, 'DEL', nsB, 'web-0', '1.0.0', { prevResult: addB.out }, 'cid-b')).code).toBe(0);
-    expect(s.pool.leaseOf('default/web-0')).toBeUndefined();
-    expect(ipj<{ src?: string; dst?: string }[]>(s.t.host, 'rule show').filter((r) => r.src === ip || r.dst === ip)).toEqual([]);
   });
 
   it('the pod source failing answers code 11 and takes no IP', async () => {
@@ -276,6 +245,111 @@ describe('terway CNI + terwayd', () => {
     // Leases are on disk.
     const stored = JSON.parse(fs.readFileSync(path.join(s.dir, 'pod.json'), 'utf8')) as { leases: { key: string; ip: string }[] };
     expect(stored.leases.map((l) => l.key).sort()).toEqual(['default/db-0', 'default/other']);
+  });
+});
+
+describe("a re-created sandbox: ADD of sandbox A, ADD of sandbox B (same pod, same IP), then the runtime's DEL of A", () => {
+  interface Rule {
+    priority: number;
+    src?: string;
+    dst?: string;
+  }
+  it("the stale DEL clears only A's netns: B keeps its host veth, rules, /32 route, eth0, traffic and lease; CHECK of B passes, of A fails", async () => {
+    s = await stack({ pods: 2 });
+    const [nsA, nsB] = s.t.pods as [TestNs, TestNs];
+    const addA = await cni(s, 'ADD', nsA, 'web-0', '1.0.0', {}, 'cid-a');
+    expect(addA.code).toBe(0);
+    const addB = await cni(s, 'ADD', nsB, 'web-0', '1.0.0', {}, 'cid-b');
+    expect(addB.code).toBe(0);
+    const ip = podIpOf(addB.out);
+    expect(podIpOf(addA.out)).toBe(ip);
+    const veth = hostVethName('default', 'web-0');
+
+    const delA = await cni(s, 'DEL', nsA, 'web-0', '1.0.0', { prevResult: addA.out }, 'cid-a');
+    expect(delA).toEqual({ code: 0, out: undefined });
+    expect(ipj<{ ifname: string }[]>(nsA, 'link show').map((l) => l.ifname)).toEqual(['lo']);
+    // B is untouched: what terwayd's GC looks at (the host veth) and what carries its traffic.
+    expect(ipj<{ ifname: string }[]>(s.t.host, 'link show').map((l) => l.ifname)).toContain(veth);
+    const rules = ipj<Rule[]>(s.t.host, 'rule show');
+    expect(rules.filter((r) => (r.priority === 512 && r.dst === ip) || (r.priority === 2048 && r.src === ip))).toHaveLength(2);
+    expect(ipj<{ dst: string; dev: string }[]>(s.t.host, `route show ${ip}/32`)).toEqual([expect.objectContaining({ dev: veth })]);
+    expect(ipj<{ ifname: string }[]>(nsB, 'link show').map((l) => l.ifname)).toEqual(['lo', 'eth0']);
+    const eni = [...s.api.enis.values()].find((e) => [e.primaryIp, ...e.secondaryIps].includes(ip))!;
+    sh(s.t.ext.ns, `ip neigh replace ${ip} lladdr ${eni.mac} dev vpc1 nud permanent`);
+    sh(nsB.ns, 'ping -c1 -W2 10.9.9.9');
+    expect(s.pool.leaseOf('default/web-0')?.ip).toBe(ip);
+    const stored = JSON.parse(fs.readFileSync(path.join(s.dir, 'pod.json'), 'utf8')) as { leases: { key: string; containerId: string }[] };
+    expect(stored.leases).toEqual([expect.objectContaining({ key: 'default/web-0', containerId: 'cid-b' })]);
+    expect(await cni(s, 'CHECK', nsB, 'web-0', '1.0.0', { prevResult: addB.out }, 'cid-b')).toEqual({ code: 0, out: undefined });
+    const chkA = await cni(s, 'CHECK', nsA, 'web-0', '1.0.0', { prevResult: addA.out }, 'cid-a');
+    expect(chkA.out).toMatchObject({ code: 100, msg: 'terway: CHECK: the IP of default/web-0 is held by sandbox cid-b, not cid-a' });
+
+    // The live sandbox's own DEL still takes everything, and releases.
+    expect((await cni(s, 'DEL', nsB, 'web-0', '1.0.0', { prevResult: addB.out }, 'cid-b')).code).toBe(0);
+    expect(s.pool.leaseOf('default/web-0')).toBeUndefined();
+    expect(ipj<Rule[]>(s.t.host, 'rule show').filter((r) => r.src === ip || r.dst === ip)).toEqual([]);
+    expect(ipj<{ ifname: string }[]>(s.t.host, 'link show').map((l) => l.ifname)).not.toContain(veth);
+  });
+});
+
+describe('a DEL while terwayd is down', () => {
+  it('cannot tell a stale sandbox from the live one: it clears only its own netns and answers 11', async () => {
+    s = await stack({ pods: 2 });
+    const [nsA, nsB] = s.t.pods as [TestNs, TestNs];
+    const addA = await cni(s, 'ADD', nsA, 'web-0', '1.0.0', {}, 'cid-a');
+    const addB = await cni(s, 'ADD', nsB, 'web-0', '1.0.0', {}, 'cid-b');
+    expect([addA.code, addB.code]).toEqual([0, 0]);
+    const ip = podIpOf(addB.out);
+    await s.server.stop();
+    const delA = await cni(s, 'DEL', nsA, 'web-0', '1.0.0', { prevResult: addA.out }, 'cid-a');
+    expect(delA.out).toMatchObject({ code: 11 });
+    expect(ipj<{ ifname: string }[]>(s.t.host, 'link show').map((l) => l.ifname)).toContain(hostVethName('default', 'web-0'));
+    expect(
+      ipj<{ priority: number; src?: string; dst?: string }[]>(s.t.host, 'rule show').filter((r) => r.src === ip || r.dst === ip),
+    ).toHaveLength(2);
+    expect(ipj<{ ifname: string }[]>(nsB, 'link show').map((l) => l.ifname)).toEqual(['lo', 'eth0']);
+  });
+});
+
+describe('STATUS (CNI 1.1.0): the node is ready for pods only while terwayd answers', () => {
+  async function status(socket: string): Promise<{ code: number; out: Record<string, unknown> | undefined }> {
+    const conf = { cniVersion: '1.1.0', name: 'terway', type: 'terway', socket };
+    const r = await runPlugin(
+      plugin as unknown as PluginHandlers,
+      { about: 'terway test' },
+      { env: { CNI_COMMAND: 'STATUS', CNI_PATH: '/opt/cni/bin' }, stdin: JSON.stringify(conf) },
+    );
+    return { code: r.exitCode, out: r.stdout.trim() ? (JSON.parse(r.stdout) as Record<string, unknown>) : undefined };
+  }
+
+  it('succeeds with terwayd up; 50 with its socket gone, with nobody answering on it, and with terwayd stopped', async () => {
+    s = await stack({ pods: 0 });
+    expect(await status(s.socket)).toEqual({ code: 0, out: undefined });
+
+    const missing = await status(path.join(s.dir, 'none.socket'));
+    expect(missing.code).toBe(1);
+    expect(missing.out).toMatchObject({ code: 50, msg: `terway: terwayd is not running: no socket at ${path.join(s.dir, 'none.socket')}` });
+
+    // A process that holds the socket but never answers (hung terwayd): 50 after the STATUS timeout.
+    const mute = path.join(s.dir, 'mute.socket');
+    const held: net.Socket[] = [];
+    const srv = net.createServer((c) => void held.push(c));
+    await new Promise<void>((r) => srv.listen(mute, r));
+    try {
+      const hung = await status(mute);
+      expect(hung.out).toMatchObject({
+        code: 50,
+        msg: `terway: terwayd does not answer on ${mute}`,
+        details: expect.stringMatching(/GetIPInfo/),
+      });
+    } finally {
+      for (const c of held) c.destroy();
+      await new Promise((r) => srv.close(r));
+    }
+
+    await s.server.stop();
+    const down = await status(s.socket);
+    expect(down.out).toMatchObject({ code: 50 });
   });
 });
 

@@ -141,15 +141,16 @@ describe('terway CNI + terwayd --daemon-mode VPC', () => {
     pod: TestNs,
     name: string,
     extra: Record<string, unknown> = {},
+    containerId = `ctr-${name}`,
   ): Promise<{ code: number; out: Record<string, unknown> | undefined }> {
     const conf = { cniVersion: '1.0.0', name: 'terway', type: 'terway', socket, ...extra };
     const env = {
       CNI_COMMAND: command,
-      CNI_CONTAINERID: `ctr-${name}`,
+      CNI_CONTAINERID: containerId,
       CNI_NETNS: pod.ns.path,
       CNI_IFNAME: 'eth0',
       CNI_PATH: '/opt/cni/bin',
-      CNI_ARGS: `IgnoreUnknown=1;K8S_POD_NAMESPACE=default;K8S_POD_NAME=${name};K8S_POD_INFRA_CONTAINER_ID=ctr-${name}`,
+      CNI_ARGS: `IgnoreUnknown=1;K8S_POD_NAMESPACE=default;K8S_POD_NAME=${name};K8S_POD_INFRA_CONTAINER_ID=${containerId}`,
     };
     const r = await useHostNetns(t.host.ns, () =>
       runPlugin(plugin as unknown as PluginHandlers, { about: 'terway test' }, { env, stdin: JSON.stringify(conf) }),
@@ -196,5 +197,30 @@ describe('terway CNI + terwayd --daemon-mode VPC', () => {
     expect(d.allocator.leaseOf('default/web-0')).toBeUndefined();
     expect(ipj<{ ifname: string }[]>(p0, 'link show').map((l) => l.ifname)).toEqual(['lo']);
     sh(p1.ns, 'ping -c1 -W2 10.9.9.9');
+  });
+
+  it('a stale DEL (sandbox A after sandbox B of the same pod took the address) leaves B wired and leased', async () => {
+    t = vpcTopo(2);
+    dir = fs.mkdtempSync(path.join(os.tmpdir(), 'terway-vpc-'));
+    const socket = path.join(dir, 'eni.socket');
+    d = await startVpcRouteTerwayd({
+      socket,
+      stateFile: path.join(dir, 'pod.json'),
+      podCidr: '10.244.1.0/24',
+      hostNs: t.host.ns,
+      gcIntervalMs: 0,
+    });
+    const [nsA, nsB] = t.pods as [TestNs, TestNs];
+    const addA = await cni(socket, 'ADD', nsA, 'web-0', {}, 'cid-a');
+    const addB = await cni(socket, 'ADD', nsB, 'web-0', {}, 'cid-b');
+    expect(addB.out?.['ips']).toEqual(addA.out?.['ips']);
+    expect(await cni(socket, 'DEL', nsA, 'web-0', { prevResult: addA.out }, 'cid-a')).toEqual({ code: 0, out: undefined });
+    expect(d.allocator.leaseOf('default/web-0')?.ip).toBe('10.244.1.1');
+    expect(ipj<IpRoute[]>(t.host, 'route show 10.244.1.1/32')[0]).toMatchObject({ dev: hostVethName('default', 'web-0') });
+    sh(nsB.ns, 'ping -c1 -W2 10.9.9.9');
+    expect((await cni(socket, 'CHECK', nsB, 'web-0', { prevResult: addB.out }, 'cid-b')).code).toBe(0);
+    expect((await cni(socket, 'DEL', nsB, 'web-0', { prevResult: addB.out }, 'cid-b')).code).toBe(0);
+    expect(d.allocator.leaseOf('default/web-0')).toBeUndefined();
+    expect(ipj(t.host, 'route show 10.244.1.1/32')).toEqual([]);
   });
 });

@@ -67,16 +67,6 @@ export class TerwayClient {
     return this.call('RecordEvent', e);
   }
 
-  /**
-   * Resolves once the channel to terwayd is up (socket there, HTTP/2 spoken) within `timeoutMs`; rejects
-   * with the reason otherwise. STATUS uses it: no RPC, so terwayd logs nothing every 5 s.
-   */
-  waitForReady(timeoutMs: number): Promise<void> {
-    return new Promise((resolve, reject) => {
-      this.client.waitForReady(Date.now() + timeoutMs, (e) => (e ? reject(e) : resolve()));
-    });
-  }
-
   close(): void {
     this.client.close();
   }

@@ -1,8 +1,10 @@
 /**
  * The thin terway CNI binary: asks terwayd for the pod's network over gRPC
  * and wires the ENI multi-IP veth datapath. ADD rolls back with ReleaseIP;
- * DEL tears down what it finds and releases; both idempotent.
+ * DEL tears down what it finds and releases; both idempotent. STATUS fails
+ * (code 50) while terwayd is not there to answer.
  */
+import * as fs from 'node:fs';
 import {
   CniCode,
   CniError,
@@ -17,10 +19,10 @@ import {
 } from '@cnikit/netlib';
 import { addr, link, route, type Netns } from '@cnikit/netlib';
 import { checkPod, hostVethName, POD_GATEWAY, POD_GATEWAY6, setupPod, teardownPod } from '../datapath/eniip-veth';
-import { setupExclusivePod, teardownExclusivePod } from '../datapath/exclusive-eni';
+import { isExclusiveEniLink, releaseExclusiveNetns, setupExclusivePod, teardownExclusivePod } from '../datapath/exclusive-eni';
 import { checkIpvlanPod, setupIpvlanPod, teardownIpvlanPod } from '../datapath/eniip-ipvlan';
 import { checkVpcRoutePod, setupVpcRoutePod, teardownVpcRoutePod } from '../datapath/vpc-route';
-import { STALE_SANDBOX, type NetConf, type PodRef } from '../rpc/proto';
+import type { GetInfoReply, NetConf, PodRef } from '../rpc/proto';
 import type { BandwidthLimits } from '../datapath/bandwidth';
 import { TerwayClient } from './client';
 import { parseConf, type TerwayConf } from './config';
@@ -151,47 +153,27 @@ export async function del(a: CmdArgs): Promise<void> {
   const ref = podRef(a);
   const client = new TerwayClient(conf.socket);
   try {
-    let ip: string | undefined;
     let daemonError: unknown;
-    let info: Awaited<ReturnType<TerwayClient['getIPInfo']>> | undefined;
+    let info: GetInfoReply | undefined;
     try {
       info = await client.getIPInfo(ref);
-      ip = info.Success ? info.NetConfs[0]?.BasicInfo?.PodIP?.IPv4 : undefined;
     } catch (e) {
       daemonError = e;
     }
-    // The host side (veth named after the pod, rules and routes of its IP) and the lease are the live
-    // sandbox's now: only this sandbox's own interface goes.
-    if (info && !info.Success && info.Error.startsWith(STALE_SANDBOX)) return await teardownStaleSandbox(a);
-    // The pod's veth goes even when terwayd cannot answer (its rules are then
-    // left to terwayd's repair); the release is what the retry is for.
-    const exclusiveMac = info?.IPType === 'TypeVPCENI' ? info.NetConfs[0]?.ENIInfo?.MAC : undefined;
-    if (exclusiveMac) {
-      const podNs = openNetnsIfPresent(a.netns);
-      try {
-        await teardownExclusivePod(hostNetns(), podNs, { podNamespace: ref.K8sPodNamespace, podName: ref.K8sPodName, mac: exclusiveMac });
-      } finally {
-        podNs?.close();
-      }
-    } else if (info?.IPType === 'TypeVPCIP')
-      await teardownVpcRoutePod(hostNetns(), { podNamespace: ref.K8sPodNamespace, podName: ref.K8sPodName, ...(ip ? { ip } : {}) });
-    else if (conf.virtualType === 'ipvlan') {
-      const podNs = openNetnsIfPresent(a.netns);
-      try {
-        await teardownIpvlanPod(hostNetns(), podNs, { ifName: a.ifName, ...(ip ? { ip } : {}) });
-      } finally {
-        podNs?.close();
-      }
-    } else {
-      const ip6 = info?.Success ? info.NetConfs[0]?.BasicInfo?.PodIP?.IPv6 || undefined : undefined;
-      await teardownPod(hostNetns(), {
-        podNamespace: ref.K8sPodNamespace,
-        podName: ref.K8sPodName,
-        ...(ip ? { ip } : {}),
-        ...(ip6 ? { ip6 } : {}),
-      });
+    if (info && heldByAnotherSandbox(info, ref)) {
+      // kubelet re-created the sandbox: the pod's name, IP, host veth and rules now belong to the
+      // live one. This DEL only clears its own netns, and the lease stays with its holder.
+      await clearOwnNetns(a, info);
+      return;
     }
-    if (daemonError) throw daemonError;
+    if (daemonError) {
+      // Without terwayd nobody can say whose the pod's host objects are (this DEL may be a stale
+      // one): only this sandbox's interface goes (a veth takes its host end along); the retry,
+      // once terwayd answers, removes the rest and releases.
+      await clearOwnNetns(a, undefined);
+      throw daemonError;
+    }
+    await teardownLease(a, conf, ref, info);
     await client.releaseIP({ ...ref, Reason: 'cni del' });
   } catch (e) {
     if (e instanceof NetnsNotFoundError || isNotFoundError(e)) return;
@@ -201,20 +183,83 @@ export async function del(a: CmdArgs): Promise<void> {
   }
 }
 
+/** True when terwayd says another sandbox (container ID) of this pod holds its IP. */
+function heldByAnotherSandbox(info: GetInfoReply, ref: PodRef): boolean {
+  return (
+    info.Success && Boolean(info.ContainerId) && Boolean(ref.K8sPodInfraContainerId) && info.ContainerId !== ref.K8sPodInfraContainerId
+  );
+}
+
+/** The host objects of the pod's lease (found by pod name and IP) and the pod's interface. */
+async function teardownLease(a: CmdArgs, conf: TerwayConf, ref: PodRef, info: GetInfoReply | undefined): Promise<void> {
+  const ip = info?.Success ? info.NetConfs[0]?.BasicInfo?.PodIP?.IPv4 : undefined;
+  const pod = { podNamespace: ref.K8sPodNamespace, podName: ref.K8sPodName };
+  const exclusiveMac = info?.IPType === 'TypeVPCENI' ? info.NetConfs[0]?.ENIInfo?.MAC : undefined;
+  if (info?.IPType === 'TypeVPCIP') return teardownVpcRoutePod(hostNetns(), { ...pod, ...(ip ? { ip } : {}) });
+  if (!exclusiveMac && conf.virtualType !== 'ipvlan') {
+    const ip6 = info?.Success ? info.NetConfs[0]?.BasicInfo?.PodIP?.IPv6 || undefined : undefined;
+    return teardownPod(hostNetns(), { ...pod, ...(ip ? { ip } : {}), ...(ip6 ? { ip6 } : {}) });
+  }
+  const podNs = openNetnsIfPresent(a.netns);
+  try {
+    if (exclusiveMac) await teardownExclusivePod(hostNetns(), podNs, { ...pod, mac: exclusiveMac });
+    else await teardownIpvlanPod(hostNetns(), podNs, { ifName: a.ifName, ...(ip ? { ip } : {}) });
+  } finally {
+    podNs?.close();
+  }
+}
+
 /**
- * DEL of a sandbox that no longer owns the pod's network: its interface (a veth or ipvlan end, which takes
- * nothing of the live sandbox with it) is removed inside its own netns, if that still exists. An exclusive
- * ENI cannot be in two sandboxes: it is left where it is.
+ * A DEL that may not own the pod's host objects (stale, or terwayd unreachable): nothing on the
+ * host is touched by name or IP (the host veth, the /32 route and the rules may be a live
+ * sandbox's). Its netns loses the pod interface if one is left; an exclusive ENI (known from
+ * terwayd, or by its alias) goes back to the host, where the live sandbox's ADD needs it.
  */
-async function teardownStaleSandbox(a: CmdArgs): Promise<void> {
+async function clearOwnNetns(a: CmdArgs, info: GetInfoReply | undefined): Promise<void> {
   const podNs = openNetnsIfPresent(a.netns);
   if (!podNs) return;
   try {
-    const l = await link.get(podNs, a.ifName).catch((e: unknown) => (isNotFoundError(e) ? undefined : Promise.reject(e)));
-    if (l && (l.kind === 'veth' || l.kind === 'ipvlan'))
-      await link.del(podNs, l.index).catch((e: unknown) => (isNotFoundError(e) ? undefined : Promise.reject(e)));
+    const mac = info?.IPType === 'TypeVPCENI' ? info.NetConfs[0]?.ENIInfo?.MAC : undefined;
+    if (mac) return await releaseExclusiveNetns(hostNetns(), podNs, mac);
+    const l = await link.find(podNs, a.ifName);
+    if (l && isExclusiveEniLink(l)) return await releaseExclusiveNetns(hostNetns(), podNs, l.mac);
+    if (l && (l.kind === 'veth' || l.kind === 'ipvlan')) await link.del(podNs, l.index);
   } finally {
     podNs.close();
+  }
+}
+
+/** STATUS waits this long for terwayd's answer: containerd asks every few seconds. */
+export const STATUS_TIMEOUT_MS = 5_000;
+
+/** The pod STATUS asks terwayd about: no pod has this name, so the lookup changes and counts nothing but the RPC. */
+const STATUS_PROBE: PodRef = { K8sPodNamespace: 'cni.dev', K8sPodName: 'status-probe', K8sPodInfraContainerId: '', Netns: '', IfName: '' };
+
+/**
+ * STATUS: every ADD needs terwayd (the IP comes from its pool), so the node is not ready for pods
+ * while terwayd's socket is missing or nobody answers a GetIPInfo on it within STATUS_TIMEOUT_MS:
+ * code 50. Pods already wired keep their datapath in the kernel, hence 50 and not 51.
+ */
+export async function status(a: CmdArgs): Promise<void> {
+  const conf = parseConf(a);
+  if (!fs.existsSync(conf.socket))
+    throw new CniError(
+      CniCode.NotAvailable,
+      `terway: terwayd is not running: no socket at ${conf.socket}`,
+      'start terwayd (or fix "socket" in the network config)',
+    );
+  const client = new TerwayClient(conf.socket, STATUS_TIMEOUT_MS);
+  try {
+    await client.getIPInfo(STATUS_PROBE);
+  } catch (e) {
+    throw new CniError(
+      CniCode.NotAvailable,
+      `terway: terwayd does not answer on ${conf.socket}`,
+      e instanceof Error ? e.message : String(e),
+      { cause: e },
+    );
+  } finally {
+    client.close();
   }
 }
 
@@ -228,6 +273,11 @@ export async function check(a: CmdArgs): Promise<void> {
   const podNs = openNetns(a.netns);
   try {
     const info = await client.getIPInfo(ref);
+    if (heldByAnotherSandbox(info, ref))
+      throw new CniError(
+        CODE_CHECK_FAILED,
+        `terway: CHECK: the IP of ${ref.K8sPodNamespace}/${ref.K8sPodName} is held by sandbox ${info.ContainerId}, not ${ref.K8sPodInfraContainerId}`,
+      );
     const nc = info.NetConfs[0];
     const ip = nc?.BasicInfo?.PodIP?.IPv4;
     const mac = nc?.ENIInfo?.MAC;
@@ -283,28 +333,6 @@ async function checkExclusive(podNs: Netns, ifName: string, ip: string, mac: str
 }
 
 /** Rate limits of a pod: the pod annotations (from terwayd) first, else the CNI `bandwidth` capability. */
-/** How long STATUS waits for terwayd: containerd asks about every 5 s and must not pile calls up. */
-export const STATUS_TIMEOUT_MS = 2_000;
-
-/**
- * STATUS (CNI 1.1.0): ADD can be served only through terwayd, so an unreachable terwayd is code 50, which
- * containerd turns into NetworkReady=false (new pods wait) instead of failing every pod's ADD.
- */
-export async function status(a: CmdArgs): Promise<void> {
-  const conf = parseConf(a);
-  const client = new TerwayClient(conf.socket);
-  try {
-    await client.waitForReady(STATUS_TIMEOUT_MS);
-  } catch (err) {
-    const reason = err instanceof Error ? err.message : String(err);
-    throw new CniError(CniCode.NotAvailable, 'terwayd is not reachable', `terwayd not reachable on ${conf.socket}: ${reason}`, {
-      cause: err,
-    });
-  } finally {
-    client.close();
-  }
-}
-
 function bandwidthOf(nc: NetConf | undefined, conf: TerwayConf): BandwidthLimits {
   const ingress = nc?.Pod?.Ingress || conf.capabilityBandwidth?.ingressRate || undefined;
   const egress = nc?.Pod?.Egress || conf.capabilityBandwidth?.egressRate || undefined;

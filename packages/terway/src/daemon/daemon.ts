@@ -7,16 +7,7 @@
 import { TransientError } from '@cnikit/netlib';
 import { bandwidthFrom } from '../datapath/bandwidth';
 import type { EniIpPool, IpLease } from '../pool';
-import {
-  STALE_SANDBOX,
-  type AllocIPReply,
-  type EventReply,
-  type EventRequest,
-  type GetInfoReply,
-  type NetConf,
-  type PodRef,
-  type ReleaseIPReply,
-} from '../rpc/proto';
+import type { AllocIPReply, EventReply, EventRequest, GetInfoReply, NetConf, PodRef, ReleaseIPReply } from '../rpc/proto';
 import type { LeaseStore, StoredLease } from './store';
 
 export const RESERVATION_ANNOTATION = 'k8s.aliyun.com/pod-ip-reservation';
@@ -87,15 +78,17 @@ export class TerwayDaemon {
   }
 
   private persist(): void {
-    const out: StoredLease[] = this.opts.pool.leases().map(({ key, lease, reservedUntil }) => ({
-      key,
-      ip: lease.ip,
-      eniId: lease.eniId,
-      ...(lease.ip6 ? { ip6: lease.ip6 } : {}),
-      containerId: this.containers.get(key) ?? '',
-      ...(this.netnsPaths.has(key) ? { netns: this.netnsPaths.get(key)! } : {}),
-      ...(reservedUntil !== undefined ? { reservedUntil } : {}),
-    }));
+    const out: StoredLease[] = this.opts.pool
+      .leases()
+      .map(({ key, lease, reservedUntil }) => ({
+        key,
+        ip: lease.ip,
+        eniId: lease.eniId,
+        ...(lease.ip6 ? { ip6: lease.ip6 } : {}),
+        containerId: this.containers.get(key) ?? '',
+        ...(this.netnsPaths.has(key) ? { netns: this.netnsPaths.get(key)! } : {}),
+        ...(reservedUntil !== undefined ? { reservedUntil } : {}),
+      }));
     this.opts.store.save(out);
   }
 
@@ -152,21 +145,10 @@ export class TerwayDaemon {
   async getIPInfo(r: PodRef): Promise<GetInfoReply> {
     const key = this.key(r);
     const lease = this.opts.pool.leaseOf(key);
-    if (!lease) return { IPType: this.ipType, Success: false, IPv4: false, IPv6: false, NetConfs: [], Error: `no IP for ${key}` };
-    // kubelet re-creates a sandbox (ADD of the new one) before it deletes the old one: the old sandbox's
-    // DEL must learn that the pod's network now belongs to another sandbox, not receive it to tear down.
-    const owner = this.containers.get(key);
-    if (owner && r.K8sPodInfraContainerId && owner !== r.K8sPodInfraContainerId) {
-      return {
-        IPType: this.ipType,
-        Success: false,
-        IPv4: false,
-        IPv6: false,
-        NetConfs: [],
-        Error: `${STALE_SANDBOX}: ${key} belongs to sandbox ${owner}`,
-      };
-    }
+    if (!lease)
+      return { IPType: this.ipType, Success: false, IPv4: false, IPv6: false, NetConfs: [], Error: `no IP for ${key}`, ContainerId: '' };
     const meta = await this.opts.pods?.get(r.K8sPodNamespace, r.K8sPodName).catch(() => undefined);
+    // The holder's container ID goes back: the caller may be an older sandbox of the pod (a stale DEL or CHECK).
     return {
       IPType: this.ipType,
       Success: true,
@@ -174,6 +156,7 @@ export class TerwayDaemon {
       IPv6: Boolean(lease.ip6),
       NetConfs: [this.netConf(lease, meta, r.IfName)],
       Error: '',
+      ContainerId: this.containers.get(key) ?? '',
     };
   }
 

@@ -94,6 +94,27 @@ async function giveBack(podNs: Netns, hostNs: Netns, mac: string): Promise<boole
   return true;
 }
 
+/** An ENI moved into a pod by setupExclusivePod (its alias keeps its host name). */
+export function isExclusiveEniLink(l: link.Link): boolean {
+  return l.alias?.startsWith(ALIAS_PREFIX) === true;
+}
+
+/**
+ * The pod's side only (a stale DEL of an older sandbox): the ENI back to the host if this netns
+ * holds it, the Service veth deleted from inside (its host end goes with it). Idempotent.
+ */
+export async function releaseExclusiveNetns(hostNs: Netns, podNs: Netns, mac: string): Promise<void> {
+  await giveBack(podNs, hostNs, mac);
+  const veth = await link.find(podNs, SERVICE_IF);
+  if (veth?.kind === 'veth') {
+    try {
+      await link.del(podNs, veth.index);
+    } catch (e) {
+      if (!isNotFoundError(e)) throw e;
+    }
+  }
+}
+
 /** DEL: the ENI back to the host (if the pod netns still holds it), the host veth gone. Idempotent. */
 export async function teardownExclusivePod(
   hostNs: Netns,

@@ -66,7 +66,16 @@ export const TERWAY_DESCRIPTOR = {
         }),
         AllocIPReply: msg({ Success: 'bool', IPType: 'IPType', IPv4: 'bool', IPv6: 'bool', NetConfs: 'repeated NetConf' }),
         ReleaseIPReply: msg({ Success: 'bool', IPv4: 'bool', IPv6: 'bool' }),
-        GetInfoReply: msg({ IPType: 'IPType', Success: 'bool', IPv4: 'bool', IPv6: 'bool', NetConfs: 'repeated NetConf', Error: 'string' }),
+        // ContainerId (ours, field 7): the sandbox holding the lease, so a DEL of an older sandbox leaves the live one alone.
+        GetInfoReply: msg({
+          IPType: 'IPType',
+          Success: 'bool',
+          IPv4: 'bool',
+          IPv6: 'bool',
+          NetConfs: 'repeated NetConf',
+          Error: 'string',
+          ContainerId: 'string',
+        }),
         EventRequest: msg({
           EventTarget: 'EventTarget',
           K8sPodName: 'string',
@@ -115,12 +124,7 @@ export interface ReleaseIPReply {
   IPv4: boolean;
   IPv6: boolean;
 }
-/**
- * GetIPInfo's Error for a sandbox that no longer owns its pod's lease (a stale DEL after kubelet re-created
- * the sandbox): the CNI binary then cleans only that sandbox's own netns and releases nothing.
- */
-export const STALE_SANDBOX = 'stale sandbox';
-
+/** ContainerId: the sandbox (K8sPodInfraContainerId) whose AllocIP holds the lease; '' when unknown. */
 export interface GetInfoReply {
   IPType: string;
   Success: boolean;
@@ -128,6 +132,7 @@ export interface GetInfoReply {
   IPv6: boolean;
   NetConfs: NetConf[];
   Error: string;
+  ContainerId: string;
 }
 export interface EventRequest {
   EventTarget: string;
