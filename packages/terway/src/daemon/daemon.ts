@@ -78,17 +78,15 @@ export class TerwayDaemon {
   }
 
   private persist(): void {
-    const out: StoredLease[] = this.opts.pool
-      .leases()
-      .map(({ key, lease, reservedUntil }) => ({
-        key,
-        ip: lease.ip,
-        eniId: lease.eniId,
-        ...(lease.ip6 ? { ip6: lease.ip6 } : {}),
-        containerId: this.containers.get(key) ?? '',
-        ...(this.netnsPaths.has(key) ? { netns: this.netnsPaths.get(key)! } : {}),
-        ...(reservedUntil !== undefined ? { reservedUntil } : {}),
-      }));
+    const out: StoredLease[] = this.opts.pool.leases().map(({ key, lease, reservedUntil }) => ({
+      key,
+      ip: lease.ip,
+      eniId: lease.eniId,
+      ...(lease.ip6 ? { ip6: lease.ip6 } : {}),
+      containerId: this.containers.get(key) ?? '',
+      ...(this.netnsPaths.has(key) ? { netns: this.netnsPaths.get(key)! } : {}),
+      ...(reservedUntil !== undefined ? { reservedUntil } : {}),
+    }));
     this.opts.store.save(out);
   }
 
