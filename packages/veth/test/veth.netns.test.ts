@@ -459,6 +459,10 @@ describe('veth stale DEL (the runtime re-created the sandbox)', () => {
       'ip link set mvb name eth0 && ip addr add 10.6.1.5/16 dev eth0 && ip link set eth0 up && ip route add default via 10.6.0.254 dev eth0 onlink',
     );
     await t.pod.cleanup();
+    // The kernel destroys a deleted namespace's devices asynchronously: A's host end goes a moment later.
+    for (let i = 0; i < 100 && (await json<IpLink[]>(t.host, 'ip -j link show')).some((l) => l.ifname === hostVethName(cidA)); i++) {
+      await new Promise((r) => setTimeout(r, 50));
+    }
     const prevB = prevResult(v, 'eth0', [{ address: '10.6.1.5/16', gateway: '10.6.0.254' }], b.ns.path);
     const addB = await call(t, { command: 'ADD', conf: vethConf(v, prevB), containerId: cidB, netns: b.ns.path });
     expect(addB.code).toBe(0);
