@@ -1,0 +1,54 @@
+// API server relay of one lab node: `node relay.cjs <netns path> <port>`.
+//
+// The test API server listens on 127.0.0.1:<port> in the host's network namespace only; a node's kubelet and
+// daemons (own netns) must reach it at the very same URL so that the server certificate (SAN IP:127.0.0.1) and
+// the kubeconfigs stay unchanged. The listening socket is created while the thread is inside the node's netns
+// (a socket stays in the namespace it was created in), every accepted connection is then forwarded to
+// 127.0.0.1:<port> dialled from the host namespace, where the thread runs again.
+//
+// Bundled by lab.ts with esbuild (it imports netlib, which Node's type stripping alone cannot load).
+import * as net from 'node:net';
+import { openNetns, runInNetns } from '@cnikit/netlib';
+
+const LOOPBACK = new Set(['127.0.0.1', '::ffff:127.0.0.1', '::1']);
+
+function pipe(client: net.Socket, port: number): void {
+  const upstream = net.connect({ host: '127.0.0.1', port });
+  // Half-close both ways: TLS close_notify and HTTP/2 GOAWAY must reach the other side before the FIN.
+  client.pipe(upstream);
+  upstream.pipe(client);
+  const drop = (): void => {
+    client.destroy();
+    upstream.destroy();
+  };
+  client.on('error', drop);
+  upstream.on('error', drop);
+  client.on('close', () => upstream.end());
+  upstream.on('close', () => client.end());
+}
+
+function main(): void {
+  const [nsPath, portArg] = process.argv.slice(2);
+  const port = Number(portArg);
+  if (!nsPath || !Number.isInteger(port) || port <= 0) {
+    console.error('usage: relay <netns path> <port>');
+    process.exit(2);
+  }
+  const ns = openNetns(nsPath);
+  // listen() creates and binds the socket synchronously only without a host (with one it resolves it first, on a
+  // later tick, when the thread is back home): so it binds the wildcard address, and connections that did not
+  // come in over loopback are refused below. The socket exists before runInNetns returns.
+  const server = runInNetns(ns, () => net.createServer((c) => {
+    if (LOOPBACK.has(c.localAddress ?? '')) pipe(c, port);
+    else c.destroy();
+  }).listen({ port, backlog: 128 }));
+  ns.close();
+  server.on('listening', () => console.log(`relay: listening on 127.0.0.1:${port} in ${nsPath}`));
+  server.on('error', (err) => {
+    console.error(`relay: ${err.message}`);
+    process.exit(1);
+  });
+  process.on('SIGTERM', () => process.exit(0));
+}
+
+main();
