@@ -5,8 +5,9 @@ module.exports = {
   displayName: 'e2e',
   rootDir: __dirname,
   testMatch: ['<rootDir>/**/*.test.ts'],
-  // the kernel lab is its own tier (qemu; e2e/kernel-lab/jest.config.js), run by tools/test-all.sh
-  testPathIgnorePatterns: ['/node_modules/', '<rootDir>/kernel-lab/'],
+  // the kernel lab (qemu; e2e/kernel-lab/jest.config.js) and the real nodes (e2e/node/jest.config.js) are tiers of
+  // their own, run by tools/test-all.sh
+  testPathIgnorePatterns: ['/node_modules/', '<rootDir>/kernel-lab/', '<rootDir>/node/'],
   testTimeout: 180_000,
   maxWorkers: 1,
   globalSetup: '<rootDir>/global-setup.ts',

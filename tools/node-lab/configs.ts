@@ -24,14 +24,16 @@ disabled_plugins = [${DISABLED.map(q).join(', ')}]
     address = ${q(`${c}/containerd.sock.ttrpc`)}
   [plugins.'io.containerd.internal.v1.opt']
     path = ${q(`${c}/opt`)}
+  # at most 42 characters (containerd refuses longer ones): /run/containerd is the node's own (its mount namespace)
   [plugins.'io.containerd.shim.v1.manager']
-    socket_dir = ${q(`${c}/s`)}
+    socket_dir = '/run/containerd/s'
   [plugins.'io.containerd.cri.v1.images']
     snapshotter = 'overlayfs'
     [plugins.'io.containerd.cri.v1.images'.pinned_images]
       sandbox = ${q(sandboxImage)}
   [plugins.'io.containerd.cri.v1.runtime']
-    netns_mounts_under_state_dir = true
+    # pod netns under /var/run/netns, the node's own /run (lab.ts binds it per node) as on a real node
+    netns_mounts_under_state_dir = false
     # runc cannot lower oom_score_adj without CAP_SYS_RESOURCE (sandboxes would fail to start)
     restrict_oom_score_adj = true
     ignore_deprecation_warnings = ['io.containerd.deprecation/cgroup-v1']
@@ -47,8 +49,8 @@ disabled_plugins = [${DISABLED.map(q).join(', ')}]
           Root = ${q(`${c}/runc`)}
           SystemdCgroup = false
     [plugins.'io.containerd.cri.v1.runtime'.cni]
-      bin_dirs = [${q(path.join(dir, 'cni', 'bin'))}]
-      conf_dir = ${q(path.join(dir, 'cni', 'net.d'))}
+      bin_dirs = ['/opt/cni/bin']
+      conf_dir = '/etc/cni/net.d'
       max_conf_num = 1
   [plugins.'io.containerd.grpc.v1.cri']
     stream_server_address = '127.0.0.1'

@@ -146,8 +146,20 @@ export const KUBELET_SYSCTLS = ['vm/overcommit_memory', 'vm/panic_on_oom', 'kern
   'kernel/keys/root_maxkeys', 'kernel/keys/root_maxbytes'];
 /** Checked by the leak check as well (the bridge plugin must have changed it only inside node netns). */
 const CHECKED_SYSCTLS = [...KUBELET_SYSCTLS, 'net/ipv4/ip_forward'];
-/** Host paths kubelet and containerd use whatever their config says; bind-mounted per node, created if absent. */
-export const HOST_MOUNT_POINTS = ['/var/lib/kubelet', '/var/log/containers', '/var/lib/cni', '/run/containerd', '/run/netns'];
+/**
+ * Host paths each node gets its own copy of, bind-mounted in its mount namespace (created on the host if absent):
+ * those kubelet and containerd use whatever their config says, /run (sockets of node daemons such as
+ * /run/coild.sock, pod netns under /run/netns) and the standard CNI dirs, so that manifests written for real
+ * nodes (hostPath /opt/cni/bin, /etc/cni/net.d, /run) work unchanged.
+ */
+export const HOST_MOUNT_POINTS = ['/var/lib/kubelet', '/var/log/containers', '/var/lib/cni', '/run', '/opt/cni/bin', '/etc/cni/net.d'];
+
+/** `p` and its ancestors that do not exist, outermost first (what mkdir -p would create). */
+function missingDirs(p: string): string[] {
+  const out: string[] = [];
+  for (let d = p; !fs.existsSync(d); d = path.dirname(d)) out.unshift(d);
+  return out;
+}
 
 export interface Baseline {
   sysctls: Record<string, string>;
@@ -181,7 +193,7 @@ export function snapshotHost(): Baseline {
   for (const k of CHECKED_SYSCTLS) sysctls[k] = readSysctl(k);
   return {
     sysctls,
-    createdDirs: HOST_MOUNT_POINTS.filter((p) => !fs.existsSync(p)),
+    createdDirs: HOST_MOUNT_POINTS.flatMap(missingDirs),
     links: hostLinks(),
     nftTables: nftTables(),
     iptablesKube: iptablesKube(),

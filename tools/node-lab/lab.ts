@@ -31,7 +31,8 @@ export const HOST_LINK = `${PREFIX}-h0`;
 export const HOST_IP = '198.51.100.1';
 export const IMAGE = 'lab.local/busybox:1.35';
 export const MAX_NODES = 8;
-const ROOT = path.resolve(import.meta.dirname, '..', '..');
+// CommonJS under jest (__dirname); ES module under Node's type stripping, where cluster.mjs sets CNIKIT_REPO_ROOT.
+const ROOT = typeof __dirname === 'string' ? path.resolve(__dirname, '..', '..') : (process.env.CNIKIT_REPO_ROOT ?? process.cwd());
 
 export interface LabNode {
   name: string;
@@ -223,13 +224,21 @@ function prepareMountNamespaces(lab: Lab): void {
   for (const p of HOST_MOUNT_POINTS) fs.mkdirSync(p, { recursive: true });
 }
 
-const hostDirOf = (node: LabNode, p: string): string => path.join(node.dir, `host${p.replace(/\//g, '_')}`);
+/** Where a node keeps its copy of host path `p`: the CNI dirs are the node's own, the rest under host_<path>. */
+function hostDirOf(node: LabNode, p: string): string {
+  if (p === '/opt/cni/bin') return node.cniBinDir;
+  if (p === '/etc/cni/net.d') return node.cniConfDir;
+  return path.join(node.dir, `host${p.replace(/\//g, '_')}`);
+}
 
 function createMountNamespace(node: LabNode): void {
   const binds = HOST_MOUNT_POINTS.map((p) => {
     fs.mkdirSync(hostDirOf(node, p), { recursive: true });
     return `mount --bind '${hostDirOf(node, p)}' '${p}'`;
   });
+  // Pod netns files (containerd mounts them under /run/netns) must propagate into node daemons' containers that
+  // mount /run/netns with HostToContainer (coild): a shared mount, as `ip netns` makes it on a real host.
+  binds.push('mkdir -p /run/netns', "mount --bind /run/netns /run/netns", 'mount --make-shared /run/netns');
   fs.writeFileSync(node.mountNs, '');
   run('unshare', [`--mount=${node.mountNs}`, '--propagation', 'private', 'sh', '-ec', binds.join('\n')]);
 }
@@ -283,8 +292,12 @@ async function startNode(lab: Lab, node: LabNode, relay: string, image: string, 
     { PATH: `${lab.bins.containerdDir}:${process.env.PATH}` });
   // The relay runs on the host (it reaches the API server there) and puts only its listening socket in the node.
   node.pids.relay = spawnLogged(lab, `${node.id}-relay`, process.execPath, [relay, `/run/netns/${node.netns}`, String(lab.apiPort)], {});
-  await waitUntil(`containerd of ${node.name}`, 60_000, () => tryRun(lab.bins.crictl, ['-r', `unix://${node.containerdSocket}`, 'info']).ok,
-    () => deadDaemon(lab, node));
+  let last = '';
+  await waitUntil(() => `containerd of ${node.name} (crictl info: ${last})`, 60_000, () => {
+    const r = tryRun(lab.bins.crictl, ['-r', `unix://${node.containerdSocket}`, 'info']);
+    last = r.out.slice(-300);
+    return r.ok;
+  }, () => deadDaemon(lab, node));
   run(lab.bins.ctr, ['-a', node.containerdSocket, '-n', 'k8s.io', 'images', 'import', image]);
   nodeCredentials(lab, node);
   fs.writeFileSync(path.join(node.dir, 'kubelet', 'config.yaml'), kubeletConfig(node, lab.caFile));
@@ -304,7 +317,7 @@ function deadDaemon(lab: Lab, node: LabNode): string | undefined {
   return undefined;
 }
 
-async function waitUntil(what: string, timeoutMs: number, ok: () => boolean | Promise<boolean>, dead?: () => string | undefined): Promise<void> {
+async function waitUntil(what: string | (() => string), timeoutMs: number, ok: () => boolean | Promise<boolean>, dead?: () => string | undefined): Promise<void> {
   const deadline = Date.now() + timeoutMs;
   while (Date.now() < deadline) {
     const d = dead?.();
@@ -312,7 +325,7 @@ async function waitUntil(what: string, timeoutMs: number, ok: () => boolean | Pr
     if (await ok()) return;
     await sleep(250);
   }
-  throw new Error(`nodes: timed out after ${timeoutMs} ms waiting for ${what}`);
+  throw new Error(`nodes: timed out after ${timeoutMs} ms waiting for ${typeof what === 'string' ? what : what()}`);
 }
 
 /** A client certificate system:node:<name> (group system:nodes) signed by the cluster CA, and its kubeconfig. */

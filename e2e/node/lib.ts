@@ -1,0 +1,157 @@
+/**
+ * The node tier's harness: one API server (packages/kube testing cluster) and real nodes of tools/node-lab per
+ * test file, driven through kubectl (the v1.37 kubectl the lab builds) as a user would.
+ */
+import { execFile } from 'node:child_process';
+import * as fs from 'node:fs';
+import * as os from 'node:os';
+import * as path from 'node:path';
+import { eventually as kitEventually, startCluster, stopCluster, type ClusterInfo } from '@cnikit/kube-testing';
+import { downNodes, ensureNodeBinaries, labDirOf, missingPrerequisites, nodeRun, upNodes, type Lab, type LabNode } from '../../tools/node-lab/lab';
+import { IS_CI } from '../lib/paths';
+
+export interface NodeEnv {
+  cluster: ClusterInfo;
+  lab: Lab;
+}
+
+/**
+ * What this file cannot run without: under CI=true the caller fails with the message, elsewhere it skips and
+ * says why. The binaries themselves are built (cached) by beforeAll, not counted as missing.
+ */
+export function nodePrerequisites(extra: string[] = []): string | undefined {
+  const missing = [...missingPrerequisites(), ...extra];
+  return missing.length ? `node tier needs: ${missing.join(', ')}` : undefined;
+}
+
+/** describe, or describe.skip with the reason in the name (and a warning), or a failing test under CI. */
+export function describeNodes(name: string, missing: string | undefined, fn: () => void): void {
+  if (!missing) {
+    describe(name, fn);
+  } else if (IS_CI) {
+    describe(name, () => test('prerequisites', () => { throw new Error(missing); }));
+  } else {
+    console.warn(`[node] skipping "${name}": ${missing}`);
+    describe.skip(`${name} (skipped: ${missing})`, fn);
+  }
+}
+
+const log = (m: string): void => { if (process.env.CNIKIT_NODE_VERBOSE) console.log(m); };
+
+export async function startNodes(nodes: number, cni: 'bridge' | 'none'): Promise<NodeEnv> {
+  ensureNodeBinaries(log);
+  const stateDir = fs.mkdtempSync(path.join(os.tmpdir(), 'cnikit-node-'));
+  const cluster = await startCluster({
+    stateDir, log,
+    apiServerArgs: ['--kubelet-preferred-address-types=InternalIP,Hostname,InternalDNS,ExternalDNS,ExternalIP'],
+  });
+  try {
+    return { cluster, lab: await upNodes({ clusterDir: cluster.stateDir, nodes, cni, log }) };
+  } catch (err) {
+    await stopCluster(cluster);
+    throw err;
+  }
+}
+
+/** Tears the lab down (returns the leaks), then the API server. Idempotent. */
+export async function stopNodes(env: NodeEnv | undefined): Promise<string[]> {
+  if (!env) return [];
+  const leaks = await downNodes(labDirOf(env.cluster.stateDir), { log });
+  await stopCluster(env.cluster);
+  return leaks;
+}
+
+export interface KubectlResult { code: number; stdout: string; stderr: string }
+
+export function kubectl(env: NodeEnv, args: string[], input?: string): Promise<KubectlResult> {
+  return new Promise((resolve) => {
+    const child = execFile(env.lab.bins.kubectl, args, { env: { ...process.env, KUBECONFIG: env.cluster.kubeconfig }, timeout: 120_000, maxBuffer: 32 << 20 },
+      (err, stdout, stderr) => resolve({ code: err ? (typeof err.code === 'number' ? err.code : -1) : 0, stdout, stderr }));
+    if (input !== undefined) child.stdin!.end(input);
+  });
+}
+
+/** kubectl that must succeed; returns stdout. */
+export async function k(env: NodeEnv, args: string[], input?: string): Promise<string> {
+  const r = await kubectl(env, args, input);
+  if (r.code !== 0) throw new Error(`kubectl ${args.join(' ')}: exit ${r.code}: ${r.stderr}${r.stdout}`);
+  return r.stdout;
+}
+
+export async function kjson<T = any>(env: NodeEnv, args: string[]): Promise<T> {
+  return JSON.parse(await k(env, [...args, '-o', 'json'])) as T;
+}
+
+/** Polls until check returns a truthy value (the kit's helper, with the node tier's longer default). */
+export const eventually = <T>(what: string, check: () => Promise<T>, timeoutMs = 120_000): Promise<NonNullable<T>> =>
+  kitEventually(what, check, timeoutMs, 300);
+
+export interface NodeCondition { status: string; reason?: string; message?: string }
+
+export async function readyCondition(env: NodeEnv, node: string): Promise<NodeCondition | undefined> {
+  const n = await kjson(env, ['get', 'node', node]);
+  return (n.status?.conditions ?? []).find((c: { type: string }) => c.type === 'Ready');
+}
+
+/** A pod that stops at once on SIGTERM (sleep as PID 1 would not) and is placed by the scheduler on `node`. */
+export function podYaml(name: string, node: string, labels: Record<string, string> = {}): string {
+  return JSON.stringify({
+    apiVersion: 'v1', kind: 'Pod', metadata: { name, labels: { app: 'node-test', ...labels } },
+    spec: {
+      nodeSelector: { 'kubernetes.io/hostname': node }, terminationGracePeriodSeconds: 1,
+      containers: [{ name: 'bb', image: 'lab.local/busybox:1.35', imagePullPolicy: 'Never', command: ['sh', '-c', "trap 'exit 0' TERM; sleep 3600 & wait"] }],
+    },
+  });
+}
+
+/** One pod per node through the DaemonSet controller and the scheduler. */
+export function daemonSetYaml(name: string): string {
+  return JSON.stringify({
+    apiVersion: 'apps/v1', kind: 'DaemonSet', metadata: { name },
+    spec: {
+      selector: { matchLabels: { ds: name } },
+      template: {
+        metadata: { labels: { ds: name, app: 'node-test' } },
+        spec: {
+          terminationGracePeriodSeconds: 1,
+          containers: [{ name: 'bb', image: 'lab.local/busybox:1.35', imagePullPolicy: 'Never', command: ['sh', '-c', "trap 'exit 0' TERM; sleep 3600 & wait"] }],
+        },
+      },
+    },
+  });
+}
+
+export interface PodInfo { name: string; node: string; ip: string; phase: string }
+
+export async function pods(env: NodeEnv, selector = 'app=node-test'): Promise<PodInfo[]> {
+  const list = await kjson(env, ['get', 'pods', '-l', selector]);
+  return list.items.map((p: any) => ({ name: p.metadata.name, node: p.spec.nodeName ?? '', ip: p.status.podIP ?? '', phase: p.status.phase }));
+}
+
+/** Waits until `count` pods of the selector run and have an address. */
+export async function runningPods(env: NodeEnv, count: number, selector = 'app=node-test'): Promise<PodInfo[]> {
+  return eventually(`${count} pods Running (${selector})`, async () => {
+    const list = await pods(env, selector);
+    const ready = list.filter((p) => p.phase === 'Running' && p.ip);
+    if (ready.length === count) return ready;
+    throw new Error(list.map((p) => `${p.name} ${p.phase} ${p.node} ${p.ip}`).join('; ') || 'no pods');
+  }, 180_000);
+}
+
+/** ping from inside a pod (kubectl exec through the API server to the node's kubelet). */
+export async function ping(env: NodeEnv, from: PodInfo, to: string): Promise<KubectlResult> {
+  return kubectl(env, ['exec', from.name, '--', 'ping', '-c', '2', '-W', '3', to]);
+}
+
+/** Links, routes (all tables), rules and neighbours of a node's network namespace, one per line. */
+export function nodeNetState(node: LabNode): { links: string[]; routes: string[]; rules: string[] } {
+  const lines = (s: string): string[] => s.split('\n').map((l) => l.trim()).filter(Boolean);
+  return {
+    links: lines(nodeRun(node, ['ip', '-o', 'link', 'show'])).map((l) => l.split(':')[1].trim().split('@')[0]),
+    // without the kernel's own (local table, IPv6 link-local) and link state flags (linkdown)
+    routes: lines(nodeRun(node, ['ip', 'route', 'show', 'table', 'all']))
+      .filter((l) => !/^(local|broadcast|multicast|anycast) /.test(l) && !/table local/.test(l) && !l.startsWith('fe80::/64 '))
+      .map((l) => l.replace(/ linkdown\b/, '')),
+    rules: lines(nodeRun(node, ['ip', 'rule'])),
+  };
+}
