@@ -2,13 +2,13 @@
  * The node tier's harness: one API server (packages/kube testing cluster) and real nodes of tools/node-lab per
  * test file, driven through kubectl (the v1.37 kubectl the lab builds) as a user would.
  */
-import { execFile } from 'node:child_process';
+import { execFile, execFileSync } from 'node:child_process';
 import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
 import { eventually as kitEventually, startCluster, stopCluster, type ClusterInfo } from '@cnikit/kube-testing';
 import { downNodes, ensureNodeBinaries, labDirOf, missingPrerequisites, nodeRun, upNodes, type Lab, type LabNode } from '../../tools/node-lab/lab';
-import { IS_CI } from '../lib/paths';
+import { IS_CI, REPO_ROOT } from '../lib/paths';
 
 export interface NodeEnv {
   cluster: ClusterInfo;
@@ -42,7 +42,7 @@ export async function startNodes(nodes: number, cni: 'bridge' | 'none'): Promise
   ensureNodeBinaries(log);
   const stateDir = fs.mkdtempSync(path.join(os.tmpdir(), 'cnikit-node-'));
   const cluster = await startCluster({
-    stateDir, log,
+    stateDir, log, serviceAccounts: true,
     apiServerArgs: ['--kubelet-preferred-address-types=InternalIP,Hostname,InternalDNS,ExternalDNS,ExternalIP'],
   });
   try {
@@ -154,4 +154,27 @@ export function nodeNetState(node: LabNode): { links: string[]; routes: string[]
       .map((l) => l.replace(/ linkdown\b/, '')),
     rules: lines(nodeRun(node, ['ip', 'rule'])),
   };
+}
+
+/** `npm run images -- <families>`: the OCI archives the manifests' images come from (dist/images/<family>.tar). */
+export function buildImages(families: string[]): Record<string, string> {
+  const out = execFileSync(process.execPath, [path.join(REPO_ROOT, 'tools', 'images', 'images.mjs'), ...families], {
+    encoding: 'utf8',
+    stdio: ['ignore', 'pipe', 'inherit'],
+    timeout: 600_000,
+  });
+  const files: Record<string, string> = {};
+  for (const line of out.trim().split('\n')) {
+    const [ref, file] = line.split(' ');
+    const family = families.find((f) => ref!.includes(`/cnikit/${f}:`));
+    if (family && file) files[family] = file;
+  }
+  for (const f of families) if (!files[f]) throw new Error(`images.mjs built no image for ${f}:\n${out}`);
+  return files;
+}
+
+/** Pods of a label selector in a namespace, with their node and address. */
+export async function podsIn(env: NodeEnv, namespace: string, selector: string): Promise<PodInfo[]> {
+  const list = await kjson(env, ['get', 'pods', '-n', namespace, '-l', selector]);
+  return list.items.map((p: any) => ({ name: p.metadata.name, node: p.spec.nodeName ?? '', ip: p.status.podIP ?? '', phase: p.status.phase }));
 }

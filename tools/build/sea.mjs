@@ -5,6 +5,10 @@
 //
 //   node tools/build/sea.mjs [--fixtures] [--out DIR] [--only a,b] [--startup snapshot|codecache]
 //                            [--minify] [--no-warm-lazy] [--no-train] [--no-strip] [--no-multicall] [--allow-missing-addons] [--force]
+//                            [--unit NAME=prog,prog,...]
+//
+// --unit builds only one multi-call executable NAME holding the named programs (daemons and image tools
+// included): what an image carries (tools/images/images.mjs).
 import * as fs from 'node:fs';
 import { createRequire } from 'node:module';
 import * as path from 'node:path';
@@ -33,6 +37,7 @@ const { values: opt } = parseArgs({
     multicall: { type: 'boolean', default: true },
     'allow-missing-addons': { type: 'boolean', default: false },
     force: { type: 'boolean', default: false },
+    unit: { type: 'string' },
   },
   allowNegative: true,
 });
@@ -42,7 +47,8 @@ const log = (msg) => process.stderr.write(`[sea] ${msg}\n`);
 
 /** One executable to write: a single program, or the multi-call one holding them all. */
 function units(targets) {
-  const list = targets.map((t) => ({ name: t.name, programs: [t], multicall: false }));
+  if (opt.unit) return [customUnit(targets, opt.unit)];
+  const list = targets.filter((t) => !t.tool).map((t) => ({ name: t.name, programs: [t], multicall: false }));
   const cniTargets = targets.filter((t) => t.cni);
   if (opt.multicall && cniTargets.length > 0) list.push({ name: MULTICALL, programs: cniTargets, multicall: true });
   const only = opt.only?.split(',').filter(Boolean);
@@ -50,6 +56,16 @@ function units(targets) {
   const unknown = only.filter((n) => !list.some((u) => u.name === n));
   if (unknown.length) throw new Error(`--only: no executable named ${unknown.join(', ')}`);
   return list.filter((u) => only.includes(u.name));
+}
+
+/** --unit NAME=a,b,c: one multi-call executable of declared programs (an image's). */
+function customUnit(targets, spec) {
+  const m = /^([a-z0-9][a-z0-9._-]*)=([a-z0-9._,-]+)$/.exec(spec);
+  if (!m) throw new Error(`--unit: NAME=program,program,... (got ${JSON.stringify(spec)})`);
+  const names = m[2].split(',').filter(Boolean);
+  const unknown = names.filter((n) => !targets.some((t) => t.name === n));
+  if (unknown.length) throw new Error(`--unit: no program named ${unknown.join(', ')}`);
+  return { name: m[1], programs: targets.filter((t) => names.includes(t.name)), multicall: true };
 }
 
 async function buildUnit(unit, ctx) {
@@ -146,7 +162,7 @@ async function main() {
     if (!process.env.CNIKIT_SEA_KEEP_WORK) fs.rmSync(runDir, { recursive: true, force: true });
     else log(`work files kept in ${runDir}`);
   }
-  if (!opt.only)
+  if (!opt.only && !opt.unit)
     prune(
       ctx,
       list.map((u) => u.name),

@@ -85,6 +85,7 @@ try {
         stateDir,
         version: opts.version,
         garbageCollector: opts.gc,
+        serviceAccounts: opts.nodes > 0,
         log,
         buildScript: join(here, 'build.sh'),
         // Nodes register a Hostname address (kl-a) that resolves nowhere; exec and logs must dial their IP.

@@ -55,5 +55,32 @@ go_install containerd "$CONTAINERD_VERSION" github.com/containerd/containerd/v2 
 go_install crictl "$CRICTL_VERSION" sigs.k8s.io/cri-tools \
   "-s -w -X sigs.k8s.io/cri-tools/pkg/version.Version=$CRICTL_VERSION" "" cmd/crictl
 
+# The real Multus thin plugin, from the source tree beside the repository (shared/third_party/multus-cni; never
+# vendored here), cached by a digest of its sources.
+MULTUS_SRC="${CNIKIT_MULTUS_SRC:-$HERE/../../../shared/third_party/multus-cni}"
+if [[ -f "$MULTUS_SRC/go.mod" ]]; then
+  key=$(cd "$MULTUS_SRC" && find go.mod go.sum cmd pkg -type f -print0 | sort -z | xargs -0 sha256sum | sha256sum | cut -c1-16)
+  dest="$CACHE/multus/$key"
+  if [[ ! -x "$dest/multus" ]]; then
+    mkdir -p "$CACHE/multus"
+    exec 7>"$CACHE/multus/.build.lock"
+    flock 7
+    if [[ ! -x "$dest/multus" ]]; then
+      start=$(date +%s)
+      log "building multus (thin plugin) from $MULTUS_SRC"
+      out="$CACHE/multus/.work-$key"
+      rm -rf "$out"
+      (cd "$MULTUS_SRC" && GOTOOLCHAIN=local GOFLAGS="${GOFLAGS:-} -buildvcs=false" CGO_ENABLED=0 \
+        nice -n "$NICE" go build -trimpath -ldflags "-s -w" -o "$out/multus" ./cmd/multus)
+      rm -rf "$dest"; mv "$out" "$dest"
+      log "built multus in $(( $(date +%s) - start ))s"
+    fi
+    exec 7>&-
+  fi
+  echo "MULTUS=$dest/multus"
+else
+  log "no Multus source at $MULTUS_SRC (set CNIKIT_MULTUS_SRC): nodes get no multus"
+fi
+
 echo "CONTAINERD_BIN_DIR=$CACHE/containerd/$CONTAINERD_VERSION"
 echo "CRICTL=$CACHE/crictl/$CRICTL_VERSION/crictl"

@@ -103,6 +103,8 @@ export function ensureNodeBinaries(log: (m: string) => void): Record<string, str
     ctr: path.join(kv.CONTAINERD_BIN_DIR, 'ctr'), crictl: kv.CRICTL,
   };
   for (const [k, v] of Object.entries(bins)) if (!v || !fs.existsSync(v)) throw new Error(`nodes: ${k} missing after ${script}`);
+  // optional: built only where the Multus source tree is (shared/third_party/multus-cni)
+  if (kv.MULTUS && fs.existsSync(kv.MULTUS)) bins.multus = kv.MULTUS;
   return bins;
 }
 
@@ -209,6 +211,8 @@ function createNodeNetns(node: LabNode): void {
   run('ip', ['-n', node.netns, 'link', 'set', 'lo', 'up']);
   run('ip', ['-n', node.netns, 'addr', 'add', `${node.ip}/24`, 'dev', 'eth0']);
   run('ip', ['-n', node.netns, 'link', 'set', 'eth0', 'up']);
+  // the kubernetes Service's ClusterIP, answered by the relay (no kube-proxy runs in the lab)
+  run('ip', ['-n', node.netns, 'addr', 'add', '10.0.0.1/32', 'dev', 'lo']);
   const sysctls = ['net.ipv4.ip_forward=0', 'net.ipv4.conf.all.rp_filter=0', 'net.ipv4.conf.default.rp_filter=0',
     'net.ipv4.conf.all.arp_ignore=0', 'net.ipv4.conf.default.arp_ignore=0', 'net.ipv4.conf.all.arp_announce=0',
     'net.ipv4.conf.default.arp_announce=0'];
@@ -232,6 +236,9 @@ function hostDirOf(node: LabNode, p: string): string {
 }
 
 function createMountNamespace(node: LabNode): void {
+  // The host's own mounts under these paths (e.g. /run/netns of `ip netns`) are detached first: hidden under the
+  // binds they would still be found by path (containerd refuses /run/netns when it finds the host's private one).
+  const detach = HOST_MOUNT_POINTS.map((p) => `findmnt -rn -o TARGET | grep -E '^${p}(/|$)' | sort -r | while read -r m; do umount -l "$m"; done`);
   const binds = HOST_MOUNT_POINTS.map((p) => {
     fs.mkdirSync(hostDirOf(node, p), { recursive: true });
     return `mount --bind '${hostDirOf(node, p)}' '${p}'`;
@@ -240,7 +247,7 @@ function createMountNamespace(node: LabNode): void {
   // mount /run/netns with HostToContainer (coild): a shared mount, as `ip netns` makes it on a real host.
   binds.push('mkdir -p /run/netns', "mount --bind /run/netns /run/netns", 'mount --make-shared /run/netns');
   fs.writeFileSync(node.mountNs, '');
-  run('unshare', [`--mount=${node.mountNs}`, '--propagation', 'private', 'sh', '-ec', binds.join('\n')]);
+  run('unshare', [`--mount=${node.mountNs}`, '--propagation', 'private', 'sh', '-ec', [...detach, ...binds].join('\n')]);
 }
 
 /** Starts `argv` detached inside the node's mount and network namespaces; nsenter execs, so the pid is the daemon's. */
@@ -364,6 +371,11 @@ function bundleRelay(lab: Lab): string {
   return out;
 }
 
+/** Imports an image archive (docker-archive or OCI, `npm run images`) into every node's containerd: no registry. */
+export function importImage(lab: Lab, file: string): void {
+  for (const node of lab.nodes) run(lab.bins.ctr, ['-a', node.containerdSocket, '-n', 'k8s.io', 'images', 'import', file], { timeoutMs: 300_000 });
+}
+
 /** Debian bridge + host-local with the node's pod subnet (CNI 1.0.0: what Debian's plugins speak). */
 export function writeBridgeNetwork(node: LabNode): void {
   for (const p of ['bridge', 'host-local', 'portmap']) fs.copyFileSync(`/usr/lib/cni/${p}`, path.join(node.cniBinDir, p));
@@ -389,6 +401,8 @@ export function routePodSubnets(lab: Lab): void {
 /** Controllers that turn workloads into pods (the cluster's own controller manager runs only the GC). */
 const WORKLOAD_CONTROLLERS = ['deployment-controller', 'replicaset-controller', 'daemonset-controller', 'statefulset-controller',
   'job-controller', 'endpointslice-controller',
+  // default ServiceAccounts and the kube-root-ca.crt ConfigMap: what pods using in-cluster config mount
+  'serviceaccount-controller', 'root-ca-certificate-publisher-controller',
   // removes the not-ready taint kubelet registers with once the Node is Ready (else nothing is scheduled)
   'node-lifecycle-controller'];
 
@@ -400,7 +414,7 @@ async function startScheduler(lab: Lab, version: string): Promise<void> {
     `--cert-dir=${path.join(lab.dir, 'scheduler-certs')}`]);
   const kcm = path.join(process.env.CNIKIT_K8S_BIN_DIR ?? path.join(os.homedir(), '.cache', 'cnikit', 'k8s', version), 'kube-controller-manager');
   startOnHost(lab, 'kube-controller-manager', [kcm, ...auth, `--secure-port=${await freePort()}`,
-    `--controllers=${WORKLOAD_CONTROLLERS.join(',')}`, '--use-service-account-credentials=false',
+    `--controllers=${WORKLOAD_CONTROLLERS.join(',')}`, '--use-service-account-credentials=false', `--root-ca-file=${lab.caFile}`,
     `--cert-dir=${path.join(lab.dir, 'kcm-certs')}`]);
 }
 

@@ -11,6 +11,9 @@ import * as net from 'node:net';
 import { openNetns, runInNetns } from '@cnikit/netlib';
 
 const LOOPBACK = new Set(['127.0.0.1', '::ffff:127.0.0.1', '::1']);
+/** The kubernetes Service (ClusterIP 10.0.0.1, port 443): what kube-proxy would send to the API server. */
+const SERVICE_IP = '10.0.0.1';
+const SERVICE_ADDRS = new Set([SERVICE_IP, `::ffff:${SERVICE_IP}`]);
 
 function pipe(client: net.Socket, port: number): void {
   const upstream = net.connect({ host: '127.0.0.1', port });
@@ -27,6 +30,27 @@ function pipe(client: net.Socket, port: number): void {
   upstream.on('close', () => client.end());
 }
 
+/**
+ * A listener in the node's netns forwarding to the API server. listen() creates and binds the socket synchronously
+ * only without a host (with one it resolves it first, on a later tick, when the thread is back home): so it binds
+ * the wildcard address, and connections that did not arrive at one of `accept` are refused.
+ */
+function listenInNode(ns: ReturnType<typeof openNetns>, listenPort: number, accept: Set<string>, apiPort: number, what: string): void {
+  const server = runInNetns(ns, () =>
+    net
+      .createServer((c) => {
+        if (accept.has(c.localAddress ?? '')) pipe(c, apiPort);
+        else c.destroy();
+      })
+      .listen({ port: listenPort, backlog: 128 }),
+  );
+  server.on('listening', () => console.log(`relay: ${what} on port ${listenPort}`));
+  server.on('error', (err) => {
+    console.error(`relay: ${what}: ${err.message}`);
+    process.exit(1);
+  });
+}
+
 function main(): void {
   const [nsPath, portArg] = process.argv.slice(2);
   const port = Number(portArg);
@@ -35,19 +59,10 @@ function main(): void {
     process.exit(2);
   }
   const ns = openNetns(nsPath);
-  // listen() creates and binds the socket synchronously only without a host (with one it resolves it first, on a
-  // later tick, when the thread is back home): so it binds the wildcard address, and connections that did not
-  // come in over loopback are refused below. The socket exists before runInNetns returns.
-  const server = runInNetns(ns, () => net.createServer((c) => {
-    if (LOOPBACK.has(c.localAddress ?? '')) pipe(c, port);
-    else c.destroy();
-  }).listen({ port, backlog: 128 }));
+  listenInNode(ns, port, LOOPBACK, port, `127.0.0.1:${port} in ${nsPath}`);
+  // Pods with in-cluster config (KUBERNETES_SERVICE_HOST) dial the Service; lab.ts puts its address on the node's lo.
+  listenInNode(ns, 443, SERVICE_ADDRS, port, `the kubernetes Service ${SERVICE_IP}:443 in ${nsPath}`);
   ns.close();
-  server.on('listening', () => console.log(`relay: listening on 127.0.0.1:${port} in ${nsPath}`));
-  server.on('error', (err) => {
-    console.error(`relay: ${err.message}`);
-    process.exit(1);
-  });
   process.on('SIGTERM', () => process.exit(0));
 }
 

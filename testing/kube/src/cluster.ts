@@ -28,6 +28,11 @@ export interface ClusterOptions {
   garbageCollector?: boolean;
   /** Extra kube-apiserver flags, e.g. ['--watch-cache-sizes=configmaps#0']. */
   apiServerArgs?: string[];
+  /**
+   * Pods get service account tokens (ServiceAccount admission on): for real nodes whose pods use in-cluster
+   * config (tools/node-lab runs the controllers that create the accounts and publish the CA). Default false.
+   */
+  serviceAccounts?: boolean;
   /** How long to wait for /readyz (ms). Default 60 s. */
   readyTimeoutMs?: number;
   /** Progress messages. */
@@ -163,7 +168,8 @@ function makeCerts(dir: string): void {
   leaf(
     'apiserver',
     '/CN=kube-apiserver',
-    'subjectAltName=IP:127.0.0.1,DNS:localhost,DNS:kubernetes,DNS:kubernetes.default,DNS:kubernetes.default.svc\n' +
+    // 10.0.0.1: the kubernetes Service's ClusterIP, where pods of real nodes (tools/node-lab) reach it
+    'subjectAltName=IP:127.0.0.1,IP:10.0.0.1,DNS:localhost,DNS:kubernetes,DNS:kubernetes.default,DNS:kubernetes.default.svc\n' +
       'keyUsage=critical,digitalSignature,keyEncipherment\nextendedKeyUsage=serverAuth\n',
   );
   leaf('admin', '/O=system:masters/CN=cnikit-admin', 'keyUsage=critical,digitalSignature,keyEncipherment\nextendedKeyUsage=clientAuth\n');
@@ -390,11 +396,11 @@ export async function startCluster(opts: ClusterOptions = {}): Promise<ClusterIn
       `--service-account-key-file=${path.join(certDir, 'sa.pub')}`,
       `--service-account-signing-key-file=${path.join(certDir, 'sa.key')}`,
       '--service-account-issuer=https://kubernetes.default.svc.cluster.local',
-      // Configuration only: no kube-proxy runs, nothing is ever routed to this range.
+      // No kube-proxy runs: only tools/node-lab's relay answers on the kubernetes Service's address (10.0.0.1:443).
       '--service-cluster-ip-range=10.0.0.0/24',
       '--allow-privileged=true',
       // No token/serviceaccount controllers run, so pods must not wait for a default ServiceAccount.
-      '--disable-admission-plugins=ServiceAccount',
+      ...(opts.serviceAccounts ? [] : ['--disable-admission-plugins=ServiceAccount']),
       ...(opts.apiServerArgs ?? []),
     ]);
     const server = `https://127.0.0.1:${apiPort}`;

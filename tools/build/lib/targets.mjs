@@ -12,7 +12,8 @@ export const MULTICALL = 'cnikit';
  * `cni`: listed in the package's "cnikit.cniPlugins" (or the package lists none): it belongs in
  * /opt/cni/bin and in the multi-call executable. Daemons and tools (coild, operators) are
  * deployed as containers, so they stay out of it and do not grow every node's CNI binary.
- * @typedef {{ name: string, entry: string, owner: string, cni: boolean }} Target
+ * `tool`: declared in "cnikit.imageTools" (the install step): built only into images' executables (--unit).
+ * @typedef {{ name: string, entry: string, owner: string, cni: boolean, tool?: boolean, pkg?: string }} Target
  */
 
 /** @returns {Target[]} declared by packages/<pkg>/package.json, sorted by name. */
@@ -28,7 +29,11 @@ export function workspaceTargets(root) {
       ...fromDeclaration(pkg.cnikit?.executables ?? {}, path.join(pkgsDir, dir), manifest).map((t) => ({
         ...t,
         cni: !Array.isArray(cni) || cni.includes(t.name),
+        tool: false,
+        pkg: dir,
       })),
+      // Programs only images carry (inside their multi-call executable): never built on their own.
+      ...fromDeclaration(pkg.cnikit?.imageTools ?? {}, path.join(pkgsDir, dir), manifest).map((t) => ({ ...t, cni: false, tool: true, pkg: dir })),
     );
   }
   return checked(out);
