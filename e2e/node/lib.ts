@@ -7,7 +7,16 @@ import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
 import { eventually as kitEventually, startCluster, stopCluster, type ClusterInfo } from '@cnikit/kube-testing';
-import { downNodes, ensureNodeBinaries, labDirOf, missingPrerequisites, nodeRun, upNodes, type Lab, type LabNode } from '../../tools/node-lab/lab';
+import {
+  downNodes,
+  ensureNodeBinaries,
+  labDirOf,
+  missingPrerequisites,
+  nodeRun,
+  upNodes,
+  type Lab,
+  type LabNode,
+} from '../../tools/node-lab/lab';
 import { IS_CI, REPO_ROOT } from '../lib/paths';
 
 export interface NodeEnv {
@@ -29,20 +38,28 @@ export function describeNodes(name: string, missing: string | undefined, fn: () 
   if (!missing) {
     describe(name, fn);
   } else if (IS_CI) {
-    describe(name, () => test('prerequisites', () => { throw new Error(missing); }));
+    describe(name, () =>
+      test('prerequisites', () => {
+        throw new Error(missing);
+      }),
+    );
   } else {
     console.warn(`[node] skipping "${name}": ${missing}`);
     describe.skip(`${name} (skipped: ${missing})`, fn);
   }
 }
 
-const log = (m: string): void => { if (process.env.CNIKIT_NODE_VERBOSE) console.log(m); };
+const log = (m: string): void => {
+  if (process.env.CNIKIT_NODE_VERBOSE) console.log(m);
+};
 
 export async function startNodes(nodes: number, cni: 'bridge' | 'none'): Promise<NodeEnv> {
   ensureNodeBinaries(log);
   const stateDir = fs.mkdtempSync(path.join(os.tmpdir(), 'cnikit-node-'));
   const cluster = await startCluster({
-    stateDir, log, serviceAccounts: true,
+    stateDir,
+    log,
+    serviceAccounts: true,
     apiServerArgs: ['--kubelet-preferred-address-types=InternalIP,Hostname,InternalDNS,ExternalDNS,ExternalIP'],
   });
   try {
@@ -61,12 +78,20 @@ export async function stopNodes(env: NodeEnv | undefined): Promise<string[]> {
   return leaks;
 }
 
-export interface KubectlResult { code: number; stdout: string; stderr: string }
+export interface KubectlResult {
+  code: number;
+  stdout: string;
+  stderr: string;
+}
 
 export function kubectl(env: NodeEnv, args: string[], input?: string): Promise<KubectlResult> {
   return new Promise((resolve) => {
-    const child = execFile(env.lab.bins.kubectl, args, { env: { ...process.env, KUBECONFIG: env.cluster.kubeconfig }, timeout: 120_000, maxBuffer: 32 << 20 },
-      (err, stdout, stderr) => resolve({ code: err ? (typeof err.code === 'number' ? err.code : -1) : 0, stdout, stderr }));
+    const child = execFile(
+      env.lab.bins.kubectl,
+      args,
+      { env: { ...process.env, KUBECONFIG: env.cluster.kubeconfig }, timeout: 120_000, maxBuffer: 32 << 20 },
+      (err, stdout, stderr) => resolve({ code: err ? (typeof err.code === 'number' ? err.code : -1) : 0, stdout, stderr }),
+    );
     if (input !== undefined) child.stdin!.end(input);
   });
 }
@@ -78,7 +103,21 @@ export async function k(env: NodeEnv, args: string[], input?: string): Promise<s
   return r.stdout;
 }
 
-export async function kjson<T = any>(env: NodeEnv, args: string[]): Promise<T> {
+/** The fields of kubectl's JSON the node tests read. */
+export interface KObject {
+  metadata: { name: string; annotations?: Record<string, string> };
+  spec?: { nodeName?: string };
+  status?: {
+    phase?: string;
+    podIP?: string;
+    conditions?: { type: string; status: string; reason?: string; message?: string }[];
+    nodeInfo?: { kubeletVersion: string; containerRuntimeVersion: string };
+    addresses?: { type: string; address: string }[];
+  };
+}
+export type KList = KObject & { items: KObject[] };
+
+export async function kjson<T = KList>(env: NodeEnv, args: string[]): Promise<T> {
   return JSON.parse(await k(env, [...args, '-o', 'json'])) as T;
 }
 
@@ -86,7 +125,11 @@ export async function kjson<T = any>(env: NodeEnv, args: string[]): Promise<T> {
 export const eventually = <T>(what: string, check: () => Promise<T>, timeoutMs = 120_000): Promise<NonNullable<T>> =>
   kitEventually(what, check, timeoutMs, 300);
 
-export interface NodeCondition { status: string; reason?: string; message?: string }
+export interface NodeCondition {
+  status: string;
+  reason?: string;
+  message?: string;
+}
 
 export async function readyCondition(env: NodeEnv, node: string): Promise<NodeCondition | undefined> {
   const n = await kjson(env, ['get', 'node', node]);
@@ -96,10 +139,20 @@ export async function readyCondition(env: NodeEnv, node: string): Promise<NodeCo
 /** A pod that stops at once on SIGTERM (sleep as PID 1 would not) and is placed by the scheduler on `node`. */
 export function podYaml(name: string, node: string, labels: Record<string, string> = {}): string {
   return JSON.stringify({
-    apiVersion: 'v1', kind: 'Pod', metadata: { name, labels: { app: 'node-test', ...labels } },
+    apiVersion: 'v1',
+    kind: 'Pod',
+    metadata: { name, labels: { app: 'node-test', ...labels } },
     spec: {
-      nodeSelector: { 'kubernetes.io/hostname': node }, terminationGracePeriodSeconds: 1,
-      containers: [{ name: 'bb', image: 'lab.local/busybox:1.35', imagePullPolicy: 'Never', command: ['sh', '-c', "trap 'exit 0' TERM; sleep 3600 & wait"] }],
+      nodeSelector: { 'kubernetes.io/hostname': node },
+      terminationGracePeriodSeconds: 1,
+      containers: [
+        {
+          name: 'bb',
+          image: 'lab.local/busybox:1.35',
+          imagePullPolicy: 'Never',
+          command: ['sh', '-c', "trap 'exit 0' TERM; sleep 3600 & wait"],
+        },
+      ],
     },
   });
 }
@@ -107,35 +160,52 @@ export function podYaml(name: string, node: string, labels: Record<string, strin
 /** One pod per node through the DaemonSet controller and the scheduler. */
 export function daemonSetYaml(name: string): string {
   return JSON.stringify({
-    apiVersion: 'apps/v1', kind: 'DaemonSet', metadata: { name },
+    apiVersion: 'apps/v1',
+    kind: 'DaemonSet',
+    metadata: { name },
     spec: {
       selector: { matchLabels: { ds: name } },
       template: {
         metadata: { labels: { ds: name, app: 'node-test' } },
         spec: {
           terminationGracePeriodSeconds: 1,
-          containers: [{ name: 'bb', image: 'lab.local/busybox:1.35', imagePullPolicy: 'Never', command: ['sh', '-c', "trap 'exit 0' TERM; sleep 3600 & wait"] }],
+          containers: [
+            {
+              name: 'bb',
+              image: 'lab.local/busybox:1.35',
+              imagePullPolicy: 'Never',
+              command: ['sh', '-c', "trap 'exit 0' TERM; sleep 3600 & wait"],
+            },
+          ],
         },
       },
     },
   });
 }
 
-export interface PodInfo { name: string; node: string; ip: string; phase: string }
+export interface PodInfo {
+  name: string;
+  node: string;
+  ip: string;
+  phase: string;
+}
 
 export async function pods(env: NodeEnv, selector = 'app=node-test'): Promise<PodInfo[]> {
-  const list = await kjson(env, ['get', 'pods', '-l', selector]);
-  return list.items.map((p: any) => ({ name: p.metadata.name, node: p.spec.nodeName ?? '', ip: p.status.podIP ?? '', phase: p.status.phase }));
+  return podsIn(env, 'default', selector);
 }
 
 /** Waits until `count` pods of the selector run and have an address. */
 export async function runningPods(env: NodeEnv, count: number, selector = 'app=node-test'): Promise<PodInfo[]> {
-  return eventually(`${count} pods Running (${selector})`, async () => {
-    const list = await pods(env, selector);
-    const ready = list.filter((p) => p.phase === 'Running' && p.ip);
-    if (ready.length === count) return ready;
-    throw new Error(list.map((p) => `${p.name} ${p.phase} ${p.node} ${p.ip}`).join('; ') || 'no pods');
-  }, 180_000);
+  return eventually(
+    `${count} pods Running (${selector})`,
+    async () => {
+      const list = await pods(env, selector);
+      const ready = list.filter((p) => p.phase === 'Running' && p.ip);
+      if (ready.length === count) return ready;
+      throw new Error(list.map((p) => `${p.name} ${p.phase} ${p.node} ${p.ip}`).join('; ') || 'no pods');
+    },
+    180_000,
+  );
 }
 
 /** ping from inside a pod (kubectl exec through the API server to the node's kubelet). */
@@ -145,7 +215,11 @@ export async function ping(env: NodeEnv, from: PodInfo, to: string): Promise<Kub
 
 /** Links, routes (all tables), rules and neighbours of a node's network namespace, one per line. */
 export function nodeNetState(node: LabNode): { links: string[]; routes: string[]; rules: string[] } {
-  const lines = (s: string): string[] => s.split('\n').map((l) => l.trim()).filter(Boolean);
+  const lines = (s: string): string[] =>
+    s
+      .split('\n')
+      .map((l) => l.trim())
+      .filter(Boolean);
   return {
     links: lines(nodeRun(node, ['ip', '-o', 'link', 'show'])).map((l) => l.split(':')[1].trim().split('@')[0]),
     // without the kernel's own (local table, IPv6 link-local) and link state flags (linkdown)
@@ -176,5 +250,10 @@ export function buildImages(families: string[]): Record<string, string> {
 /** Pods of a label selector in a namespace, with their node and address. */
 export async function podsIn(env: NodeEnv, namespace: string, selector: string): Promise<PodInfo[]> {
   const list = await kjson(env, ['get', 'pods', '-n', namespace, '-l', selector]);
-  return list.items.map((p: any) => ({ name: p.metadata.name, node: p.spec.nodeName ?? '', ip: p.status.podIP ?? '', phase: p.status.phase }));
+  return list.items.map((p) => ({
+    name: p.metadata.name,
+    node: p.spec?.nodeName ?? '',
+    ip: p.status?.podIP ?? '',
+    phase: p.status?.phase ?? '',
+  }));
 }

@@ -8,7 +8,8 @@
 # On a machine that already has everything it only checks, in a few seconds.
 #
 #   4. unless --minimal: the test cluster binaries (tools/cluster/build.sh), the moto EC2 emulator
-#      (tools/moto/setup.sh), the kernel lab's qemu, guest kernel and initramfs (e2e/kernel-lab/build.sh).
+#      (tools/moto/setup.sh), the kernel lab's qemu, guest kernel and initramfs (e2e/kernel-lab/build.sh),
+#      the real-node binaries (tools/node-lab/build.sh: kubelet, kube-scheduler, kubectl, containerd, crictl, Multus).
 # Usage: bash tools/ci/setup.sh [--quiet] [--minimal]
 # Env:   CNIKIT_CACHE (default ~/.cache/cnikit), CNIKIT_FORCE_NPM_CI=1 (always run npm ci),
 #        CNIKIT_SKIP_NPM=1 (leave node_modules alone).
@@ -17,7 +18,7 @@ set -euo pipefail
 CNITOOL_VERSION=v1.3.1
 APT_PACKAGES=(
   podman runc conmon containernetworking-plugins
-  iproute2 iptables nftables busybox-static util-linux procps time
+  iproute2 iptables nftables busybox-static util-linux procps time openssl
   iputils-ping iputils-arping openssl kmod strace
   make g++ python3 ca-certificates
 )
@@ -164,6 +165,17 @@ if [[ $MINIMAL == 0 && -f "$ROOT/tools/cluster/build.sh" ]]; then
     bash "$ROOT/tools/cluster/build.sh" >/dev/null || die "tools/cluster/build.sh failed"
   else
     bash "$ROOT/tools/cluster/build.sh" || die "tools/cluster/build.sh failed"
+  fi
+fi
+
+if [[ $MINIMAL == 0 && -f "$ROOT/tools/node-lab/build.sh" ]]; then
+  # Real nodes for the node tier (tools/node-lab): kubelet, kube-scheduler and kubectl of the same release, containerd,
+  # crictl and the Multus thin plugin from ../shared/third_party/multus-cni, each cached by version.
+  step "real-node binaries (tools/node-lab/build.sh)"
+  if [[ $QUIET == 1 ]]; then
+    bash "$ROOT/tools/node-lab/build.sh" >/dev/null || die "tools/node-lab/build.sh failed"
+  else
+    bash "$ROOT/tools/node-lab/build.sh" || die "tools/node-lab/build.sh failed"
   fi
 fi
 

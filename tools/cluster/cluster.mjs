@@ -40,7 +40,9 @@ process.env.CNIKIT_REPO_ROOT = root;
 const lab = await import('../node-lab/lab.ts');
 
 function usage(code) {
-  console.error('usage: npm run cluster -- up|down|status [--no-gc] [--dir <state dir>] [--version <vX.Y.Z>] [--nodes N] [--cni bridge|none]');
+  console.error(
+    'usage: npm run cluster -- up|down|status [--no-gc] [--dir <state dir>] [--version <vX.Y.Z>] [--nodes N] [--cni bridge|none]',
+  );
   process.exit(code);
 }
 

@@ -142,16 +142,22 @@ export function buildImage(family) {
   const programs = programsOf(family);
   const exeName = `cnikit-${family}`;
   const binDir = path.join(outDir, 'bin');
-  execFileSync(process.execPath, [path.join(root, 'tools', 'build', 'sea.mjs'), '--unit', `${exeName}=${programs.join(',')}`, '--out', binDir], {
-    stdio: ['ignore', 'inherit', 'inherit'],
-  });
+  execFileSync(
+    process.execPath,
+    [path.join(root, 'tools', 'build', 'sea.mjs'), '--unit', `${exeName}=${programs.join(',')}`, '--out', binDir],
+    {
+      stdio: ['ignore', 'inherit', 'inherit'],
+    },
+  );
   const rootfs = path.join(outDir, 'work', family);
   stageRootfs(family, path.join(binDir, exeName), programs, rootfs);
   const file = path.join(outDir, `${family}.tar`);
   const { ref } = writeImage(family, rootfs, file);
   fs.rmSync(rootfs, { recursive: true, force: true });
   const size = fs.statSync(file).size;
-  log(`${family}: ${ref} -> ${path.relative(root, file)} (${(size / 1e6).toFixed(1)} MB) in ${((performance.now() - t0) / 1000).toFixed(1)} s`);
+  log(
+    `${family}: ${ref} -> ${path.relative(root, file)} (${(size / 1e6).toFixed(1)} MB) in ${((performance.now() - t0) / 1000).toFixed(1)} s`,
+  );
   return { family, ref, file, size, programs };
 }
 

@@ -1,11 +1,25 @@
 // Configuration files of a lab node (shared/notes/real-node.md explains each non-default value).
 import * as path from 'node:path';
 
-interface NodeLike { dir: string; name: string; ip: string; podSubnet: string; containerdSocket: string }
+interface NodeLike {
+  dir: string;
+  name: string;
+  ip: string;
+  podSubnet: string;
+  containerdSocket: string;
+}
 
-const DISABLED = ['io.containerd.nri.v1.nri', 'io.containerd.snapshotter.v1.btrfs', 'io.containerd.snapshotter.v1.zfs',
-  'io.containerd.snapshotter.v1.devmapper', 'io.containerd.snapshotter.v1.erofs', 'io.containerd.differ.v1.erofs',
-  'io.containerd.snapshotter.v1.blockfile', 'io.containerd.tracing.processor.v1.otlp', 'io.containerd.internal.v1.tracing'];
+const DISABLED = [
+  'io.containerd.nri.v1.nri',
+  'io.containerd.snapshotter.v1.btrfs',
+  'io.containerd.snapshotter.v1.zfs',
+  'io.containerd.snapshotter.v1.devmapper',
+  'io.containerd.snapshotter.v1.erofs',
+  'io.containerd.differ.v1.erofs',
+  'io.containerd.snapshotter.v1.blockfile',
+  'io.containerd.tracing.processor.v1.otlp',
+  'io.containerd.internal.v1.tracing',
+];
 
 /** containerd 2.x, config version 4: every path under the node dir (a top-level [grpc] would be ignored). */
 export function containerdConfig(dir: string, sandboxImage: string): string {
@@ -95,15 +109,28 @@ maxPods: 250
  * IPAM makes the bridge the pods' gateway, so other nodes' pod subnets are reachable.
  */
 export function bridgeConflist(node: NodeLike): string {
-  return JSON.stringify({
-    cniVersion: '1.0.0',
-    name: 'lab-bridge',
-    plugins: [
-      {
-        type: 'bridge', bridge: 'klbr0', isGateway: true, ipMasq: false, hairpinMode: true,
-        ipam: { type: 'host-local', dataDir: path.join(node.dir, 'cni', 'ipam'), ranges: [[{ subnet: node.podSubnet }]], routes: [{ dst: '0.0.0.0/0' }] },
-      },
-      { type: 'portmap', capabilities: { portMappings: true } },
-    ],
-  }, null, 2);
+  return JSON.stringify(
+    {
+      cniVersion: '1.0.0',
+      name: 'lab-bridge',
+      plugins: [
+        {
+          type: 'bridge',
+          bridge: 'klbr0',
+          isGateway: true,
+          ipMasq: false,
+          hairpinMode: true,
+          ipam: {
+            type: 'host-local',
+            dataDir: path.join(node.dir, 'cni', 'ipam'),
+            ranges: [[{ subnet: node.podSubnet }]],
+            routes: [{ dst: '0.0.0.0/0' }],
+          },
+        },
+        { type: 'portmap', capabilities: { portMappings: true } },
+      ],
+    },
+    null,
+    2,
+  );
 }

@@ -11,7 +11,13 @@ export const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeou
 
 /** Runs a program, returns stdout; throws with its stderr when it fails. */
 export function run(cmd: string, args: string[], opts: { input?: string; env?: NodeJS.ProcessEnv; timeoutMs?: number } = {}): string {
-  const r = spawnSync(cmd, args, { input: opts.input, env: opts.env, encoding: 'utf8', timeout: opts.timeoutMs ?? 120_000, maxBuffer: 64 << 20 });
+  const r = spawnSync(cmd, args, {
+    input: opts.input,
+    env: opts.env,
+    encoding: 'utf8',
+    timeout: opts.timeoutMs ?? 120_000,
+    maxBuffer: 64 << 20,
+  });
   if (r.error) throw new Error(`${cmd} ${args.join(' ')}: ${r.error.message}`);
   if (r.status !== 0) throw new Error(`${cmd} ${args.join(' ')}: exit ${r.status ?? r.signal}: ${(r.stderr || r.stdout).trim()}`);
   return r.stdout;
@@ -52,10 +58,19 @@ export function cmdline(pid: number): string {
 /** SIGTERM, then SIGKILL after graceMs; only when the pid still runs a command line containing `owner`. */
 export async function stopPid(pid: number | undefined, owner: string, graceMs = 10_000): Promise<void> {
   if (!pid || !isAlive(pid) || !cmdline(pid).includes(owner)) return;
-  try { process.kill(pid, 'SIGTERM'); } catch { return; }
+  try {
+    process.kill(pid, 'SIGTERM');
+  } catch {
+    return;
+  }
   const deadline = Date.now() + graceMs;
   while (Date.now() < deadline && isAlive(pid)) await sleep(50);
-  if (isAlive(pid)) try { process.kill(pid, 'SIGKILL'); } catch { /* gone */ }
+  if (isAlive(pid))
+    try {
+      process.kill(pid, 'SIGKILL');
+    } catch {
+      /* gone */
+    }
   while (isAlive(pid) && Date.now() < deadline + 5000) await sleep(20);
 }
 
@@ -98,7 +113,12 @@ export function createCgroupRoot(name: string): void {
     if (pureV2 && m.v2) {
       // On a unified-only host kubelet needs the controllers delegated below its root.
       const ctrls = fs.readFileSync(path.join(m.dir, 'cgroup.subtree_control'), 'utf8').trim().split(/\s+/).filter(Boolean);
-      for (const c of ctrls) try { fs.writeFileSync(path.join(dir, 'cgroup.subtree_control'), `+${c}`); } catch { /* not delegable */ }
+      for (const c of ctrls)
+        try {
+          fs.writeFileSync(path.join(dir, 'cgroup.subtree_control'), `+${c}`);
+        } catch {
+          /* not delegable */
+        }
     }
   }
 }
@@ -107,7 +127,11 @@ function cgroupTree(dir: string): string[] {
   const out: string[] = [];
   const walk = (d: string): void => {
     let entries: fs.Dirent[];
-    try { entries = fs.readdirSync(d, { withFileTypes: true }); } catch { return; }
+    try {
+      entries = fs.readdirSync(d, { withFileTypes: true });
+    } catch {
+      return;
+    }
     for (const e of entries) if (e.isDirectory()) walk(path.join(d, e.name));
     out.push(d);
   };
@@ -123,8 +147,17 @@ export async function removeCgroupRoot(name: string): Promise<string[]> {
     for (const m of cgroupMounts()) {
       for (const dir of cgroupTree(path.join(m.dir, name))) {
         if (!fs.existsSync(dir)) continue;
-        for (const pid of readPids(dir)) try { process.kill(pid, 'SIGKILL'); } catch { /* gone */ }
-        try { fs.rmdirSync(dir); } catch { left.push(dir); }
+        for (const pid of readPids(dir))
+          try {
+            process.kill(pid, 'SIGKILL');
+          } catch {
+            /* gone */
+          }
+        try {
+          fs.rmdirSync(dir);
+        } catch {
+          left.push(dir);
+        }
       }
     }
     if (left.length === 0) return [];
@@ -142,8 +175,14 @@ function readPids(dir: string): number[] {
 }
 
 /** Host-wide (not per netns) settings kubelet writes at start-up; `down` puts the saved values back. */
-export const KUBELET_SYSCTLS = ['vm/overcommit_memory', 'vm/panic_on_oom', 'kernel/panic', 'kernel/panic_on_oops',
-  'kernel/keys/root_maxkeys', 'kernel/keys/root_maxbytes'];
+export const KUBELET_SYSCTLS = [
+  'vm/overcommit_memory',
+  'vm/panic_on_oom',
+  'kernel/panic',
+  'kernel/panic_on_oops',
+  'kernel/keys/root_maxkeys',
+  'kernel/keys/root_maxbytes',
+];
 /** Checked by the leak check as well (the bridge plugin must have changed it only inside node netns). */
 const CHECKED_SYSCTLS = [...KUBELET_SYSCTLS, 'net/ipv4/ip_forward'];
 /**
@@ -176,7 +215,11 @@ export function readSysctl(key: string): string {
 }
 
 function hostLinks(): string[] {
-  return run('ip', ['-o', 'link', 'show']).split('\n').filter(Boolean).map((l) => l.split(':')[1].trim().split('@')[0]).sort();
+  return run('ip', ['-o', 'link', 'show'])
+    .split('\n')
+    .filter(Boolean)
+    .map((l) => l.split(':')[1].trim().split('@')[0])
+    .sort();
 }
 
 function nftTables(): string[] {
@@ -185,7 +228,9 @@ function nftTables(): string[] {
 
 function iptablesKube(): number {
   if (!hasCommand('iptables-save')) return 0;
-  return run('iptables-save', []).split('\n').filter((l) => /KUBE|CNI/.test(l)).length;
+  return run('iptables-save', [])
+    .split('\n')
+    .filter((l) => /KUBE|CNI/.test(l)).length;
 }
 
 export function snapshotHost(): Baseline {
@@ -211,7 +256,10 @@ export function restoreSysctls(base: Baseline): void {
 /** What the lab left on the host compared with `base`: one line per leak, empty when the host is as before. */
 export function hostLeaks(base: Baseline, labDir: string, prefix: string): string[] {
   const leaks: string[] = [];
-  const mounts = fs.readFileSync('/proc/self/mountinfo', 'utf8').split('\n').filter((l) => l.includes(labDir));
+  const mounts = fs
+    .readFileSync('/proc/self/mountinfo', 'utf8')
+    .split('\n')
+    .filter((l) => l.includes(labDir));
   if (mounts.length) leaks.push(`mounts under ${labDir}: ${mounts.length}`);
   const links = hostLinks();
   const newLinks = links.filter((l) => !base.links.includes(l));
@@ -263,10 +311,23 @@ export function busyboxImage(cacheDir: string, tag: string): string {
     fs.writeFileSync(path.join(rootfs, 'etc', 'group'), 'root:x:0:\nnogroup:x:65534:\n');
     const img = path.join(work, 'img');
     fs.mkdirSync(img);
-    run('tar', ['--numeric-owner', '--owner=0', '--group=0', '--sort=name', '--mtime=@0', '-C', rootfs, '-cf', path.join(img, 'layer.tar'), '.']);
+    run('tar', [
+      '--numeric-owner',
+      '--owner=0',
+      '--group=0',
+      '--sort=name',
+      '--mtime=@0',
+      '-C',
+      rootfs,
+      '-cf',
+      path.join(img, 'layer.tar'),
+      '.',
+    ]);
     const diffId = `sha256:${run('sha256sum', [path.join(img, 'layer.tar')]).split(' ')[0]}`;
     const config = JSON.stringify({
-      architecture: 'amd64', os: 'linux', created: '1970-01-01T00:00:00Z',
+      architecture: 'amd64',
+      os: 'linux',
+      created: '1970-01-01T00:00:00Z',
       config: { Env: ['PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin'], Cmd: ['/bin/sleep', 'infinity'] },
       rootfs: { type: 'layers', diff_ids: [diffId] },
     });
@@ -282,4 +343,3 @@ export function busyboxImage(cacheDir: string, tag: string): string {
     fs.rmSync(work, { recursive: true, force: true });
   }
 }
-

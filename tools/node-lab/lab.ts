@@ -20,8 +20,21 @@ import * as net from 'node:net';
 import * as os from 'node:os';
 import * as path from 'node:path';
 import {
-  busyboxImage, createCgroupRoot, hasCommand, hostLeaks, isAlive, pidsMentioning, removeCgroupRoot, restoreSysctls,
-  run, sleep, snapshotHost, stopPid, tryRun, HOST_MOUNT_POINTS, type Baseline,
+  busyboxImage,
+  createCgroupRoot,
+  hasCommand,
+  hostLeaks,
+  isAlive,
+  pidsMentioning,
+  removeCgroupRoot,
+  restoreSysctls,
+  run,
+  sleep,
+  snapshotHost,
+  stopPid,
+  tryRun,
+  HOST_MOUNT_POINTS,
+  type Baseline,
 } from './host.ts';
 import { containerdConfig, kubeletConfig, bridgeConflist } from './configs.ts';
 
@@ -96,11 +109,20 @@ export function ensureNodeBinaries(log: (m: string) => void): Record<string, str
   const script = path.join(ROOT, 'tools', 'node-lab', 'build.sh');
   log(`nodes: checking binaries (${script}; builds once, cached in ~/.cache/cnikit)`);
   const out = run('bash', [script], { timeoutMs: 3_600_000 });
-  const kv = Object.fromEntries(out.split('\n').filter((l) => l.includes('=')).map((l) => [l.slice(0, l.indexOf('=')), l.slice(l.indexOf('=') + 1)]));
+  const kv = Object.fromEntries(
+    out
+      .split('\n')
+      .filter((l) => l.includes('='))
+      .map((l) => [l.slice(0, l.indexOf('=')), l.slice(l.indexOf('=') + 1)]),
+  );
   const bins: Record<string, string> = {
-    kubelet: kv.KUBELET, kubeScheduler: kv.KUBE_SCHEDULER, kubectl: kv.KUBECTL,
-    containerdDir: kv.CONTAINERD_BIN_DIR, containerd: path.join(kv.CONTAINERD_BIN_DIR, 'containerd'),
-    ctr: path.join(kv.CONTAINERD_BIN_DIR, 'ctr'), crictl: kv.CRICTL,
+    kubelet: kv.KUBELET,
+    kubeScheduler: kv.KUBE_SCHEDULER,
+    kubectl: kv.KUBECTL,
+    containerdDir: kv.CONTAINERD_BIN_DIR,
+    containerd: path.join(kv.CONTAINERD_BIN_DIR, 'containerd'),
+    ctr: path.join(kv.CONTAINERD_BIN_DIR, 'ctr'),
+    crictl: kv.CRICTL,
   };
   for (const [k, v] of Object.entries(bins)) if (!v || !fs.existsSync(v)) throw new Error(`nodes: ${k} missing after ${script}`);
   // optional: built only where the Multus source tree is (shared/third_party/multus-cni)
@@ -112,8 +134,16 @@ export function ensureNodeBinaries(log: (m: string) => void): Record<string, str
 export function missingPrerequisites(): string[] {
   const missing: string[] = [];
   if (process.getuid?.() !== 0) missing.push('root (network and mount namespaces, cgroups)');
-  for (const [cmd, pkg] of [['runc', 'runc'], ['busybox', 'busybox-static'], ['nsenter', 'util-linux'], ['unshare', 'util-linux'],
-    ['openssl', 'openssl'], ['ip', 'iproute2'], ['iptables', 'iptables'], ['go', 'Go (/usr/local/go)']]) {
+  for (const [cmd, pkg] of [
+    ['runc', 'runc'],
+    ['busybox', 'busybox-static'],
+    ['nsenter', 'util-linux'],
+    ['unshare', 'util-linux'],
+    ['openssl', 'openssl'],
+    ['ip', 'iproute2'],
+    ['iptables', 'iptables'],
+    ['go', 'Go (/usr/local/go)'],
+  ]) {
     if (!hasCommand(cmd)) missing.push(`${cmd} (${pkg})`);
   }
   for (const p of ['bridge', 'host-local', 'loopback', 'portmap']) {
@@ -132,9 +162,17 @@ function nodeSpec(labDir: string, i: number): LabNode {
   const id = String.fromCharCode(97 + i);
   const dir = path.join(labDir, id);
   return {
-    name: `${PREFIX}-${id}`, id, ip: `198.51.100.${11 + i}`, podSubnet: `10.244.${i + 1}.0/24`, netns: `${PREFIX}-${id}`,
-    dir, mountNs: path.join(labDir, 'ns', id), cniBinDir: path.join(dir, 'cni', 'bin'), cniConfDir: path.join(dir, 'cni', 'net.d'),
-    containerdSocket: path.join(dir, 'containerd', 'containerd.sock'), pids: {},
+    name: `${PREFIX}-${id}`,
+    id,
+    ip: `198.51.100.${11 + i}`,
+    podSubnet: `10.244.${i + 1}.0/24`,
+    netns: `${PREFIX}-${id}`,
+    dir,
+    mountNs: path.join(labDir, 'ns', id),
+    cniBinDir: path.join(dir, 'cni', 'bin'),
+    cniConfDir: path.join(dir, 'cni', 'net.d'),
+    containerdSocket: path.join(dir, 'containerd', 'containerd.sock'),
+    pids: {},
   };
 }
 
@@ -159,8 +197,17 @@ export async function upNodes(opts: UpOptions): Promise<Lab> {
   fs.mkdirSync(path.join(dir, 'logs'), { recursive: true });
   const apiPort = Number(new URL(cluster.server).port);
   const lab: Lab = {
-    dir, clusterDir: cluster.stateDir, kubeconfig: cluster.kubeconfig, server: cluster.server, apiPort, caFile: cluster.caFile,
-    nodes: [], pids: {}, bins, baseline: snapshotHost(), cni: opts.cni ?? 'bridge',
+    dir,
+    clusterDir: cluster.stateDir,
+    kubeconfig: cluster.kubeconfig,
+    server: cluster.server,
+    apiPort,
+    caFile: cluster.caFile,
+    nodes: [],
+    pids: {},
+    bins,
+    baseline: snapshotHost(),
+    cni: opts.cni ?? 'bridge',
   };
   saveLab(lab);
   try {
@@ -213,9 +260,15 @@ function createNodeNetns(node: LabNode): void {
   run('ip', ['-n', node.netns, 'link', 'set', 'eth0', 'up']);
   // the kubernetes Service's ClusterIP, answered by the relay (no kube-proxy runs in the lab)
   run('ip', ['-n', node.netns, 'addr', 'add', '10.0.0.1/32', 'dev', 'lo']);
-  const sysctls = ['net.ipv4.ip_forward=0', 'net.ipv4.conf.all.rp_filter=0', 'net.ipv4.conf.default.rp_filter=0',
-    'net.ipv4.conf.all.arp_ignore=0', 'net.ipv4.conf.default.arp_ignore=0', 'net.ipv4.conf.all.arp_announce=0',
-    'net.ipv4.conf.default.arp_announce=0'];
+  const sysctls = [
+    'net.ipv4.ip_forward=0',
+    'net.ipv4.conf.all.rp_filter=0',
+    'net.ipv4.conf.default.rp_filter=0',
+    'net.ipv4.conf.all.arp_ignore=0',
+    'net.ipv4.conf.default.arp_ignore=0',
+    'net.ipv4.conf.all.arp_announce=0',
+    'net.ipv4.conf.default.arp_announce=0',
+  ];
   run('nsenter', [`--net=/run/netns/${node.netns}`, 'sysctl', '-qw', ...sysctls]);
 }
 
@@ -238,21 +291,29 @@ function hostDirOf(node: LabNode, p: string): string {
 function createMountNamespace(node: LabNode): void {
   // The host's own mounts under these paths (e.g. /run/netns of `ip netns`) are detached first: hidden under the
   // binds they would still be found by path (containerd refuses /run/netns when it finds the host's private one).
-  const detach = HOST_MOUNT_POINTS.map((p) => `findmnt -rn -o TARGET | grep -E '^${p}(/|$)' | sort -r | while read -r m; do umount -l "$m"; done`);
+  const detach = HOST_MOUNT_POINTS.map(
+    (p) => `findmnt -rn -o TARGET | grep -E '^${p}(/|$)' | sort -r | while read -r m; do umount -l "$m"; done`,
+  );
   const binds = HOST_MOUNT_POINTS.map((p) => {
     fs.mkdirSync(hostDirOf(node, p), { recursive: true });
     return `mount --bind '${hostDirOf(node, p)}' '${p}'`;
   });
   // Pod netns files (containerd mounts them under /run/netns) must propagate into node daemons' containers that
   // mount /run/netns with HostToContainer (coild): a shared mount, as `ip netns` makes it on a real host.
-  binds.push('mkdir -p /run/netns', "mount --bind /run/netns /run/netns", 'mount --make-shared /run/netns');
+  binds.push('mkdir -p /run/netns', 'mount --bind /run/netns /run/netns', 'mount --make-shared /run/netns');
   fs.writeFileSync(node.mountNs, '');
   run('unshare', [`--mount=${node.mountNs}`, '--propagation', 'private', 'sh', '-ec', [...detach, ...binds].join('\n')]);
 }
 
 /** Starts `argv` detached inside the node's mount and network namespaces; nsenter execs, so the pid is the daemon's. */
 export function startInNode(lab: Lab, node: LabNode, name: string, argv: string[], env: NodeJS.ProcessEnv = {}): number {
-  const pid = spawnLogged(lab, `${node.id}-${name}`, 'nsenter', [`--mount=${node.mountNs}`, `--net=/run/netns/${node.netns}`, '--', ...argv], env);
+  const pid = spawnLogged(
+    lab,
+    `${node.id}-${name}`,
+    'nsenter',
+    [`--mount=${node.mountNs}`, `--net=/run/netns/${node.netns}`, '--', ...argv],
+    env,
+  );
   node.pids[name] = pid;
   saveLab(lab);
   return pid;
@@ -295,22 +356,35 @@ async function startNode(lab: Lab, node: LabNode, relay: string, image: string, 
   createMountNamespace(node);
   createCgroupRoot(node.name);
   fs.writeFileSync(path.join(node.dir, 'containerd.toml'), containerdConfig(node.dir, IMAGE));
-  startInNode(lab, node, 'containerd', [lab.bins.containerd, '--config', path.join(node.dir, 'containerd.toml')],
-    { PATH: `${lab.bins.containerdDir}:${process.env.PATH}` });
+  startInNode(lab, node, 'containerd', [lab.bins.containerd, '--config', path.join(node.dir, 'containerd.toml')], {
+    PATH: `${lab.bins.containerdDir}:${process.env.PATH}`,
+  });
   // The relay runs on the host (it reaches the API server there) and puts only its listening socket in the node.
   node.pids.relay = spawnLogged(lab, `${node.id}-relay`, process.execPath, [relay, `/run/netns/${node.netns}`, String(lab.apiPort)], {});
   let last = '';
-  await waitUntil(() => `containerd of ${node.name} (crictl info: ${last})`, 60_000, () => {
-    const r = tryRun(lab.bins.crictl, ['-r', `unix://${node.containerdSocket}`, 'info']);
-    last = r.out.slice(-300);
-    return r.ok;
-  }, () => deadDaemon(lab, node));
+  await waitUntil(
+    () => `containerd of ${node.name} (crictl info: ${last})`,
+    60_000,
+    () => {
+      const r = tryRun(lab.bins.crictl, ['-r', `unix://${node.containerdSocket}`, 'info']);
+      last = r.out.slice(-300);
+      return r.ok;
+    },
+    () => deadDaemon(lab, node),
+  );
   run(lab.bins.ctr, ['-a', node.containerdSocket, '-n', 'k8s.io', 'images', 'import', image]);
   nodeCredentials(lab, node);
   fs.writeFileSync(path.join(node.dir, 'kubelet', 'config.yaml'), kubeletConfig(node, lab.caFile));
-  startInNode(lab, node, 'kubelet', [lab.bins.kubelet, `--config=${path.join(node.dir, 'kubelet', 'config.yaml')}`,
-    `--kubeconfig=${path.join(node.dir, 'kubelet', 'kubeconfig')}`, `--root-dir=${path.join(node.dir, 'kubelet', 'root')}`,
-    `--cert-dir=${path.join(node.dir, 'kubelet', 'pki')}`, `--hostname-override=${node.name}`, `--node-ip=${node.ip}`, '--v=1']);
+  startInNode(lab, node, 'kubelet', [
+    lab.bins.kubelet,
+    `--config=${path.join(node.dir, 'kubelet', 'config.yaml')}`,
+    `--kubeconfig=${path.join(node.dir, 'kubelet', 'kubeconfig')}`,
+    `--root-dir=${path.join(node.dir, 'kubelet', 'root')}`,
+    `--cert-dir=${path.join(node.dir, 'kubelet', 'pki')}`,
+    `--hostname-override=${node.name}`,
+    `--node-ip=${node.ip}`,
+    '--v=1',
+  ]);
 }
 
 function deadDaemon(lab: Lab, node: LabNode): string | undefined {
@@ -324,7 +398,12 @@ function deadDaemon(lab: Lab, node: LabNode): string | undefined {
   return undefined;
 }
 
-async function waitUntil(what: string | (() => string), timeoutMs: number, ok: () => boolean | Promise<boolean>, dead?: () => string | undefined): Promise<void> {
+async function waitUntil(
+  what: string | (() => string),
+  timeoutMs: number,
+  ok: () => boolean | Promise<boolean>,
+  dead?: () => string | undefined,
+): Promise<void> {
   const deadline = Date.now() + timeoutMs;
   while (Date.now() < deadline) {
     const d = dead?.();
@@ -339,20 +418,67 @@ async function waitUntil(what: string | (() => string), timeoutMs: number, ok: (
 function nodeCredentials(lab: Lab, node: LabNode): void {
   const pki = path.join(node.dir, 'kubelet', 'pki');
   const caDir = path.dirname(lab.caFile);
-  run('openssl', ['req', '-new', '-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:prime256v1', '-nodes', '-keyout', path.join(pki, 'node.key'),
-    '-out', path.join(pki, 'node.csr'), '-subj', `/O=system:nodes/CN=system:node:${node.name}`]);
+  run('openssl', [
+    'req',
+    '-new',
+    '-newkey',
+    'ec',
+    '-pkeyopt',
+    'ec_paramgen_curve:prime256v1',
+    '-nodes',
+    '-keyout',
+    path.join(pki, 'node.key'),
+    '-out',
+    path.join(pki, 'node.csr'),
+    '-subj',
+    `/O=system:nodes/CN=system:node:${node.name}`,
+  ]);
   fs.writeFileSync(path.join(pki, 'node.ext'), 'keyUsage=critical,digitalSignature,keyEncipherment\nextendedKeyUsage=clientAuth\n');
-  run('openssl', ['x509', '-req', '-in', path.join(pki, 'node.csr'), '-CA', lab.caFile, '-CAkey', path.join(caDir, 'ca.key'),
-    '-CAserial', path.join(lab.dir, 'ca.srl'), '-CAcreateserial', '-days', '365', '-out', path.join(pki, 'node.crt'),
-    '-extfile', path.join(pki, 'node.ext')]);
+  run('openssl', [
+    'x509',
+    '-req',
+    '-in',
+    path.join(pki, 'node.csr'),
+    '-CA',
+    lab.caFile,
+    '-CAkey',
+    path.join(caDir, 'ca.key'),
+    '-CAserial',
+    path.join(lab.dir, 'ca.srl'),
+    '-CAcreateserial',
+    '-days',
+    '365',
+    '-out',
+    path.join(pki, 'node.crt'),
+    '-extfile',
+    path.join(pki, 'node.ext'),
+  ]);
   const b64 = (f: string): string => fs.readFileSync(f).toString('base64');
-  fs.writeFileSync(path.join(node.dir, 'kubelet', 'kubeconfig'), [
-    'apiVersion: v1', 'kind: Config',
-    'clusters:', `- name: lab`, '  cluster:', `    server: ${lab.server}`, `    certificate-authority-data: ${b64(lab.caFile)}`,
-    'users:', `- name: ${node.name}`, '  user:', `    client-certificate-data: ${b64(path.join(pki, 'node.crt'))}`,
-    `    client-key-data: ${b64(path.join(pki, 'node.key'))}`,
-    'contexts:', '- name: lab', '  context:', '    cluster: lab', `    user: ${node.name}`, 'current-context: lab', '',
-  ].join('\n'), { mode: 0o600 });
+  fs.writeFileSync(
+    path.join(node.dir, 'kubelet', 'kubeconfig'),
+    [
+      'apiVersion: v1',
+      'kind: Config',
+      'clusters:',
+      `- name: lab`,
+      '  cluster:',
+      `    server: ${lab.server}`,
+      `    certificate-authority-data: ${b64(lab.caFile)}`,
+      'users:',
+      `- name: ${node.name}`,
+      '  user:',
+      `    client-certificate-data: ${b64(path.join(pki, 'node.crt'))}`,
+      `    client-key-data: ${b64(path.join(pki, 'node.key'))}`,
+      'contexts:',
+      '- name: lab',
+      '  context:',
+      '    cluster: lab',
+      `    user: ${node.name}`,
+      'current-context: lab',
+      '',
+    ].join('\n'),
+    { mode: 0o600 },
+  );
 }
 
 /** relay.ts imports netlib (setns addon): bundled with esbuild into the lab dir, the addon found at its build path. */
@@ -373,7 +499,8 @@ function bundleRelay(lab: Lab): string {
 
 /** Imports an image archive (docker-archive or OCI, `npm run images`) into every node's containerd: no registry. */
 export function importImage(lab: Lab, file: string): void {
-  for (const node of lab.nodes) run(lab.bins.ctr, ['-a', node.containerdSocket, '-n', 'k8s.io', 'images', 'import', file], { timeoutMs: 300_000 });
+  for (const node of lab.nodes)
+    run(lab.bins.ctr, ['-a', node.containerdSocket, '-n', 'k8s.io', 'images', 'import', file], { timeoutMs: 300_000 });
 }
 
 /** Debian bridge + host-local with the node's pod subnet (CNI 1.0.0: what Debian's plugins speak). */
@@ -399,23 +526,48 @@ export function routePodSubnets(lab: Lab): void {
 }
 
 /** Controllers that turn workloads into pods (the cluster's own controller manager runs only the GC). */
-const WORKLOAD_CONTROLLERS = ['deployment-controller', 'replicaset-controller', 'daemonset-controller', 'statefulset-controller',
-  'job-controller', 'endpointslice-controller',
+const WORKLOAD_CONTROLLERS = [
+  'deployment-controller',
+  'replicaset-controller',
+  'daemonset-controller',
+  'statefulset-controller',
+  'job-controller',
+  'endpointslice-controller',
   // default ServiceAccounts and the kube-root-ca.crt ConfigMap: what pods using in-cluster config mount
-  'serviceaccount-controller', 'root-ca-certificate-publisher-controller',
+  'serviceaccount-controller',
+  'root-ca-certificate-publisher-controller',
   // removes the not-ready taint kubelet registers with once the Node is Ready (else nothing is scheduled)
-  'node-lifecycle-controller'];
+  'node-lifecycle-controller',
+];
 
 /** kube-scheduler places pods, a second kube-controller-manager runs the workload controllers; both on the host. */
 async function startScheduler(lab: Lab, version: string): Promise<void> {
-  const auth = [`--kubeconfig=${lab.kubeconfig}`, `--authentication-kubeconfig=${lab.kubeconfig}`, `--authorization-kubeconfig=${lab.kubeconfig}`,
-    '--leader-elect=false', '--bind-address=127.0.0.1'];
-  startOnHost(lab, 'kube-scheduler', [lab.bins.kubeScheduler, ...auth, `--secure-port=${await freePort()}`,
-    `--cert-dir=${path.join(lab.dir, 'scheduler-certs')}`]);
-  const kcm = path.join(process.env.CNIKIT_K8S_BIN_DIR ?? path.join(os.homedir(), '.cache', 'cnikit', 'k8s', version), 'kube-controller-manager');
-  startOnHost(lab, 'kube-controller-manager', [kcm, ...auth, `--secure-port=${await freePort()}`,
-    `--controllers=${WORKLOAD_CONTROLLERS.join(',')}`, '--use-service-account-credentials=false', `--root-ca-file=${lab.caFile}`,
-    `--cert-dir=${path.join(lab.dir, 'kcm-certs')}`]);
+  const auth = [
+    `--kubeconfig=${lab.kubeconfig}`,
+    `--authentication-kubeconfig=${lab.kubeconfig}`,
+    `--authorization-kubeconfig=${lab.kubeconfig}`,
+    '--leader-elect=false',
+    '--bind-address=127.0.0.1',
+  ];
+  startOnHost(lab, 'kube-scheduler', [
+    lab.bins.kubeScheduler,
+    ...auth,
+    `--secure-port=${await freePort()}`,
+    `--cert-dir=${path.join(lab.dir, 'scheduler-certs')}`,
+  ]);
+  const kcm = path.join(
+    process.env.CNIKIT_K8S_BIN_DIR ?? path.join(os.homedir(), '.cache', 'cnikit', 'k8s', version),
+    'kube-controller-manager',
+  );
+  startOnHost(lab, 'kube-controller-manager', [
+    kcm,
+    ...auth,
+    `--secure-port=${await freePort()}`,
+    `--controllers=${WORKLOAD_CONTROLLERS.join(',')}`,
+    '--use-service-account-credentials=false',
+    `--root-ca-file=${lab.caFile}`,
+    `--cert-dir=${path.join(lab.dir, 'kcm-certs')}`,
+  ]);
 }
 
 function freePort(): Promise<number> {
@@ -429,21 +581,43 @@ function freePort(): Promise<number> {
   });
 }
 
+/** The fields of API answers the lab reads. */
+export interface ApiObject {
+  metadata?: { name: string };
+  items?: ApiObject[];
+  status?: { conditions?: { type: string; status: string; reason?: string; message?: string }[] };
+}
+
 /** GET/DELETE/POST on the API server with the admin certificate of the cluster. */
-export function api(lab: Lab, method: string, p: string, body?: unknown): Promise<{ status: number; json: any }> {
+export function api(lab: Lab, method: string, p: string, body?: unknown): Promise<{ status: number; json: ApiObject }> {
   const pki = path.dirname(lab.caFile);
   return new Promise((resolve, reject) => {
-    const req = https.request(`${lab.server}${p}`, {
-      method, ca: fs.readFileSync(lab.caFile), cert: fs.readFileSync(path.join(pki, 'admin.crt')),
-      key: fs.readFileSync(path.join(pki, 'admin.key')), headers: { 'content-type': 'application/json' }, timeout: 10_000, agent: false,
-    }, (res) => {
-      let text = '';
-      res.setEncoding('utf8');
-      res.on('data', (c: string) => { text += c; });
-      res.on('end', () => {
-        try { resolve({ status: res.statusCode ?? 0, json: text ? JSON.parse(text) : undefined }); } catch { resolve({ status: res.statusCode ?? 0, json: text }); }
-      });
-    });
+    const req = https.request(
+      `${lab.server}${p}`,
+      {
+        method,
+        ca: fs.readFileSync(lab.caFile),
+        cert: fs.readFileSync(path.join(pki, 'admin.crt')),
+        key: fs.readFileSync(path.join(pki, 'admin.key')),
+        headers: { 'content-type': 'application/json' },
+        timeout: 10_000,
+        agent: false,
+      },
+      (res) => {
+        let text = '';
+        res.setEncoding('utf8');
+        res.on('data', (c: string) => {
+          text += c;
+        });
+        res.on('end', () => {
+          try {
+            resolve({ status: res.statusCode ?? 0, json: text ? (JSON.parse(text) as ApiObject) : {} });
+          } catch {
+            resolve({ status: res.statusCode ?? 0, json: {} }); // not JSON (an error page): nothing to read
+          }
+        });
+      },
+    );
     req.on('timeout', () => req.destroy(new Error('timeout')));
     req.on('error', reject);
     req.end(body === undefined ? undefined : JSON.stringify(body));
@@ -454,21 +628,28 @@ export function api(lab: Lab, method: string, p: string, body?: unknown): Promis
 export async function nodeReady(lab: Lab, name: string): Promise<{ status: string; reason: string; message: string } | undefined> {
   const r = await api(lab, 'GET', `/api/v1/nodes/${name}`);
   if (r.status !== 200) return undefined;
-  const c = (r.json.status?.conditions ?? []).find((x: { type: string }) => x.type === 'Ready');
+  const c = (r.json.status?.conditions ?? []).find((x) => x.type === 'Ready');
   return c ? { status: c.status, reason: c.reason ?? '', message: c.message ?? '' } : { status: 'Unknown', reason: '', message: '' };
 }
 
 async function waitNodes(lab: Lab, ready: boolean, timeoutMs: number, log: (m: string) => void): Promise<void> {
   for (const node of lab.nodes) {
-    await waitUntil(`Node ${node.name} ${ready ? 'Ready' : 'registered'}`, timeoutMs, async () => {
-      const c = await nodeReady(lab, node.name).catch(() => undefined);
-      return c !== undefined && (!ready || c.status === 'True');
-    }, () => deadDaemon(lab, node));
+    await waitUntil(
+      `Node ${node.name} ${ready ? 'Ready' : 'registered'}`,
+      timeoutMs,
+      async () => {
+        const c = await nodeReady(lab, node.name).catch(() => undefined);
+        return c !== undefined && (!ready || c.status === 'True');
+      },
+      () => deadDaemon(lab, node),
+    );
     log(`nodes: ${node.name} ${ready ? 'Ready' : 'registered'}`);
   }
 }
 
-export interface DownOptions { log?: (m: string) => void }
+export interface DownOptions {
+  log?: (m: string) => void;
+}
 
 /** Deletes the workloads and pods (kubelet sends CNI DEL), stops everything, restores the host; returns the leaks. */
 export async function downNodes(dir: string, opts: DownOptions = {}): Promise<string[]> {
@@ -491,9 +672,14 @@ export async function downNodes(dir: string, opts: DownOptions = {}): Promise<st
   for (const node of lab.nodes) for (const [name, pid] of Object.entries(node.pids)) if (name !== 'kubelet') await stopPid(pid, lab.dir);
   for (const pid of Object.values(lab.pids)) await stopPid(pid, lab.dir);
   step('cgroups, mounts, namespaces');
-  for (const pid of pidsMentioning(lab.dir)) try { process.kill(pid, 'SIGKILL'); } catch { /* gone */ }
+  for (const pid of pidsMentioning(lab.dir))
+    try {
+      process.kill(pid, 'SIGKILL');
+    } catch {
+      /* gone */
+    }
   const left: string[] = [];
-  for (const node of lab.nodes) left.push(...await removeCgroupRoot(node.name));
+  for (const node of lab.nodes) left.push(...(await removeCgroupRoot(node.name)));
   await undoHost(lab, left, log);
   const leaks = hostLeaks(lab.baseline, lab.dir, PREFIX);
   if (leaks.length === 0) fs.rmSync(lab.dir, { recursive: true, force: true });
@@ -512,7 +698,11 @@ async function undoHost(lab: Lab, cgroupsLeft: string[], log: (m: string) => voi
   if (cgroupsLeft.length) for (const node of lab.nodes) await removeCgroupRoot(node.name);
   restoreSysctls(lab.baseline);
   for (const d of [...lab.baseline.createdDirs].reverse()) {
-    try { fs.rmdirSync(d); } catch (err) { log(`nodes: ${d}: ${(err as Error).message}`); }
+    try {
+      fs.rmdirSync(d);
+    } catch (err) {
+      log(`nodes: ${d}: ${(err as Error).message}`);
+    }
   }
 }
 
@@ -521,9 +711,14 @@ async function drainPods(lab: Lab, log: (m: string) => void): Promise<void> {
   if (!lab.nodes.some((n) => isAlive(n.pids.kubelet))) return;
   try {
     const nsList = await api(lab, 'GET', '/api/v1/namespaces');
-    for (const ns of (nsList.json?.items ?? []).map((x: { metadata: { name: string } }) => x.metadata.name)) {
-      for (const res of ['apis/apps/v1/namespaces/NS/daemonsets', 'apis/apps/v1/namespaces/NS/deployments',
-        'apis/apps/v1/namespaces/NS/replicasets', 'apis/apps/v1/namespaces/NS/statefulsets', 'apis/batch/v1/namespaces/NS/jobs']) {
+    for (const ns of (nsList.json?.items ?? []).map((x) => x.metadata!.name)) {
+      for (const res of [
+        'apis/apps/v1/namespaces/NS/daemonsets',
+        'apis/apps/v1/namespaces/NS/deployments',
+        'apis/apps/v1/namespaces/NS/replicasets',
+        'apis/apps/v1/namespaces/NS/statefulsets',
+        'apis/batch/v1/namespaces/NS/jobs',
+      ]) {
         await api(lab, 'DELETE', `/${res.replace('NS', ns)}`);
       }
       await api(lab, 'DELETE', `/api/v1/namespaces/${ns}/pods?gracePeriodSeconds=1`);
@@ -543,6 +738,9 @@ async function drainPods(lab: Lab, log: (m: string) => void): Promise<void> {
 
 /** Lines `up` prints per node. */
 export function describe(lab: Lab): string[] {
-  return lab.nodes.map((n) => `NODE ${n.name} ip=${n.ip} netns=${n.netns} CNI_BIN_DIR=${n.cniBinDir} CNI_CONF_DIR=${n.cniConfDir} `
-    + `CONTAINERD_SOCKET=unix://${n.containerdSocket}`);
+  return lab.nodes.map(
+    (n) =>
+      `NODE ${n.name} ip=${n.ip} netns=${n.netns} CNI_BIN_DIR=${n.cniBinDir} CNI_CONF_DIR=${n.cniConfDir} ` +
+      `CONTAINERD_SOCKET=unix://${n.containerdSocket}`,
+  );
 }

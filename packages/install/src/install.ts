@@ -66,7 +66,7 @@ function readConflist(file: string): string {
   try {
     conf = JSON.parse(text);
   } catch (err) {
-    throw new Error(`${file}: not JSON: ${(err as Error).message}`);
+    throw new Error(`${file}: not JSON: ${(err as Error).message}`, { cause: err });
   }
   if (typeof conf.cniVersion !== 'string' || typeof conf.name !== 'string' || !Array.isArray(conf.plugins) || conf.plugins.length === 0) {
     throw new Error(`${file}: a conflist needs cniVersion, name and a non-empty plugins list`);

@@ -51,9 +51,13 @@ test('an older install as a regular file is replaced by the link', () => {
 test('a broken conflist or a bad program name fails before anything is written', () => {
   const f = fixture();
   fs.writeFileSync(f.conf, '{"cniVersion": "1.1.0", "name": "x"');
-  expect(() => install({ executable: f.exe, binDir: f.bin, programs: ['coil'], conflist: { file: f.conf, confDir: f.net } })).toThrow(/not JSON/);
+  expect(() => install({ executable: f.exe, binDir: f.bin, programs: ['coil'], conflist: { file: f.conf, confDir: f.net } })).toThrow(
+    /not JSON/,
+  );
   fs.writeFileSync(f.conf, '{"cniVersion": "1.1.0", "name": "x", "plugins": []}');
-  expect(() => install({ executable: f.exe, binDir: f.bin, programs: ['coil'], conflist: { file: f.conf, confDir: f.net } })).toThrow(/non-empty plugins/);
+  expect(() => install({ executable: f.exe, binDir: f.bin, programs: ['coil'], conflist: { file: f.conf, confDir: f.net } })).toThrow(
+    /non-empty plugins/,
+  );
   expect(() => install({ executable: f.exe, binDir: f.bin, programs: ['../coil'] })).toThrow(/not a file name/);
   expect(fs.existsSync(f.bin)).toBe(false);
   expect(fs.existsSync(f.net)).toBe(false);

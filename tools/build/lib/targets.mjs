@@ -33,7 +33,12 @@ export function workspaceTargets(root) {
         pkg: dir,
       })),
       // Programs only images carry (inside their multi-call executable): never built on their own.
-      ...fromDeclaration(pkg.cnikit?.imageTools ?? {}, path.join(pkgsDir, dir), manifest).map((t) => ({ ...t, cni: false, tool: true, pkg: dir })),
+      ...fromDeclaration(pkg.cnikit?.imageTools ?? {}, path.join(pkgsDir, dir), manifest).map((t) => ({
+        ...t,
+        cni: false,
+        tool: true,
+        pkg: dir,
+      })),
     );
   }
   return checked(out);
