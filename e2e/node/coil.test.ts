@@ -11,7 +11,7 @@ import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { loadAll } from 'js-yaml';
 import { REPO_ROOT } from '../lib/paths';
-import { importImage, nodeRun, writeFileAtomic, type LabNode } from '../../tools/node-lab/lab';
+import { crictl, importImage, nodeRun, restartInNode, writeFileAtomic, type LabNode } from '../../tools/node-lab/lab';
 import {
   buildImages,
   describeNodes,
@@ -24,6 +24,7 @@ import {
   readyCondition,
   startNodes,
   stopNodes,
+  TEST_CONTAINER,
   type NodeEnv,
   type PodInfo,
 } from './lib';
@@ -55,14 +56,7 @@ function deploymentYaml(name: string, replicas: number, node?: string): string {
         spec: {
           ...(node ? { nodeSelector: { 'kubernetes.io/hostname': node } } : {}),
           terminationGracePeriodSeconds: 1,
-          containers: [
-            {
-              name: 'bb',
-              image: 'lab.local/busybox:1.35',
-              imagePullPolicy: 'Never',
-              command: ['sh', '-c', "trap 'exit 0' TERM; sleep 3600 & wait"],
-            },
-          ],
+          containers: [TEST_CONTAINER],
         },
       },
     },
@@ -92,14 +86,7 @@ function multiPodYaml(name: string, network: string): string {
     spec: {
       nodeSelector: { 'kubernetes.io/hostname': 'kl-a' },
       terminationGracePeriodSeconds: 1,
-      containers: [
-        {
-          name: 'bb',
-          image: 'lab.local/busybox:1.35',
-          imagePullPolicy: 'Never',
-          command: ['sh', '-c', "trap 'exit 0' TERM; sleep 3600 & wait"],
-        },
-      ],
+      containers: [TEST_CONTAINER],
     },
   });
 }
@@ -137,6 +124,17 @@ function installMultus(env: NodeEnv): void {
     };
     writeFileAtomic(path.join(node.cniConfDir, '00-multus.conf'), JSON.stringify(conf));
   }
+}
+
+/** Deletes a Deployment and waits until its pods are gone (kubectl's --wait covers only the Deployment itself). */
+async function deleteApp(app: string): Promise<void> {
+  await k(e(), ['delete', 'deployment', app, '--wait=true']);
+  await eventually(`no ${app} pod left`, async () => (await podsIn(e(), 'default', `app=${app}`)).length === 0);
+}
+
+/** kubectl patch of coild's DaemonSet (to take it off a node and back). */
+async function patchCoild(type: 'merge' | 'json', patch: string): Promise<void> {
+  await k(e(), ['-n', 'kube-system', 'patch', 'ds', 'coild', '--type', type, '-p', patch]);
 }
 
 /** What BIRD does on a real network: each node learns the others' blocks (table 119) via their address. */
@@ -250,8 +248,7 @@ describeNodes(
     });
 
     test('deleting the pods returns every address and leaves no pod link, route or rule on the nodes', async () => {
-      await k(e(), ['delete', 'deployment', 'web', '--wait=true']);
-      await eventually('no web pod left', async () => (await podsIn(e(), 'default', 'app=web')).length === 0, 120_000);
+      await deleteApp('web');
       for (const node of e().lab.nodes) await backToSnapshot(node);
     });
 
@@ -317,17 +314,7 @@ describeNodes(
 
     test('coild gone from a node: STATUS fails through Multus, the node turns NotReady and a new pod waits; coild back: it starts', async () => {
       await k(e(), ['label', 'node', 'kl-a', 'coil-test=on', '--overwrite']);
-      await k(e(), [
-        '-n',
-        'kube-system',
-        'patch',
-        'ds',
-        'coild',
-        '--type',
-        'merge',
-        '-p',
-        '{"spec":{"template":{"spec":{"nodeSelector":{"coil-test":"on"}}}}}',
-      ]);
+      await patchCoild('merge', '{"spec":{"template":{"spec":{"nodeSelector":{"coil-test":"on"}}}}}');
       const c = await eventually('kl-b NotReady', async () => {
         const r = await readyCondition(e(), 'kl-b');
         return r?.status === 'False' ? r : undefined;
@@ -340,21 +327,69 @@ describeNodes(
       });
       expect(event).toMatch(/untolerated taint/);
       expect((await podsIn(e(), 'default', 'app=late'))[0]?.phase).toBe('Pending');
-      await k(e(), [
-        '-n',
-        'kube-system',
-        'patch',
-        'ds',
-        'coild',
-        '--type',
-        'json',
-        '-p',
-        '[{"op":"remove","path":"/spec/template/spec/nodeSelector"}]',
-      ]);
+      await patchCoild('json', '[{"op":"remove","path":"/spec/template/spec/nodeSelector"}]');
       await eventually('kl-b Ready', async () => (await readyCondition(e(), 'kl-b'))?.status === 'True', 240_000);
       const [late] = await runningApp('late', 1);
       expect(inPool(late!.ip)).toBe(true);
-      await k(e(), ['delete', 'deployment', 'late', '--wait=true']);
+      await deleteApp('late');
+    });
+
+    test('a sandbox whose pause process died is re-created: the old attachment is torn down, the pod gets a new one', async () => {
+      const node = e().lab.nodes[1]!;
+      snapshot();
+      await k(e(), ['apply', '-f', '-'], deploymentYaml('solo', 1, node.name));
+      const [pod] = await runningApp('solo', 1);
+      const sandboxes = (): { id: string; state: string }[] =>
+        (JSON.parse(crictl(e().lab, node, ['pods', '--name', pod!.name, '-o', 'json'])) as { items: { id: string; state: string }[] })
+          .items;
+      const [old] = sandboxes();
+      const pid = (JSON.parse(crictl(e().lab, node, ['inspectp', '-o', 'json', old!.id])) as { info: { pid: number } }).info.pid;
+      process.kill(pid, 'SIGKILL');
+      const fresh = await eventually('a new ready sandbox for the pod', async () =>
+        sandboxes().find((sb) => sb.id !== old!.id && sb.state === 'SANDBOX_READY'),
+      );
+      expect(fresh.id).not.toBe(old!.id);
+      const [again] = await runningApp('solo', 1);
+      expect(again!.name).toBe(pod!.name);
+      expect(inPool(again!.ip)).toBe(true);
+      // one attachment on the node: the new sandbox's (the dead one's host veth and route are gone)
+      await eventually('exactly one new link on the node', async () => {
+        const extra = nodeNetState(node).links.filter((l) => !before.get(node.name)!.links.includes(l));
+        if (extra.length === 1) return true;
+        throw new Error(extra.join(' ') || 'none');
+      });
+      expect(nodeRun(node, ['ip', 'route', 'show', 'table', '116']).trim().split('\n')).toContainEqual(expect.stringContaining(again!.ip));
+      await deleteApp('solo');
+      await backToSnapshot(node);
+    });
+
+    test('containerd and kubelet restarted: running pods keep their sandboxes and addresses, and still talk', async () => {
+      const node = e().lab.nodes[1]!;
+      await k(e(), ['apply', '-f', '-'], deploymentYaml('keep', 2, node.name));
+      const pods = await runningApp('keep', 2);
+      const uids = async (): Promise<string> => k(e(), ['get', 'pods', '-l', 'app=keep', '-o', 'jsonpath={.items[*].metadata.uid}']);
+      const uidsBefore = await uids();
+      await restartInNode(e().lab, node, 'containerd');
+      await restartInNode(e().lab, node, 'kubelet');
+      await eventually(
+        `${node.name} Ready after the restarts`,
+        async () => (await readyCondition(e(), node.name))?.status === 'True',
+        240_000,
+      );
+      // kubelet serves exec again once it is back (the Ready condition may still be the one from before the restart)
+      const after = await runningApp('keep', 2);
+      const r = await eventually('ping between the pods through the restarted kubelet', async () => {
+        const res = await ping(e(), after[0]!, after[1]!.ip);
+        if (res.code === 0) return res;
+        throw new Error(res.stdout + res.stderr);
+      });
+      expect(r.stdout).toMatch(/2 packets received/);
+      expect(after.map((p) => `${p.name} ${p.ip}`).sort()).toEqual(pods.map((p) => `${p.name} ${p.ip}`).sort());
+      expect(await uids()).toBe(uidsBefore);
+      expect(await k(e(), ['get', 'pods', '-l', 'app=keep', '-o', 'jsonpath={.items[*].status.containerStatuses[0].restartCount}'])).toBe(
+        '0 0',
+      );
+      await deleteApp('keep');
     });
 
     test('down leaves nothing on the host', async () => {

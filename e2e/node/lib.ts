@@ -136,6 +136,14 @@ export async function readyCondition(env: NodeEnv, node: string): Promise<NodeCo
   return (n.status?.conditions ?? []).find((c: { type: string }) => c.type === 'Ready');
 }
 
+/** The container of every test pod: busybox (no registry), stops at once on SIGTERM (sleep as PID 1 would not). */
+export const TEST_CONTAINER = {
+  name: 'bb',
+  image: 'lab.local/busybox:1.35',
+  imagePullPolicy: 'Never',
+  command: ['sh', '-c', "trap 'exit 0' TERM; sleep 3600 & wait"],
+};
+
 /** A pod that stops at once on SIGTERM (sleep as PID 1 would not) and is placed by the scheduler on `node`. */
 export function podYaml(name: string, node: string, labels: Record<string, string> = {}): string {
   return JSON.stringify({
@@ -145,14 +153,7 @@ export function podYaml(name: string, node: string, labels: Record<string, strin
     spec: {
       nodeSelector: { 'kubernetes.io/hostname': node },
       terminationGracePeriodSeconds: 1,
-      containers: [
-        {
-          name: 'bb',
-          image: 'lab.local/busybox:1.35',
-          imagePullPolicy: 'Never',
-          command: ['sh', '-c', "trap 'exit 0' TERM; sleep 3600 & wait"],
-        },
-      ],
+      containers: [TEST_CONTAINER],
     },
   });
 }
@@ -169,14 +170,7 @@ export function daemonSetYaml(name: string): string {
         metadata: { labels: { ds: name, app: 'node-test' } },
         spec: {
           terminationGracePeriodSeconds: 1,
-          containers: [
-            {
-              name: 'bb',
-              image: 'lab.local/busybox:1.35',
-              imagePullPolicy: 'Never',
-              command: ['sh', '-c', "trap 'exit 0' TERM; sleep 3600 & wait"],
-            },
-          ],
+          containers: [TEST_CONTAINER],
         },
       },
     },

@@ -6,6 +6,10 @@
 import { spawnSync } from 'node:child_process';
 import * as fs from 'node:fs';
 import * as path from 'node:path';
+import { isAlive, stopPid } from '../../testing/kube/src/cluster.ts';
+
+// process helpers shared with the test control plane
+export { isAlive, stopPid };
 
 export const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
 
@@ -33,45 +37,12 @@ export function hasCommand(cmd: string): boolean {
   return spawnSync('sh', ['-c', `command -v ${cmd}`], { stdio: 'ignore' }).status === 0;
 }
 
-export function isAlive(pid: number | undefined): boolean {
-  if (!pid) return false;
-  try {
-    process.kill(pid, 0);
-  } catch {
-    return false;
-  }
-  try {
-    return !/^\d+ \(.*\) Z /.test(fs.readFileSync(`/proc/${pid}/stat`, 'utf8'));
-  } catch {
-    return false;
-  }
-}
-
 export function cmdline(pid: number): string {
   try {
     return fs.readFileSync(`/proc/${pid}/cmdline`, 'utf8').replace(/\0/g, ' ');
   } catch {
     return '';
   }
-}
-
-/** SIGTERM, then SIGKILL after graceMs; only when the pid still runs a command line containing `owner`. */
-export async function stopPid(pid: number | undefined, owner: string, graceMs = 10_000): Promise<void> {
-  if (!pid || !isAlive(pid) || !cmdline(pid).includes(owner)) return;
-  try {
-    process.kill(pid, 'SIGTERM');
-  } catch {
-    return;
-  }
-  const deadline = Date.now() + graceMs;
-  while (Date.now() < deadline && isAlive(pid)) await sleep(50);
-  if (isAlive(pid))
-    try {
-      process.kill(pid, 'SIGKILL');
-    } catch {
-      /* gone */
-    }
-  while (isAlive(pid) && Date.now() < deadline + 5000) await sleep(20);
 }
 
 /** Pids whose command line mentions `needle` (the lab dir: containerd shims, daemons), except this process. */

@@ -61,6 +61,8 @@ export interface LabNode {
   cniConfDir: string;
   containerdSocket: string;
   pids: Record<string, number>;
+  /** How each node daemon was started (restartInNode starts it again the same way). */
+  commands?: Record<string, { argv: string[]; env: Record<string, string> }>;
 }
 
 export interface Lab {
@@ -315,8 +317,17 @@ export function startInNode(lab: Lab, node: LabNode, name: string, argv: string[
     env,
   );
   node.pids[name] = pid;
+  node.commands = { ...node.commands, [name]: { argv, env: env as Record<string, string> } };
   saveLab(lab);
   return pid;
+}
+
+/** Stops a node daemon (SIGTERM, as an init system would) and starts it again with the same command line. */
+export async function restartInNode(lab: Lab, node: LabNode, name: string): Promise<number> {
+  const cmd = node.commands?.[name];
+  if (!cmd) throw new Error(`nodes: ${name} of ${node.name} was not started by the lab`);
+  await stopPid(node.pids[name], lab.dir, 30_000);
+  return startInNode(lab, node, name, cmd.argv, cmd.env);
 }
 
 /** Starts `argv` detached in the host namespaces, recorded so that downNodes stops it. */

@@ -463,8 +463,9 @@ export async function startCluster(opts: ClusterOptions = {}): Promise<ClusterIn
   }
 }
 
-async function stopPid(pid: number | undefined, stateDir: string, graceMs: number): Promise<void> {
-  if (!pid || !isAlive(pid) || !ownsPid(pid, stateDir)) return;
+/** SIGTERM, then SIGKILL after graceMs; only when the pid still runs a command line containing `owner` (a dir of ours). */
+export async function stopPid(pid: number | undefined, owner: string, graceMs = 10_000): Promise<void> {
+  if (!pid || !isAlive(pid) || !ownsPid(pid, owner)) return;
   try {
     process.kill(pid, 'SIGTERM');
   } catch {
@@ -478,7 +479,7 @@ async function stopPid(pid: number | undefined, stateDir: string, graceMs: numbe
     } catch {
       /* gone */
     }
-  while (isAlive(pid) && Date.now() < deadline + 2000) await sleep(20);
+  while (isAlive(pid) && Date.now() < deadline + 5000) await sleep(20);
 }
 
 /** Stops the processes recorded in stateDir (controller manager, API server, then etcd) and removes the state. */
