@@ -1,17 +1,17 @@
 /**
  * Coil on two real nodes, installed as a user installs it: `npm run images -- coil` (imported into each node's
  * containerd: no registry), then `kubectl apply -f` of packages/coil/config/{crds,rbac,deploy}.yaml and an
- * AddressPool. Then the real Multus thin plugin (built from shared/third_party/multus-cni) goes in front of Coil,
- * veth and router are installed by their DaemonSet (packages/meta/config/install.yaml) and pods get a second
- * network from NetworkAttachmentDefinitions. Everything is observed through kubectl and the nodes' kernels;
+ * AddressPool. Then the real Multus goes in front of Coil from its own DaemonSet manifest (image built from
+ * shared/third_party/multus-cni), veth and router are installed by their DaemonSet (packages/meta/config/install.yaml)
+ * and pods get a second network from the NetworkAttachmentDefinitions of packages/meta/config/nads.yaml. Everything is observed through kubectl and the nodes' kernels;
  * cross-node routes are the one part a user's BGP daemon would play (BIRD reading table 119, docs/coil.md): the
  * test copies them.
  */
 import * as fs from 'node:fs';
 import * as path from 'node:path';
-import { loadAll } from 'js-yaml';
 import { REPO_ROOT } from '../lib/paths';
-import { crictl, importImage, nodeRun, restartInNode, writeFileAtomic, type LabNode } from '../../tools/node-lab/lab';
+import { isAlive } from '../../tools/node-lab/host';
+import { crictl, importImage, nodeLogTail, nodeRun, restartInNode, type LabNode } from '../../tools/node-lab/lab';
 import {
   buildImages,
   describeNodes,
@@ -20,7 +20,9 @@ import {
   nodeNetState,
   nodePrerequisites,
   ping,
+  multusImage,
   podsIn,
+  podYaml,
   readyCondition,
   startNodes,
   stopNodes,
@@ -63,21 +65,6 @@ function deploymentYaml(name: string, replicas: number, node?: string): string {
   });
 }
 
-const HIJACK = { overlay_hijack_subnet: [POOL], service_hijack_subnet: ['10.0.0.0/24'] };
-
-/** A NetworkAttachmentDefinition: macvlan on the node's NIC (host-local, CNI 1.0.0: Debian's plugins) + `meta`. */
-function nadYaml(name: string, start: string, end: string, meta: Record<string, unknown>, gateway?: string): string {
-  const range = { subnet: '198.51.100.0/24', rangeStart: start, rangeEnd: end, ...(gateway ? { gateway } : {}) };
-  const ipam = { type: 'host-local', ranges: [[range]], ...(gateway ? { routes: [{ dst: '0.0.0.0/0' }] } : {}) };
-  const config = { cniVersion: '1.0.0', name, plugins: [{ type: 'macvlan', master: 'eth0', mode: 'bridge', ipam }, meta] };
-  return JSON.stringify({
-    apiVersion: 'k8s.cni.cncf.io/v1',
-    kind: 'NetworkAttachmentDefinition',
-    metadata: { name, namespace: 'default' },
-    spec: { config: JSON.stringify(config) },
-  });
-}
-
 function multiPodYaml(name: string, network: string): string {
   return JSON.stringify({
     apiVersion: 'v1',
@@ -91,38 +78,26 @@ function multiPodYaml(name: string, network: string): string {
   });
 }
 
-/** The NetworkAttachmentDefinition CRD, read from Multus's own deployment manifest. */
-function multusCrds(): unknown[] {
-  const docs = loadAll(fs.readFileSync(path.join(MULTUS_SRC, 'deployments', 'multus-daemonset.yml'), 'utf8')) as { kind?: string }[];
-  return docs.filter((d) => d?.kind === 'CustomResourceDefinition');
-}
-
 /**
- * What Multus's thin DaemonSet does on each node (its image is not built here): the multus binary and the
- * reference macvlan/host-local next to our plugins, and 00-multus.conf (first in the conf dir, so the runtime
- * uses it) delegating the cluster network to Coil's conflist. cniVersion 1.1.0: STATUS reaches Coil through it.
+ * Multus as its users install it: its own deployments/multus-daemonset.yml, applied unchanged, with the image
+ * built from its source (multusImage). The thin DaemonSet copies the plugin into each node's /opt/cni/bin and
+ * writes 00-multus.conflist around the node's first conflist (Coil's, cniVersion 1.1.0: STATUS and GC reach
+ * Coil through it). The reference macvlan and host-local come with the node, as a distribution's
+ * containernetworking-plugins package puts them there (Debian's, copied in).
  */
-function installMultus(env: NodeEnv): void {
-  const multus = env.lab.bins.multus;
-  if (!multus) throw new Error('tools/node-lab/build.sh built no multus');
+async function installMultus(env: NodeEnv): Promise<void> {
+  importImage(env.lab, multusImage(env.lab));
   for (const node of env.lab.nodes) {
-    for (const [src, name] of [
-      [multus, 'multus'],
-      ['/usr/lib/cni/macvlan', 'macvlan'],
-      ['/usr/lib/cni/host-local', 'host-local'],
-    ] as const) {
-      fs.copyFileSync(src, path.join(node.cniBinDir, `.${name}.tmp`));
+    for (const name of ['macvlan', 'host-local']) {
+      fs.copyFileSync(`/usr/lib/cni/${name}`, path.join(node.cniBinDir, `.${name}.tmp`));
       fs.chmodSync(path.join(node.cniBinDir, `.${name}.tmp`), 0o755);
       fs.renameSync(path.join(node.cniBinDir, `.${name}.tmp`), path.join(node.cniBinDir, name));
     }
-    const conf = {
-      cniVersion: '1.1.0',
-      name: 'multus-cni-network',
-      type: 'multus',
-      kubeconfig: env.cluster.kubeconfig,
-      clusterNetwork: '/etc/cni/net.d/10-coil.conflist',
-    };
-    writeFileAtomic(path.join(node.cniConfDir, '00-multus.conf'), JSON.stringify(conf));
+  }
+  await k(env, ['apply', '-f', path.join(MULTUS_SRC, 'deployments', 'multus-daemonset.yml')]);
+  await k(env, ['-n', 'kube-system', 'rollout', 'status', 'daemonset/kube-multus-ds', '--timeout=180s']);
+  for (const node of env.lab.nodes) {
+    await eventually(`Multus's conflist on ${node.name}`, async () => fs.existsSync(path.join(node.cniConfDir, '00-multus.conflist')));
   }
 }
 
@@ -145,6 +120,51 @@ function exchangeRoutes(nodes: LabNode[]): void {
       for (const to of nodes) if (to !== from) nodeRun(to, ['ip', 'route', 'replace', r.dst, 'via', from.ip, 'proto', '186']);
     }
   }
+}
+
+/** The host pid of a running container of a node (through the node's CRI, as crictl shows it). */
+function containerPid(node: LabNode, name: string): number {
+  const [id] = crictl(e().lab, node, ['ps', '--name', `^${name}$`, '-q'])
+    .trim()
+    .split('\n');
+  if (!id) throw new Error(`no running ${name} container on ${node.name}`);
+  return (JSON.parse(crictl(e().lab, node, ['inspect', '-o', 'json', id])) as { info: { pid: number } }).info.pid;
+}
+
+interface CniCall {
+  pid: number;
+  env: Record<string, string>;
+  /** CNI_ARGS split into its key=value pairs. */
+  args: Record<string, string>;
+}
+
+/** CNI plugin processes running now on any node, read from /proc (the environment the runtime gave them). */
+function cniCalls(): CniCall[] {
+  const calls: CniCall[] = [];
+  for (const entry of fs.readdirSync('/proc')) {
+    if (!/^\d+$/.test(entry)) continue;
+    let raw: string;
+    try {
+      raw = fs.readFileSync(`/proc/${entry}/environ`, 'utf8');
+    } catch {
+      continue; // gone, or a kernel thread
+    }
+    const env = Object.fromEntries(
+      raw
+        .split('\0')
+        .filter((kv) => kv.includes('='))
+        .map((kv) => [kv.slice(0, kv.indexOf('=')), kv.slice(kv.indexOf('=') + 1)]),
+    );
+    if (!env.CNI_COMMAND) continue;
+    const args = Object.fromEntries(
+      (env.CNI_ARGS ?? '')
+        .split(';')
+        .filter(Boolean)
+        .map((kv) => kv.split('=', 2) as [string, string]),
+    );
+    calls.push({ pid: Number(entry), env, args });
+  }
+  return calls;
 }
 
 const inPool = (ip: string): boolean => /^10\.100\.\d+\.\d+$/.test(ip);
@@ -253,9 +273,7 @@ describeNodes(
     });
 
     test('the real Multus in front of Coil: a pod gets net1 from macvlan + veth, reaching its node and a Service address through veth0', async () => {
-      installMultus(e());
-      await k(e(), ['apply', '-f', '-'], JSON.stringify({ apiVersion: 'v1', kind: 'List', items: multusCrds() }));
-      await k(e(), ['wait', '--for=condition=Established', 'crd/network-attachment-definitions.k8s.cni.cncf.io', '--timeout=60s']);
+      await installMultus(e());
       await k(e(), ['apply', '-f', path.join(META_CONFIG, 'install.yaml')]);
       for (const node of e().lab.nodes) {
         await eventually(`veth and router installed on ${node.name}`, async () =>
@@ -265,7 +283,7 @@ describeNodes(
         );
       }
       snapshot();
-      await k(e(), ['apply', '-f', '-'], nadYaml('macvlan-veth', '198.51.100.100', '198.51.100.149', { type: 'veth', ...HIJACK }));
+      await k(e(), ['apply', '-f', path.join(META_CONFIG, 'nads.yaml')]);
       await k(e(), ['apply', '-f', '-'], multiPodYaml('mv', 'macvlan-veth'));
       await runningApp('multi', 1);
       const ifaces = await k(e(), ['exec', 'mv', '--', 'ip', '-o', 'addr']);
@@ -286,11 +304,6 @@ describeNodes(
     });
 
     test('macvlan + router behind Multus: east-west and Services via eth0 (Coil), the rest via net1', async () => {
-      await k(
-        e(),
-        ['apply', '-f', '-'],
-        nadYaml('macvlan-router', '198.51.100.150', '198.51.100.199', { type: 'router', ...HIJACK }, '198.51.100.1'),
-      );
       await k(e(), ['apply', '-f', '-'], multiPodYaml('mr', 'macvlan-router'));
       await runningApp('multi', 2);
       expect(await k(e(), ['exec', 'mr', '--', 'ip', 'route', 'get', '10.100.200.1'])).toMatch(/dev eth0/);
@@ -334,6 +347,35 @@ describeNodes(
       await deleteApp('late');
     });
 
+    test('a pod deleted while its ADD waits on a stalled coild: the ADD carries the pod in CNI_ARGS, and nothing leaks', async () => {
+      const node = e().lab.nodes[1]!;
+      snapshot();
+      const coild = containerPid(node, 'coild');
+      process.kill(coild, 'SIGSTOP');
+      try {
+        await k(e(), ['apply', '-f', '-'], podYaml('brief', node.name));
+        const add = await eventually('coil ADD for the pod running on the node', async () =>
+          cniCalls().find((c) => c.env.CNI_COMMAND === 'ADD' && c.args.K8S_POD_NAME === 'brief'),
+        );
+        const uid = await k(e(), ['get', 'pod', 'brief', '-o', 'jsonpath={.metadata.uid}']);
+        expect(add.args).toEqual(
+          expect.objectContaining({ K8S_POD_NAMESPACE: 'default', K8S_POD_UID: uid, K8S_POD_INFRA_CONTAINER_ID: add.env.CNI_CONTAINERID }),
+        );
+        await k(e(), ['delete', 'pod', 'brief', '--wait=false']);
+        await eventually('the pod marked for deletion', async () =>
+          k(e(), ['get', 'pod', 'brief', '-o', 'jsonpath={.metadata.deletionTimestamp}']),
+        );
+        expect(isAlive(add.pid)).toBe(true);
+      } finally {
+        process.kill(coild, 'SIGCONT');
+      }
+      await k(e(), ['wait', '--for=delete', 'pod/brief', '--timeout=180s']);
+      await backToSnapshot(node);
+      // the stopped sandbox may stay listed until kubelet's garbage collection; none is ready
+      expect(crictl(e().lab, node, ['pods', '--name', 'brief', '--state', 'ready', '-q']).trim()).toBe('');
+      expect(cniCalls().filter((c) => c.args.K8S_POD_NAME === 'brief')).toEqual([]);
+    });
+
     test('a sandbox whose pause process died is re-created: the old attachment is torn down, the pod gets a new one', async () => {
       const node = e().lab.nodes[1]!;
       snapshot();
@@ -371,9 +413,14 @@ describeNodes(
       const uidsBefore = await uids();
       await restartInNode(e().lab, node, 'containerd');
       await restartInNode(e().lab, node, 'kubelet');
+      // the daemons' last words go into a failure message (the lab dir is gone by the time anyone reads it)
+      const logs = (): string => ['containerd', 'kubelet'].map((d) => `--- ${d}:\n${nodeLogTail(e().lab, node, d, 15)}`).join('\n');
       await eventually(
         `${node.name} Ready after the restarts`,
-        async () => (await readyCondition(e(), node.name))?.status === 'True',
+        async () => {
+          if ((await readyCondition(e(), node.name))?.status === 'True') return true;
+          throw new Error(logs());
+        },
         240_000,
       );
       // kubelet serves exec again once it is back (the Ready condition may still be the one from before the restart)
@@ -381,7 +428,7 @@ describeNodes(
       const r = await eventually('ping between the pods through the restarted kubelet', async () => {
         const res = await ping(e(), after[0]!, after[1]!.ip);
         if (res.code === 0) return res;
-        throw new Error(res.stdout + res.stderr);
+        throw new Error(`${res.stdout}${res.stderr}\n${logs()}`);
       });
       expect(r.stdout).toMatch(/2 packets received/);
       expect(after.map((p) => `${p.name} ${p.ip}`).sort()).toEqual(pods.map((p) => `${p.name} ${p.ip}`).sort());

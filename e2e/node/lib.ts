@@ -73,7 +73,8 @@ export async function startNodes(nodes: number, cni: 'bridge' | 'none'): Promise
 /** Tears the lab down (returns the leaks), then the API server. Idempotent. */
 export async function stopNodes(env: NodeEnv | undefined): Promise<string[]> {
   if (!env) return [];
-  const leaks = await downNodes(labDirOf(env.cluster.stateDir), { log });
+  // CNIKIT_NODE_LOGS=<dir> keeps the nodes' daemon logs (kubelet, containerd) for a failed run.
+  const leaks = await downNodes(labDirOf(env.cluster.stateDir), { log, keepLogs: process.env.CNIKIT_NODE_LOGS });
   await stopCluster(env.cluster);
   return leaks;
 }
@@ -239,6 +240,24 @@ export function buildImages(families: string[]): Record<string, string> {
   }
   for (const f of families) if (!files[f]) throw new Error(`images.mjs built no image for ${f}:\n${out}`);
   return files;
+}
+
+/**
+ * The image Multus's thin DaemonSet runs (deployments/multus-daemonset.yml, unchanged), written from the programs
+ * tools/node-lab/build.sh built from the Multus source (tools/node-lab/multus-image.mjs); cached beside them.
+ */
+export function multusImage(lab: Lab): string {
+  if (!lab.bins.multus) throw new Error('tools/node-lab/build.sh built no multus (is the Multus source there?)');
+  const dir = path.dirname(lab.bins.multus);
+  const out = execFileSync(
+    process.execPath,
+    [path.join(REPO_ROOT, 'tools', 'node-lab', 'multus-image.mjs'), dir, path.join(dir, 'multus-cni.tar')],
+    {
+      encoding: 'utf8',
+      stdio: ['ignore', 'pipe', 'inherit'],
+    },
+  );
+  return out.trim().split(' ')[1]!;
 }
 
 /** Pods of a label selector in a namespace, with their node and address. */

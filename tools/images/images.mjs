@@ -27,8 +27,6 @@ export const FAMILIES = {
 };
 export const imageName = (family) => `docker.io/cnikit/${family}:${version}`;
 
-const { values: opt, positionals } = parseArgs({ options: { out: { type: 'string' } }, allowPositionals: true });
-const outDir = path.resolve(root, opt.out ?? path.join('dist', 'images'));
 const log = (m) => process.stderr.write(`[images] ${m}\n`);
 
 const sha256 = (file) => crypto.createHash('sha256').update(fs.readFileSync(file)).digest('hex');
@@ -93,7 +91,11 @@ function jsonBlob(layout, mediaType, value) {
 
 const TAR_FLAGS = ['--sort=name', '--mtime=@0', '--owner=0', '--group=0', '--numeric-owner'];
 
-function writeImage(family, rootfs, file) {
+/**
+ * Writes `rootfs` as a one-layer OCI image archive named `ref` (`io.containerd.image.name`, what `ctr images
+ * import` tags it as) with `cmd` as its default command.
+ */
+export function writeImage(ref, rootfs, file, cmd, env = ['PATH=/usr/local/bin']) {
   const layout = `${file}.layout`;
   fs.rmSync(layout, { recursive: true, force: true });
   fs.mkdirSync(layout, { recursive: true });
@@ -104,7 +106,7 @@ function writeImage(family, rootfs, file) {
     architecture: 'amd64',
     os: 'linux',
     created: '1970-01-01T00:00:00Z',
-    config: { Env: ['PATH=/usr/local/bin'], Cmd: [`/usr/local/bin/cnikit-${family}`] },
+    config: { Env: env, Cmd: cmd },
     rootfs: { type: 'layers', diff_ids: [layer.digest] }, // uncompressed: the diff ID is the layer's digest
   });
   const manifest = jsonBlob(layout, 'application/vnd.oci.image.manifest.v1+json', {
@@ -113,7 +115,6 @@ function writeImage(family, rootfs, file) {
     config,
     layers: [layer],
   });
-  const ref = imageName(family);
   fs.writeFileSync(path.join(layout, 'oci-layout'), JSON.stringify({ imageLayoutVersion: '1.0.0' }));
   fs.writeFileSync(
     path.join(layout, 'index.json'),
@@ -124,7 +125,7 @@ function writeImage(family, rootfs, file) {
         {
           ...manifest,
           platform: { architecture: 'amd64', os: 'linux' },
-          annotations: { 'io.containerd.image.name': ref, 'org.opencontainers.image.ref.name': version },
+          annotations: { 'io.containerd.image.name': ref, 'org.opencontainers.image.ref.name': ref.slice(ref.lastIndexOf(':') + 1) },
         },
       ],
     }),
@@ -136,7 +137,7 @@ function writeImage(family, rootfs, file) {
   return { ref, layerBytes: layer.size };
 }
 
-export function buildImage(family) {
+export function buildImage(family, outDir = path.join(root, 'dist', 'images')) {
   if (!FAMILIES[family]) throw new Error(`unknown family ${family} (known: ${Object.keys(FAMILIES).join(', ')})`);
   const t0 = performance.now();
   const programs = programsOf(family);
@@ -152,7 +153,7 @@ export function buildImage(family) {
   const rootfs = path.join(outDir, 'work', family);
   stageRootfs(family, path.join(binDir, exeName), programs, rootfs);
   const file = path.join(outDir, `${family}.tar`);
-  const { ref } = writeImage(family, rootfs, file);
+  const { ref } = writeImage(imageName(family), rootfs, file, [`/usr/local/bin/${exeName}`]);
   fs.rmSync(rootfs, { recursive: true, force: true });
   const size = fs.statSync(file).size;
   log(
@@ -162,8 +163,10 @@ export function buildImage(family) {
 }
 
 if (import.meta.url === `file://${process.argv[1]}`) {
+  const { values: opt, positionals } = parseArgs({ options: { out: { type: 'string' } }, allowPositionals: true });
+  const outDir = path.resolve(root, opt.out ?? path.join('dist', 'images'));
   const families = positionals.length ? positionals : Object.keys(FAMILIES);
   fs.mkdirSync(outDir, { recursive: true });
-  const built = families.map(buildImage);
+  const built = families.map((f) => buildImage(f, outDir));
   for (const b of built) console.log(`${b.ref} ${b.file} ${b.size}`);
 }

@@ -61,17 +61,21 @@ MULTUS_SRC="${CNIKIT_MULTUS_SRC:-$HERE/../../../shared/third_party/multus-cni}"
 if [[ -f "$MULTUS_SRC/go.mod" ]]; then
   key=$(cd "$MULTUS_SRC" && find go.mod go.sum cmd pkg -type f -print0 | sort -z | xargs -0 sha256sum | sha256sum | cut -c1-16)
   dest="$CACHE/multus/$key"
-  if [[ ! -x "$dest/multus" ]]; then
+  if [[ ! -x "$dest/passthru" ]]; then
     mkdir -p "$CACHE/multus"
     exec 7>"$CACHE/multus/.build.lock"
     flock 7
-    if [[ ! -x "$dest/multus" ]]; then
+    if [[ ! -x "$dest/passthru" ]]; then
       start=$(date +%s)
       log "building multus (thin plugin) from $MULTUS_SRC"
       out="$CACHE/multus/.work-$key"
       rm -rf "$out"
-      (cd "$MULTUS_SRC" && GOTOOLCHAIN=local GOFLAGS="${GOFLAGS:-} -buildvcs=false" CGO_ENABLED=0 \
-        nice -n "$NICE" go build -trimpath -ldflags "-s -w" -o "$out/multus" ./cmd/multus)
+      # multus: the thin plugin; install_multus, thin_entrypoint and passthru: what its DaemonSet image holds
+      # besides (multus-image.mjs writes that image from these four; passthru last: the cache's completion mark).
+      for prog in multus:multus install_multus:install_multus thin_entrypoint:thin_entrypoint passthru:passthru-cni; do
+        (cd "$MULTUS_SRC" && GOTOOLCHAIN=local GOFLAGS="${GOFLAGS:-} -buildvcs=false" CGO_ENABLED=0 \
+          nice -n "$NICE" go build -trimpath -ldflags "-s -w" -o "$out/${prog%%:*}" "./cmd/${prog#*:}")
+      done
       rm -rf "$dest"; mv "$out" "$dest"
       log "built multus in $(( $(date +%s) - start ))s"
     fi

@@ -36,19 +36,20 @@ say "Coil: kubectl apply -f packages/coil/config/{crds,rbac,deploy}.yaml and an 
 POOL
 "$KUBECTL" wait --for=condition=Ready node --all --timeout=240s
 
-say "Multus in front of Coil, veth and router from their DaemonSet, a NetworkAttachmentDefinition macvlan + veth"
-for p in "$MULTUS" /usr/lib/cni/macvlan /usr/lib/cni/host-local; do cp "$p" "$BIN/.tmp" && mv "$BIN/.tmp" "$BIN/$(basename "$p")"; done
-printf '{"cniVersion":"1.1.0","name":"multus-cni-network","type":"multus","kubeconfig":"%s","clusterNetwork":"/etc/cni/net.d/10-coil.conflist"}\n' \
-  "$KUBECONFIG" >"$CONF/.00-multus.conf" && mv "$CONF/.00-multus.conf" "$CONF/00-multus.conf"
-node -e "const y=require('js-yaml');const d=y.loadAll(require('fs').readFileSync('../shared/third_party/multus-cni/deployments/multus-daemonset.yml','utf8'));
-console.log(JSON.stringify({apiVersion:'v1',kind:'List',items:d.filter(x=>x&&x.kind==='CustomResourceDefinition')}))" | "$KUBECTL" apply -f - >/dev/null
-"$KUBECTL" wait --for=condition=Established crd/network-attachment-definitions.k8s.cni.cncf.io --timeout=60s >/dev/null
+say "Multus from its own DaemonSet (deployments/multus-daemonset.yml, image built from its source) in front of Coil"
+MULTUS_SRC="${CNIKIT_MULTUS_SRC:-$ROOT/../shared/third_party/multus-cni}"
+MULTUS_TAR=$(node tools/node-lab/multus-image.mjs "$(dirname "$MULTUS")" "$(dirname "$MULTUS")/multus-cni.tar" | cut -d' ' -f2)
+"$CTR" -a "${SOCK#unix://}" -n k8s.io images import "$MULTUS_TAR" >/dev/null
+# the reference macvlan and host-local, as a distribution's containernetworking-plugins package installs them
+for p in /usr/lib/cni/macvlan /usr/lib/cni/host-local; do cp "$p" "$BIN/.tmp" && mv "$BIN/.tmp" "$BIN/$(basename "$p")"; done
+"$KUBECTL" apply -f "$MULTUS_SRC/deployments/multus-daemonset.yml" >/dev/null
+"$KUBECTL" -n kube-system rollout status daemonset/kube-multus-ds --timeout=180s >/dev/null
+for _ in $(seq 120); do [[ -f "$CONF/00-multus.conflist" ]] && break; sleep 0.5; done
+[[ -f "$CONF/00-multus.conflist" ]] || { say "Multus wrote no 00-multus.conflist into $CONF"; exit 1; }
+say "veth and router from their DaemonSet; NetworkAttachmentDefinitions macvlan + veth, macvlan + router"
 "$KUBECTL" apply -f packages/meta/config/install.yaml >/dev/null
 "$KUBECTL" -n kube-system rollout status daemonset/cnikit-veth-router --timeout=180s >/dev/null
-"$KUBECTL" apply -f - >/dev/null <<'NAD'
-{ "apiVersion": "k8s.cni.cncf.io/v1", "kind": "NetworkAttachmentDefinition", "metadata": { "name": "macvlan-veth", "namespace": "default" },
-  "spec": { "config": "{\"cniVersion\":\"1.0.0\",\"name\":\"macvlan-veth\",\"plugins\":[{\"type\":\"macvlan\",\"master\":\"eth0\",\"mode\":\"bridge\",\"ipam\":{\"type\":\"host-local\",\"ranges\":[[{\"subnet\":\"198.51.100.0/24\",\"rangeStart\":\"198.51.100.100\",\"rangeEnd\":\"198.51.100.149\"}]]}},{\"type\":\"veth\",\"overlay_hijack_subnet\":[\"10.100.0.0/16\"],\"service_hijack_subnet\":[\"10.0.0.0/24\"]}]}" } }
-NAD
+"$KUBECTL" apply -f packages/meta/config/nads.yaml >/dev/null
 "$KUBECTL" apply -f - >/dev/null <<'POD'
 { "apiVersion": "v1", "kind": "Pod", "metadata": { "name": "demo", "annotations": { "k8s.v1.cni.cncf.io/networks": "macvlan-veth" } },
   "spec": { "terminationGracePeriodSeconds": 1, "containers": [ { "name": "bb", "image": "lab.local/busybox:1.35", "imagePullPolicy": "Never",

@@ -298,7 +298,9 @@ function createMountNamespace(node: LabNode): void {
   );
   const binds = HOST_MOUNT_POINTS.map((p) => {
     fs.mkdirSync(hostDirOf(node, p), { recursive: true });
-    return `mount --bind '${hostDirOf(node, p)}' '${p}'`;
+    // shared, as systemd makes every mount of a real host: a pod may mount a host path Bidirectional (Multus's
+    // install_multus does /opt/cni/bin), which containerd refuses on a private mount
+    return `mount --bind '${hostDirOf(node, p)}' '${p}' && mount --make-shared '${p}'`;
   });
   // Pod netns files (containerd mounts them under /run/netns) must propagate into node daemons' containers that
   // mount /run/netns with HostToContainer (coild): a shared mount, as `ip netns` makes it on a real host.
@@ -322,12 +324,18 @@ export function startInNode(lab: Lab, node: LabNode, name: string, argv: string[
   return pid;
 }
 
-/** Stops a node daemon (SIGTERM, as an init system would) and starts it again with the same command line. */
+/**
+ * Stops a node daemon (SIGTERM, as an init system would) and starts it again with the same command line; a
+ * containerd is waited for until it serves, as systemd orders kubelet after containerd (a kubelet that finds no
+ * CRI socket exits).
+ */
 export async function restartInNode(lab: Lab, node: LabNode, name: string): Promise<number> {
   const cmd = node.commands?.[name];
   if (!cmd) throw new Error(`nodes: ${name} of ${node.name} was not started by the lab`);
   await stopPid(node.pids[name], lab.dir, 30_000);
-  return startInNode(lab, node, name, cmd.argv, cmd.env);
+  const pid = startInNode(lab, node, name, cmd.argv, cmd.env);
+  if (name === 'containerd') await containerdServing(lab, node);
+  return pid;
 }
 
 /** Starts `argv` detached in the host namespaces, recorded so that downNodes stops it. */
@@ -346,6 +354,20 @@ function spawnLogged(lab: Lab, log: string, cmd: string, args: string[], env: No
   child.unref();
   if (!child.pid) throw new Error(`nodes: could not start ${cmd}`);
   return child.pid;
+}
+
+/** The last `lines` lines of a node daemon's log (for failure messages). */
+export function nodeLogTail(lab: Lab, node: LabNode, name: string, lines = 40): string {
+  try {
+    return fs
+      .readFileSync(path.join(lab.dir, 'logs', `${node.id}-${name}.log`), 'utf8')
+      .trimEnd()
+      .split('\n')
+      .slice(-lines)
+      .join('\n');
+  } catch (err) {
+    return `(no ${name} log: ${(err as Error).message})`;
+  }
 }
 
 /** Runs a program inside a node's namespaces and returns its stdout (throws on failure). */
@@ -372,17 +394,7 @@ async function startNode(lab: Lab, node: LabNode, relay: string, image: string, 
   });
   // The relay runs on the host (it reaches the API server there) and puts only its listening socket in the node.
   node.pids.relay = spawnLogged(lab, `${node.id}-relay`, process.execPath, [relay, `/run/netns/${node.netns}`, String(lab.apiPort)], {});
-  let last = '';
-  await waitUntil(
-    () => `containerd of ${node.name} (crictl info: ${last})`,
-    60_000,
-    () => {
-      const r = tryRun(lab.bins.crictl, ['-r', `unix://${node.containerdSocket}`, 'info']);
-      last = r.out.slice(-300);
-      return r.ok;
-    },
-    () => deadDaemon(lab, node),
-  );
+  await containerdServing(lab, node);
   run(lab.bins.ctr, ['-a', node.containerdSocket, '-n', 'k8s.io', 'images', 'import', image]);
   nodeCredentials(lab, node);
   fs.writeFileSync(path.join(node.dir, 'kubelet', 'config.yaml'), kubeletConfig(node, lab.caFile));
@@ -398,13 +410,25 @@ async function startNode(lab: Lab, node: LabNode, relay: string, image: string, 
   ]);
 }
 
+/** Waits until a node's containerd answers on its CRI socket (kubelet exits at once when it does not). */
+async function containerdServing(lab: Lab, node: LabNode): Promise<void> {
+  let last = '';
+  await waitUntil(
+    () => `containerd of ${node.name} (crictl info: ${last})`,
+    60_000,
+    () => {
+      const r = tryRun(lab.bins.crictl, ['-r', `unix://${node.containerdSocket}`, 'info']);
+      last = r.out.slice(-300);
+      return r.ok;
+    },
+    () => deadDaemon(lab, node),
+  );
+}
+
 function deadDaemon(lab: Lab, node: LabNode): string | undefined {
   for (const [name, pid] of Object.entries(node.pids)) {
-    if (!isAlive(pid)) {
-      const file = path.join(lab.dir, 'logs', `${node.id}-${name}.log`);
-      const tail = fs.existsSync(file) ? fs.readFileSync(file, 'utf8').trimEnd().split('\n').slice(-15).join('\n') : '';
-      return `${name} of ${node.name} exited (log ${file}):\n${tail}`;
-    }
+    if (!isAlive(pid))
+      return `${name} of ${node.name} exited (log ${lab.dir}/logs/${node.id}-${name}.log):\n${nodeLogTail(lab, node, name, 15)}`;
   }
   return undefined;
 }
@@ -660,6 +684,8 @@ async function waitNodes(lab: Lab, ready: boolean, timeoutMs: number, log: (m: s
 
 export interface DownOptions {
   log?: (m: string) => void;
+  /** Copy the daemons' logs (kubelet, containerd, relays) to this directory before the lab dir is removed. */
+  keepLogs?: string;
 }
 
 /** Deletes the workloads and pods (kubelet sends CNI DEL), stops everything, restores the host; returns the leaks. */
@@ -669,6 +695,7 @@ export async function downNodes(dir: string, opts: DownOptions = {}): Promise<st
   if (!lab) return [];
   const t0 = Date.now();
   const step = (m: string): void => log(`nodes: down +${Date.now() - t0} ms: ${m}`);
+  if (opts.keepLogs) fs.cpSync(path.join(lab.dir, 'logs'), opts.keepLogs, { recursive: true, force: true });
   await drainPods(lab, log);
   step('pods deleted; stopping kubelets');
   for (const node of lab.nodes) await stopPid(node.pids.kubelet, lab.dir, 15_000);

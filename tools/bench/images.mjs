@@ -1,0 +1,78 @@
+// Image sizes: each family's OCI archive (`npm run images`), as stored (uncompressed layer) and as a registry
+// would serve it (the layer gzip-compressed, what "compressed size" means on Docker Hub and ghcr), beside a Go
+// anchor built the same way here — the Multus thin DaemonSet image from its source (tools/node-lab/build.sh,
+// multus-image.mjs) — and compressed sizes the anchors' registries list for linux/amd64.
+import { execFileSync } from 'node:child_process';
+import * as fs from 'node:fs';
+import * as path from 'node:path';
+import * as zlib from 'node:zlib';
+import { mb, table } from './lib/measure.mjs';
+
+export const title = 'image sizes: our families (one Node runtime each) beside Go images';
+export const order = 25;
+
+/** Compressed sizes listed by registries (linux/amd64), with where they were read. */
+const PUBLISHED = [
+  ['Multus 4.2.2 (bitnamilegacy/multus-cni:4.2.2, Debian base)', 110.11e6, 'hub.docker.com/r/bitnamilegacy/multus-cni/tags'],
+  ['Cilium operator-generic v1.19.5 (mirror of quay.io/cilium)', 31.94e6, 'hub.docker.com/r/brinnatt/cilium-operator-generic/tags'],
+];
+
+/** Bytes of the archive's layers, gzip-compressed (level 6, as `docker push` does). */
+function gzippedLayers(archive) {
+  const list = execFileSync('tar', ['-tf', archive], { encoding: 'utf8' }).split('\n');
+  const index = JSON.parse(execFileSync('tar', ['-xOf', archive, 'index.json'], { encoding: 'utf8' }));
+  const manifestBlob = `blobs/sha256/${index.manifests[0].digest.slice(7)}`;
+  const manifest = JSON.parse(execFileSync('tar', ['-xOf', archive, manifestBlob], { encoding: 'utf8' }));
+  let total = 0;
+  for (const layer of manifest.layers) {
+    const name = `blobs/sha256/${layer.digest.slice(7)}`;
+    if (!list.includes(name)) throw new Error(`${archive}: layer ${name} missing`);
+    const bytes = execFileSync('tar', ['-xOf', archive, name], { maxBuffer: 1 << 30 });
+    total += zlib.gzipSync(bytes, { level: 6 }).length;
+  }
+  return total;
+}
+
+function multusArchive(ctx) {
+  const out = execFileSync('bash', [path.join(ctx.root, 'tools', 'node-lab', 'build.sh')], {
+    encoding: 'utf8',
+    stdio: ['ignore', 'pipe', 'ignore'],
+  });
+  const multus = /^MULTUS=(.*)$/m.exec(out)?.[1];
+  if (!multus) return undefined;
+  const dir = path.dirname(multus);
+  const line = execFileSync(
+    ctx.node,
+    [path.join(ctx.root, 'tools', 'node-lab', 'multus-image.mjs'), dir, path.join(dir, 'multus-cni.tar')],
+    {
+      encoding: 'utf8',
+    },
+  );
+  return line.trim().split(' ')[1];
+}
+
+export function run(ctx) {
+  const out = execFileSync(ctx.node, [path.join(ctx.root, 'tools', 'images', 'images.mjs')], {
+    encoding: 'utf8',
+    stdio: ['ignore', 'pipe', 'ignore'],
+  });
+  const rows = out
+    .trim()
+    .split('\n')
+    .map((line) => {
+      const [ref, file] = line.split(' ');
+      return [ref, 'TypeScript, one Node runtime', mb(fs.statSync(file).size), mb(gzippedLayers(file)), 'built here'];
+    });
+  const multus = multusArchive(ctx);
+  if (multus)
+    rows.push([
+      'ghcr.io/k8snetworkplumbingwg/multus-cni (thin)',
+      'Go, from source',
+      mb(fs.statSync(multus).size),
+      mb(gzippedLayers(multus)),
+      'built here',
+    ]);
+  else rows.push(['multus-cni', 'Go', '-', '-', 'no Multus source beside the repository']);
+  for (const [name, bytes, where] of PUBLISHED) rows.push([name, 'Go', '-', mb(bytes), where]);
+  table(['image', 'made of', 'archive', 'layers gzip', 'source'], rows);
+}

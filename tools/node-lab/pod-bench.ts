@@ -1,0 +1,222 @@
+// node tools/node-lab/pod-bench.ts [--pods N] [--idle-s S]   (run by tools/bench/node-pods.mjs; root)
+//
+// One real node (kubelet + containerd, tools/node-lab) measured twice as a user meets it:
+//   1. with Debian's bridge + host-local (Go, CNI 1.0.0) as the node's network;
+//   2. the same node switched to Coil, installed from its image and manifests (packages/coil/config).
+// Each time, first the node idle for S seconds: containerd's reaped children's CPU (cutime + cstime: the CNI
+// calls it makes on its own, STATUS every ~5 s for a 1.1.0 conflist and never for bridge's 1.0.0, plus whatever
+// else it reaps) and, with Coil, the STATUS calls coild counted; then N pods created at once (one `kubectl
+// apply`), the time from that apply until each pod's Ready condition is True (seen through one `kubectl get
+// -w`), and the pods deleted. Last, the CPU of one `coil` STATUS call, measured directly. Prints one JSON
+// object on stdout; progress on stderr.
+import { execFileSync, spawn } from 'node:child_process';
+import * as fs from 'node:fs';
+import * as os from 'node:os';
+import * as path from 'node:path';
+import { parseArgs } from 'node:util';
+import { startCluster, stopCluster } from '../../testing/kube/src/cluster.ts';
+import { downNodes, importImage, labDirOf, upNodes, type Lab } from './lab.ts';
+
+// an ES module under Node's type stripping: tools/bench/node-pods.mjs sets CNIKIT_REPO_ROOT
+const root = process.env.CNIKIT_REPO_ROOT ?? process.cwd();
+const { values: opt } = parseArgs({ options: { pods: { type: 'string', default: '30' }, 'idle-s': { type: 'string', default: '60' } } });
+const PODS = Number(opt.pods);
+const IDLE_S = Number(opt['idle-s']);
+const log = (m: string): void => void process.stderr.write(`[pod-bench] ${m}\n`);
+const CLK_TCK = 100; // USER_HZ: the unit of /proc/<pid>/stat times on Linux
+
+function kubectl(lab: Lab, kubeconfig: string, args: string[], input?: string): string {
+  return execFileSync(lab.bins.kubectl, args, {
+    input,
+    encoding: 'utf8',
+    env: { ...process.env, KUBECONFIG: kubeconfig },
+    timeout: 300_000,
+  });
+}
+
+function podList(node: string, n: number): string {
+  const pod = (i: number): unknown => ({
+    apiVersion: 'v1',
+    kind: 'Pod',
+    metadata: { name: `bench-${i}`, namespace: 'default', labels: { app: 'bench' } },
+    spec: {
+      nodeSelector: { 'kubernetes.io/hostname': node },
+      terminationGracePeriodSeconds: 1,
+      containers: [
+        {
+          name: 'bb',
+          image: 'lab.local/busybox:1.35',
+          imagePullPolicy: 'Never',
+          command: ['sh', '-c', "trap 'exit 0' TERM; sleep 3600 & wait"],
+        },
+      ],
+    },
+  });
+  return JSON.stringify({ apiVersion: 'v1', kind: 'List', items: Array.from({ length: n }, (_, i) => pod(i)) });
+}
+
+/** Creates N pods at once; returns each pod's ms from the apply to its Ready=True, as one watch saw it. */
+async function createToReady(lab: Lab, kubeconfig: string): Promise<number[]> {
+  const watch = spawn(
+    lab.bins.kubectl,
+    ['get', 'pods', '-l', 'app=bench', '-w', '-o', 'jsonpath={.metadata.name} {.status.conditions[?(@.type=="Ready")].status}{"\\n"}'],
+    { env: { ...process.env, KUBECONFIG: kubeconfig }, stdio: ['ignore', 'pipe', 'inherit'] },
+  );
+  const ready = new Map<string, number>();
+  let t0 = 0;
+  const done = new Promise<void>((resolve, reject) => {
+    const timer = setTimeout(() => reject(new Error(`only ${ready.size}/${PODS} pods Ready after 600 s`)), 600_000);
+    let buf = '';
+    watch.stdout.on('data', (chunk: Buffer) => {
+      buf += chunk.toString();
+      const lines = buf.split('\n');
+      buf = lines.pop() ?? '';
+      for (const line of lines) {
+        const [name, status] = line.trim().split(' ');
+        if (t0 && name && status === 'True' && !ready.has(name)) ready.set(name, performance.now() - t0);
+      }
+      if (ready.size === PODS) {
+        clearTimeout(timer);
+        resolve();
+      }
+    });
+  });
+  await new Promise((r) => setTimeout(r, 1000)); // the watch is established before the pods exist
+  t0 = performance.now();
+  kubectl(lab, kubeconfig, ['apply', '-f', '-'], podList(lab.nodes[0]!.name, PODS));
+  try {
+    await done;
+  } finally {
+    watch.kill();
+  }
+  kubectl(lab, kubeconfig, ['delete', 'pods', '-l', 'app=bench', '--wait=true', '--timeout=300s']);
+  return [...ready.values()].sort((a, b) => a - b);
+}
+
+/** coild's count of STATUS calls it served (its go-grpc-prometheus counter), or 0 without coild. */
+async function coildStatusCalls(lab: Lab): Promise<number> {
+  try {
+    const text = await (await fetch(`http://${lab.nodes[0]!.ip}:9384/metrics`)).text();
+    return Number(/^grpc_server_started_total\{[^}]*grpc_method="Status"[^}]*\} (\S+)$/m.exec(text)?.[1] ?? 0);
+  } catch {
+    return 0;
+  }
+}
+
+/**
+ * Over S idle seconds before any test pod: CPU ms of containerd's reaped children (the CNI plugins it ran on
+ * its own, and whatever else it reaped) and the STATUS calls coild served, both per minute.
+ */
+async function idleStatus(lab: Lab): Promise<{ cpuMsPerMin: number; callsPerMin: number }> {
+  const pid = lab.nodes[0]!.pids.containerd!;
+  const children = (): number => {
+    const fields = fs.readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]!.split(' ');
+    return ((Number(fields[13]) + Number(fields[14])) * 1000) / CLK_TCK; // cutime, cstime (fields 16, 17)
+  };
+  await new Promise((r) => setTimeout(r, 20_000)); // the node's own pods (coild, controllers) settle
+  const [cpu0, calls0] = [children(), await coildStatusCalls(lab)];
+  await new Promise((r) => setTimeout(r, IDLE_S * 1000));
+  const [cpu1, calls1] = [children(), await coildStatusCalls(lab)];
+  return { cpuMsPerMin: ((cpu1 - cpu0) * 60) / IDLE_S, callsPerMin: ((calls1 - calls0) * 60) / IDLE_S };
+}
+
+const STATUS_RUNS = 20;
+
+/**
+ * CPU ms of one `coil` STATUS call as containerd makes it (in the node's namespaces, the conflist's config on
+ * stdin): the calls are this process's children, so their CPU is the growth of our own cutime + cstime.
+ */
+function statusCallCpuMs(lab: Lab): number {
+  const node = lab.nodes[0]!;
+  const self = (): number => {
+    const f = fs.readFileSync('/proc/self/stat', 'utf8').split(') ')[1]!.split(' ');
+    return ((Number(f[13]) + Number(f[14])) * 1000) / CLK_TCK;
+  };
+  const conf = JSON.stringify({ cniVersion: '1.1.0', name: 'k8s-pod-network', type: 'coil', socket: '/run/coild.sock' });
+  const before = self();
+  for (let i = 0; i < STATUS_RUNS; i++) {
+    // nsenter execs coil in place (no fork): the child is the plugin itself
+    execFileSync('nsenter', [`--mount=${node.mountNs}`, `--net=/run/netns/${node.netns}`, '--', '/opt/cni/bin/coil'], {
+      input: conf,
+      env: { CNI_COMMAND: 'STATUS', CNI_PATH: '/opt/cni/bin' },
+    });
+  }
+  return (self() - before) / STATUS_RUNS;
+}
+
+async function switchToCoil(lab: Lab, kubeconfig: string, image: string): Promise<void> {
+  const node = lab.nodes[0]!;
+  fs.rmSync(path.join(node.cniConfDir, '10-lab-bridge.conflist'));
+  importImage(lab, image);
+  const config = path.join(root, 'packages', 'coil', 'config');
+  kubectl(lab, kubeconfig, ['apply', '-f', path.join(config, 'crds.yaml')]);
+  kubectl(lab, kubeconfig, ['wait', '--for=condition=Established', 'crd/addresspools.coil.cybozu.com', '--timeout=60s']);
+  kubectl(lab, kubeconfig, ['apply', '-f', path.join(config, 'rbac.yaml'), '-f', path.join(config, 'deploy.yaml')]);
+  const pool = {
+    apiVersion: 'coil.cybozu.com/v2',
+    kind: 'AddressPool',
+    metadata: { name: 'default' },
+    spec: { blockSizeBits: 5, subnets: [{ ipv4: '10.100.0.0/16' }] },
+  };
+  kubectl(lab, kubeconfig, ['apply', '-f', '-'], JSON.stringify(pool));
+  kubectl(lab, kubeconfig, ['-n', 'kube-system', 'rollout', 'status', 'daemonset/coild', '--timeout=300s']);
+  // one replica available: its two hostNetwork replicas share ports, so one node runs only one of them
+  kubectl(lab, kubeconfig, [
+    '-n',
+    'kube-system',
+    'wait',
+    '--for=jsonpath={.status.availableReplicas}=1',
+    'deployment/coil-ipam-controller',
+    '--timeout=300s',
+  ]);
+  kubectl(lab, kubeconfig, ['wait', '--for=condition=Ready', 'node', '--all', '--timeout=300s']);
+}
+
+const pct = (xs: number[], p: number): number => xs[Math.min(xs.length - 1, Math.ceil((p / 100) * xs.length) - 1)]!;
+const summary = (xs: number[]): { p50: number; p99: number; max: number } => ({
+  p50: pct(xs, 50),
+  p99: pct(xs, 99),
+  max: xs[xs.length - 1]!,
+});
+
+async function main(): Promise<void> {
+  const out = execFileSync(process.execPath, [path.join(root, 'tools', 'images', 'images.mjs'), 'coil'], {
+    encoding: 'utf8',
+    stdio: ['ignore', 'pipe', 'inherit'],
+  });
+  const image = out.trim().split(' ')[1]!;
+  const stateDir = fs.mkdtempSync(path.join(os.tmpdir(), 'cnikit-podbench-'));
+  const cluster = await startCluster({ stateDir, log, serviceAccounts: true });
+  const teardown = async (): Promise<void> => {
+    await downNodes(labDirOf(stateDir), { log });
+    await stopCluster(cluster);
+  };
+  // Ctrl-C (or the bench's timeout) still restores the host
+  for (const sig of ['SIGINT', 'SIGTERM'] as const) process.once(sig, () => void teardown().finally(() => process.exit(130)));
+  try {
+    const lab = await upNodes({ clusterDir: stateDir, nodes: 1, cni: 'bridge', log });
+    log(`bridge + host-local: idle ${IDLE_S} s, then ${PODS} pods`);
+    const bridgeIdle = await idleStatus(lab);
+    const bridge = await createToReady(lab, cluster.kubeconfig);
+    log('switching the node to Coil (image + manifests)');
+    await switchToCoil(lab, cluster.kubeconfig, image);
+    log(`coil: idle ${IDLE_S} s, then ${PODS} pods, then ${STATUS_RUNS} STATUS calls`);
+    const coilIdle = await idleStatus(lab);
+    const coil = await createToReady(lab, cluster.kubeconfig);
+    const statusCpuMs = statusCallCpuMs(lab);
+    console.log(
+      JSON.stringify({
+        pods: PODS,
+        bridge: { ...summary(bridge), idle: bridgeIdle },
+        coil: { ...summary(coil), idle: coilIdle, statusCpuMs },
+      }),
+    );
+  } finally {
+    await teardown();
+  }
+}
+
+main().catch((err: unknown) => {
+  console.error(err);
+  process.exitCode = 1;
+});
