@@ -11,7 +11,7 @@ import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { REPO_ROOT } from '../lib/paths';
 import { isAlive } from '../../tools/node-lab/host';
-import { crictl, importImage, nodeLogTail, nodeRun, restartInNode, type LabNode } from '../../tools/node-lab/lab';
+import { crictl, importImage, nodeLogTail, nodeRun, nodeTryRun, restartInNode, type LabNode } from '../../tools/node-lab/lab';
 import {
   buildImages,
   describeNodes,
@@ -323,6 +323,45 @@ describeNodes(
           .filter((f) => /^\d+\./.test(f));
         expect({ net, leases }).toEqual({ net, leases: [] });
       }
+    });
+
+    test("doctor conf, the image's own program on the node: Multus's conflist is the one used, every plugin speaks its 1.1.0", async () => {
+      const node = e().lab.nodes[0]!;
+      // cni-install left the image's executable in the node's bin dir: the same program `kubectl exec` would run
+      const out = JSON.parse(nodeRun(node, ['/opt/cni/bin/cnikit-coil', 'doctor', 'conf', '-o', 'json'])) as {
+        files: {
+          file: string;
+          used: boolean;
+          cniVersion: string;
+          plugins: { type: string; supportedVersions: string[] }[];
+          findings: unknown[];
+        }[];
+      };
+      const used = out.files.filter((f) => f.used);
+      expect(used.map((f) => path.basename(f.file))).toEqual(['00-multus.conflist']);
+      expect(used[0]!.cniVersion).toBe('1.1.0');
+      expect(used[0]!.plugins.map((p) => p.type)).toEqual(['multus']);
+      expect(used[0]!.findings).toEqual([]);
+      const coil = out.files.find((f) => path.basename(f.file) === '10-coil.conflist')!;
+      expect(coil.plugins[0]!.supportedVersions).toContain('1.1.0');
+      // a conflist chaining Debian's portmap at 1.1.0 (what docs/coil.md once said): exit 1, portmap named
+      const dir = path.join(node.dir, 'doctor-conf');
+      fs.mkdirSync(dir, { recursive: true });
+      fs.copyFileSync('/usr/lib/cni/portmap', path.join(node.cniBinDir, 'portmap'));
+      const bad = {
+        cniVersion: '1.1.0',
+        name: 'k8s-pod-network',
+        plugins: [
+          { type: 'coil', socket: '/run/coild.sock' },
+          { type: 'portmap', capabilities: { portMappings: true } },
+        ],
+      };
+      fs.writeFileSync(path.join(dir, '10-coil.conflist'), JSON.stringify(bad));
+      const r = nodeTryRun(node, ['/opt/cni/bin/cnikit-coil', 'doctor', 'conf', '--conf-dir', dir]);
+      fs.rmSync(dir, { recursive: true });
+      fs.rmSync(path.join(node.cniBinDir, 'portmap'));
+      expect(r.ok).toBe(false);
+      expect(r.stdout).toMatch(/error: portmap: speaks CNI .*1\.0\.0, not the network's 1\.1\.0: the runtime's STATUS fails/);
     });
 
     test('coild gone from a node: STATUS fails through Multus, the node turns NotReady and a new pod waits; coild back: it starts', async () => {

@@ -375,6 +375,11 @@ export function nodeRun(node: LabNode, argv: string[]): string {
   return run('nsenter', [`--mount=${node.mountNs}`, `--net=/run/netns/${node.netns}`, '--', ...argv]);
 }
 
+/** nodeRun that never throws: whether it exited 0, its stdout, and stdout + stderr. */
+export function nodeTryRun(node: LabNode, argv: string[]): { ok: boolean; stdout: string; out: string } {
+  return tryRun('nsenter', [`--mount=${node.mountNs}`, `--net=/run/netns/${node.netns}`, '--', ...argv]);
+}
+
 export function crictl(lab: Lab, node: LabNode, args: string[]): string {
   return run(lab.bins.crictl, ['-r', `unix://${node.containerdSocket}`, '-t', '20s', ...args]);
 }
