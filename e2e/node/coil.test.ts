@@ -328,7 +328,9 @@ describeNodes(
     test("doctor conf, the image's own program on the node: Multus's conflist is the one used, every plugin speaks its 1.1.0", async () => {
       const node = e().lab.nodes[0]!;
       // cni-install left the image's executable in the node's bin dir: the same program `kubectl exec` would run
-      const out = JSON.parse(nodeRun(node, ['/opt/cni/bin/cnikit-coil', 'doctor', 'conf', '-o', 'json'])) as {
+      const args = ['/opt/cni/bin/cnikit-coil', 'doctor', 'conf', '-o', 'json', '--kubeconfig', e().cluster.kubeconfig];
+      const out = JSON.parse(nodeRun(node, args)) as {
+        nads: { file: string; cniVersion: string; plugins: { type: string }[]; findings: unknown[] }[];
         files: {
           file: string;
           used: boolean;
@@ -344,6 +346,11 @@ describeNodes(
       expect(used[0]!.findings).toEqual([]);
       const coil = out.files.find((f) => path.basename(f.file) === '10-coil.conflist')!;
       expect(coil.plugins[0]!.supportedVersions).toContain('1.1.0');
+      // packages/meta/config/nads.yaml, read from the API server: Debian's macvlan + our veth / router at 1.0.0
+      expect(out.nads.map((n) => `${n.file} ${n.cniVersion} ${n.plugins.map((p) => p.type).join(',')} ${n.findings.length}`)).toEqual([
+        'NetworkAttachmentDefinition default/macvlan-router 1.0.0 macvlan,router 0',
+        'NetworkAttachmentDefinition default/macvlan-veth 1.0.0 macvlan,veth 0',
+      ]);
       // a conflist chaining Debian's portmap at 1.1.0 (what docs/coil.md once said): exit 1, portmap named
       const dir = path.join(node.dir, 'doctor-conf');
       fs.mkdirSync(dir, { recursive: true });
@@ -430,16 +437,21 @@ describeNodes(
         sandboxes().find((sb) => sb.id !== old!.id && sb.state === 'SANDBOX_READY'),
       );
       expect(fresh.id).not.toBe(old!.id);
-      const [again] = await runningApp('solo', 1);
-      expect(again!.name).toBe(pod!.name);
-      expect(inPool(again!.ip)).toBe(true);
+      const freshIp = (JSON.parse(crictl(e().lab, node, ['inspectp', '-o', 'json', fresh.id])) as { status: { network: { ip: string } } })
+        .status.network.ip;
+      expect(inPool(freshIp)).toBe(true);
+      // the pod's status follows the new sandbox once kubelet's next sync reports it
+      const again = await eventually("the pod's status showing the new sandbox's address", async () =>
+        (await runningApp('solo', 1)).find((p) => p.ip === freshIp),
+      );
+      expect(again.name).toBe(pod!.name);
       // one attachment on the node: the new sandbox's (the dead one's host veth and route are gone)
       await eventually('exactly one new link on the node', async () => {
         const extra = nodeNetState(node).links.filter((l) => !before.get(node.name)!.links.includes(l));
         if (extra.length === 1) return true;
         throw new Error(extra.join(' ') || 'none');
       });
-      expect(nodeRun(node, ['ip', 'route', 'show', 'table', '116']).trim().split('\n')).toContainEqual(expect.stringContaining(again!.ip));
+      expect(nodeRun(node, ['ip', 'route', 'show', 'table', '116']).trim().split('\n')).toContainEqual(expect.stringContaining(again.ip));
       await deleteApp('solo');
       await backToSnapshot(node);
     });

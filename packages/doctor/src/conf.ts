@@ -60,11 +60,14 @@ interface Parsed {
   findings: Finding[];
 }
 
-/** A .conf holds one plugin (libcni wraps it in a list); a .conflist or .json with "plugins" holds a list. */
-function parseFile(file: string): Parsed {
+/**
+ * A network config's text: a .conf holds one plugin (libcni wraps it in a list), a .conflist (or any config with
+ * "plugins") a list. `mustList`: the .conflist extension promises a list.
+ */
+function parseConfig(text: string, mustList: boolean): Parsed {
   let raw: unknown;
   try {
-    raw = JSON.parse(fs.readFileSync(file, 'utf8'));
+    raw = JSON.parse(text);
   } catch (err) {
     return { plugins: [], findings: [{ severity: 'error', msg: `not JSON: ${(err as Error).message}` }] };
   }
@@ -74,7 +77,7 @@ function parseFile(file: string): Parsed {
   const o = raw as Record<string, unknown>;
   const findings: Finding[] = [];
   const list = Array.isArray(o.plugins);
-  if (!list && path.extname(file) === '.conflist') findings.push({ severity: 'error', msg: 'a .conflist without a "plugins" list' });
+  if (!list && mustList) findings.push({ severity: 'error', msg: 'a .conflist without a "plugins" list' });
   const plugins = list ? (o.plugins as { type?: unknown }[]) : [o];
   if (plugins.length === 0) findings.push({ severity: 'error', msg: '"plugins" is empty' });
   const name = typeof o.name === 'string' ? o.name : undefined;
@@ -148,6 +151,56 @@ async function checkPlugin(
   };
 }
 
+/** One network config: its own findings and each plugin's, every plugin asked VERSION with its cniVersion. */
+async function lintConfig(file: string, parsed: Parsed, binDirs: string[]): Promise<FileReport> {
+  const report: FileReport = {
+    file,
+    name: parsed.name,
+    cniVersion: parsed.cniVersion,
+    plugins: [],
+    used: false,
+    findings: [...parsed.findings],
+  };
+  const version = parsed.cniVersion && isSupportedVersion(parsed.cniVersion) ? parsed.cniVersion : undefined;
+  for (const p of parsed.plugins) {
+    const { report: pr, findings } = await checkPlugin(p.type, version, binDirs);
+    report.plugins.push(pr);
+    report.findings.push(...findings);
+  }
+  return report;
+}
+
+/** A Multus NetworkAttachmentDefinition, as far as linting needs it. */
+export interface Nad {
+  namespace: string;
+  name: string;
+  /** spec.config: the network config Multus delegates to, as JSON text. */
+  config?: string;
+}
+
+/**
+ * Each NetworkAttachmentDefinition's config, as Multus runs it on this node: every plugin from the node's bin
+ * dirs, called with the config's own cniVersion. (The real Multus forwards neither STATUS nor GC to these
+ * delegates, so a mismatch shows only when a pod asking for the network is created or deleted.)
+ */
+export async function lintNads(nads: Nad[], binDirs: string[]): Promise<FileReport[]> {
+  const reports: FileReport[] = [];
+  for (const nad of nads) {
+    const where = `NetworkAttachmentDefinition ${nad.namespace}/${nad.name}`;
+    if (!nad.config) {
+      reports.push({
+        file: where,
+        plugins: [],
+        used: false,
+        findings: [{ severity: 'warning', msg: 'no spec.config: Multus looks for a file of that name in its conf dir' }],
+      });
+      continue;
+    }
+    reports.push(await lintConfig(where, parseConfig(nad.config, false), binDirs));
+  }
+  return reports;
+}
+
 export interface LintOptions {
   confDir: string;
   binDirs: string[];
@@ -159,23 +212,10 @@ export async function lintConfDir(o: LintOptions): Promise<FileReport[]> {
   let usedFound = false;
   const names = new Map<string, string>();
   for (const file of confFiles(o.confDir)) {
-    const parsed = parseFile(file);
-    const report: FileReport = {
-      file,
-      name: parsed.name,
-      cniVersion: parsed.cniVersion,
-      plugins: [],
-      used: false,
-      findings: [...parsed.findings],
-    };
+    const parsed = parseConfig(fs.readFileSync(file, 'utf8'), path.extname(file) === '.conflist');
+    const report = await lintConfig(file, parsed, o.binDirs);
     // libcni skips a file that does not load (bad JSON, no name or version) and takes the next one
     const loads = !parsed.findings.some((f) => f.severity === 'error') && parsed.plugins.length > 0;
-    const version = parsed.cniVersion && isSupportedVersion(parsed.cniVersion) ? parsed.cniVersion : undefined;
-    for (const p of parsed.plugins) {
-      const { report: pr, findings } = await checkPlugin(p.type, version, o.binDirs);
-      report.plugins.push(pr);
-      report.findings.push(...findings);
-    }
     if (loads && !usedFound) report.used = usedFound = true;
     else if (loads)
       report.findings.push({
@@ -190,18 +230,17 @@ export async function lintConfDir(o: LintOptions): Promise<FileReport[]> {
   return reports;
 }
 
-/** A table for people: one line per file, then its findings. */
+/** A table for people: one line per config, then its findings. */
 export function formatReports(reports: FileReport[], confDir: string): string {
   if (reports.length === 0) return `${confDir}: no network config (.conf, .conflist, .json): the runtime reports the network not ready\n`;
   const lines: string[] = [];
   for (const r of reports) {
-    const plugins = r.plugins
-      .map((p) => (p.supportedVersions ? `${p.type} (${p.supportedVersions.at(-1)})` : `${p.type} (?)`))
-      .join(' -> ');
-    lines.push(`${r.used ? '*' : ' '} ${path.basename(r.file)}  ${r.name ?? '?'}  cniVersion ${r.cniVersion ?? '?'}  ${plugins}`);
+    const plugins = r.plugins.map((p) => `${p.type} (${p.supportedVersions?.at(-1) ?? '?'})`).join(' -> ');
+    const where = path.isAbsolute(r.file) ? path.basename(r.file) : r.file;
+    lines.push(`${r.used ? '*' : ' '} ${where}  ${r.name ?? '?'}  cniVersion ${r.cniVersion ?? '?'}  ${plugins}`);
     for (const f of r.findings) lines.push(`    ${f.severity}: ${f.plugin ? `${f.plugin}: ` : ''}${f.msg}`);
   }
-  lines.push("(* the file the runtime uses; in parentheses each plugin's highest CNI version)");
+  if (reports.some((r) => r.used)) lines.push("(* the file the runtime uses; in parentheses each plugin's highest CNI version)");
   return `${lines.join('\n')}\n`;
 }
 

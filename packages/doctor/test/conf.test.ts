@@ -6,7 +6,7 @@ import { prerequisite } from '@cnikit/netlib-testing';
 import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
-import { confFiles, formatReports, hasErrors, lintConfDir, type FileReport } from '../src/conf';
+import { confFiles, formatReports, hasErrors, lintConfDir, lintNads, type FileReport } from '../src/conf';
 
 const DEBIAN = '/usr/lib/cni';
 const have = ['portmap', 'bridge', 'host-local'].every((p) => fs.existsSync(path.join(DEBIAN, p)));
@@ -110,5 +110,29 @@ maybe('doctor conf', () => {
     expect(c!.findings.map((f) => `${f.severity}: ${f.msg}`)).toEqual([
       expect.stringMatching(/^warning: cniVersion 0\.3\.1: a legacy version/),
     ]);
+  });
+
+  test('NetworkAttachmentDefinitions are linted as Multus runs them on this node, with their own cniVersion', async () => {
+    const nad = (name: string, cniVersion: string, plugins: unknown[]) => ({
+      namespace: 'default',
+      name,
+      config: JSON.stringify({ cniVersion, name, plugins }),
+    });
+    const macvlan = { type: 'bridge', ipam: { type: 'host-local', subnet: '10.2.0.0/24' } };
+    const [good, bad, empty] = await lintNads(
+      [
+        nad('good', '1.0.0', [macvlan, { type: 'modern' }]),
+        nad('bad', '1.1.0', [macvlan, { type: 'portmap' }]),
+        { namespace: 'x', name: 'empty' },
+      ],
+      [binDir],
+    );
+    expect(good!.file).toBe('NetworkAttachmentDefinition default/good');
+    expect(good!.findings).toEqual([]);
+    expect(errors(bad!).map((e) => e.split(':')[0])).toEqual(['bridge', 'portmap']);
+    expect(empty!.findings.map((f) => f.severity)).toEqual(['warning']);
+    expect(formatReports([good!, bad!], 'NADs')).toMatch(
+      /^ {2}NetworkAttachmentDefinition default\/good {2}good {2}cniVersion 1\.0\.0 {2}bridge \(1\.0\.0\) -> modern \(1\.1\.0\)/,
+    );
   });
 });

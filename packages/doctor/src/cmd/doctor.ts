@@ -1,25 +1,57 @@
 /**
  * doctor: explains a node's pod networking (docs/doctor.md). `doctor conf` lints the CNI conf dir as the
- * runtime will read it: exit 0 when the runtime can use it, 1 when it cannot (or will fail on some call).
+ * runtime will read it, and Multus's NetworkAttachmentDefinitions as Multus will run them on this node: exit 0
+ * when nothing will fail, 1 when something will.
  */
 import { Command } from 'commander';
-import { formatReports, hasErrors, lintConfDir } from '../conf';
+import { formatReports, hasErrors, lintConfDir, lintNads, type FileReport } from '../conf';
+import { listNads } from '../nads';
+
+interface ConfOptions {
+  confDir: string;
+  binDir: string;
+  output: string;
+  nads: boolean;
+  kubeconfig?: string;
+}
+
+/** NADs are read when an API server is configured: --kubeconfig, $KUBECONFIG, or in a pod (in-cluster). */
+async function nadReports(o: ConfOptions, binDirs: string[]): Promise<{ reports: FileReport[]; note?: string }> {
+  if (!o.nads) return { reports: [], note: 'not checked (--no-nads)' };
+  if (!o.kubeconfig && !process.env.KUBECONFIG && !process.env.KUBERNETES_SERVICE_HOST) {
+    return { reports: [], note: 'not checked (no --kubeconfig, KUBECONFIG or in-cluster config)' };
+  }
+  const nads = await listNads(o.kubeconfig);
+  if (!nads) return { reports: [], note: 'none: the cluster has no NetworkAttachmentDefinition CRD (no Multus)' };
+  return { reports: await lintNads(nads, binDirs), note: nads.length ? undefined : 'none in the cluster' };
+}
 
 const program = new Command('doctor').description("explain a node's pod networking");
 
 program
   .command('conf')
-  .description("lint the node's CNI network configs: each plugin found and asked VERSION as the runtime asks it")
+  .description(
+    "lint the node's CNI network configs and Multus's NetworkAttachmentDefinitions: each plugin found and asked VERSION as the runtime asks it",
+  )
   .option('--conf-dir <dir>', 'the CNI conf dir', '/etc/cni/net.d')
   .option('--bin-dir <dirs>', 'the CNI bin dirs, colon-separated', '/opt/cni/bin')
+  .option('--kubeconfig <file>', 'read NetworkAttachmentDefinitions with this kubeconfig (default: $KUBECONFIG or in-cluster)')
+  .option('--no-nads', 'do not read NetworkAttachmentDefinitions')
   .option('-o, --output <format>', 'table or json', 'table')
-  .action(async (o: { confDir: string; binDir: string; output: string }) => {
+  .action(async (o: ConfOptions) => {
     if (!['table', 'json'].includes(o.output)) program.error(`doctor: --output must be table or json, not ${o.output}`, { exitCode: 2 });
-    const reports = await lintConfDir({ confDir: o.confDir, binDirs: o.binDir.split(':').filter(Boolean) });
-    process.stdout.write(
-      o.output === 'json' ? `${JSON.stringify({ confDir: o.confDir, files: reports }, null, 2)}\n` : formatReports(reports, o.confDir),
-    );
-    process.exitCode = hasErrors(reports) ? 1 : 0;
+    const binDirs = o.binDir.split(':').filter(Boolean);
+    const files = await lintConfDir({ confDir: o.confDir, binDirs });
+    const nads = await nadReports(o, binDirs);
+    if (o.output === 'json') {
+      process.stdout.write(`${JSON.stringify({ confDir: o.confDir, files, nads: nads.reports, nadsNote: nads.note }, null, 2)}\n`);
+    } else {
+      process.stdout.write(formatReports(files, o.confDir));
+      process.stdout.write(
+        nads.note ? `NetworkAttachmentDefinitions: ${nads.note}\n` : formatReports(nads.reports, 'NetworkAttachmentDefinitions'),
+      );
+    }
+    process.exitCode = hasErrors(files) || nads.reports.some((r) => r.findings.some((f) => f.severity === 'error')) ? 1 : 0;
   });
 
 program.parseAsync().catch((err: unknown) => {
