@@ -4,15 +4,13 @@
  * agent creates its CiliumNode from flags (an instance started in moto), the operator fills the node's pool
  * from EC2, and the built cilium-eni-ipam binary gets an IP from the agent over its socket, with the routing
  * set up in a "node" namespace holding the ENI link (a veth with the ENI's MAC from status.eni.enis).
- * The API is read with node:https and the cluster's admin certificate (no client library).
+ * The API is read through the kube kit's transport (requestRaw) with the cluster's admin kubeconfig.
  */
 import * as fs from 'node:fs';
-import * as https from 'node:https';
 import * as os from 'node:os';
 import * as path from 'node:path';
-import { load } from 'js-yaml';
-import { startCluster, stopCluster, freePort, type ClusterInfo } from '@cnikit/kube-testing';
-// moto.ts and ec2-fixture.ts directly: the testing index pulls in the Kubernetes client (ESM, not loadable here).
+import type { KubeTransport } from '@cnikit/kube';
+import { startCluster, stopCluster, freePort, transportFor, type ClusterInfo } from '@cnikit/kube-testing';
 import { startMoto, type Moto } from '@cnikit/cilium-eni-ipam-testing';
 import { makeWorld, runInstances, type World } from '@cnikit/cilium-eni-ipam-testing';
 import type { CiliumNode } from '../../packages/cilium-eni-ipam/src/types';
@@ -33,33 +31,14 @@ const BINARIES = ['cilium-eni-operator', 'cilium-eni-agent', 'cilium-eni-ipam'];
 const describeBuilt = describeWithPlugin(...BINARIES);
 
 let cluster: ClusterInfo;
-let tls: { ca: Buffer; cert: Buffer; key: Buffer };
+let kube: KubeTransport | undefined;
 const work = fs.mkdtempSync(path.join(os.tmpdir(), 'cilium-eni-e2e-'));
 
-function get<T>(url: string, opts: https.RequestOptions = {}): Promise<{ status: number; body: T; text: string }> {
-  const mod = url.startsWith('https:') ? https : (require('node:http') as typeof https);
-  return new Promise((resolve, reject) => {
-    mod
-      .get(url, { headers: { Accept: 'application/json' }, ...opts }, (res) => {
-        let text = '';
-        res.setEncoding('utf8');
-        res.on('data', (c: string) => {
-          text += c;
-        });
-        res.on('end', () => {
-          let body: unknown;
-          try {
-            body = text ? JSON.parse(text) : {};
-          } catch {
-            body = {};
-          }
-          resolve({ status: res.statusCode ?? 0, body: body as T, text });
-        });
-      })
-      .on('error', reject);
-  });
+/** The API, through the kube kit's transport with the cluster's admin kubeconfig; every status comes back. */
+function api<T>(p: string): Promise<{ status: number; body: T }> {
+  kube ??= transportFor(cluster);
+  return kube.requestRaw<T>('GET', p);
 }
-const api = <T>(p: string) => get<T>(`${cluster.server}${p}`, tls);
 
 const daemons = new Daemons(work);
 
@@ -83,21 +62,13 @@ describeBuilt('cilium-eni daemons (built operator + agent, real API server, moto
     w = await makeWorld(moto.endpoint);
     [instanceId] = await runInstances(w, 1, 'm5.large');
     cluster = await startCluster({ stateDir: path.join(work, 'cluster'), buildScript: path.join(REPO_ROOT, 'tools/cluster/build.sh') });
-    const kc = load(fs.readFileSync(cluster.kubeconfig, 'utf8')) as {
-      clusters: { cluster: Record<string, string> }[];
-      users: { user: Record<string, string> }[];
-    };
-    tls = {
-      ca: Buffer.from(kc.clusters[0]!.cluster['certificate-authority-data']!, 'base64'),
-      cert: Buffer.from(kc.users[0]!.user['client-certificate-data']!, 'base64'),
-      key: Buffer.from(kc.users[0]!.user['client-key-data']!, 'base64'),
-    };
     metricsPort = await freePort();
   }, 170_000);
 
   afterAll(async () => {
     await daemons.stopAll();
     await deleteAllNamespaces();
+    kube?.close();
     if (cluster) await stopCluster(cluster);
     await moto?.stop();
     fs.rmSync(work, { recursive: true, force: true });
@@ -192,7 +163,7 @@ describeBuilt('cilium-eni daemons (built operator + agent, real API server, moto
     expect(node.spec['instance-id']).toBe(instanceId);
     expect(node.spec.eni).toMatchObject({ 'instance-type': 'm5.large', 'vpc-id': w.vpcId });
     expect(node.status?.ipam?.['operator-status']?.error).toBeFalsy();
-    const metrics = await get<unknown>(`http://127.0.0.1:${metricsPort}/metrics`);
+    const metrics = await fetch(`http://127.0.0.1:${metricsPort}/metrics`).then(async (r) => ({ status: r.status, text: await r.text() }));
     expect(metrics.text).toMatch(new RegExp(`cilium_operator_ipam_available_ips\\{node="${nodeName}"\\} [1-9]`));
 
     // The agent serves its socket once the pool is there; a node namespace holds every ENI's link.

@@ -3,15 +3,16 @@
  * kube-apiserver started for this file: two "nodes" (network namespaces on a bridge), each served by its own
  * coild process (--netns, --node-name, own socket, --enable-egress: it reads each Pod object on ADD), the controller under leader election, pods set up by
  * the `coil` binary. Real traffic between nodes, a coild restart, freed blocks, the metrics and health
- * endpoints. The API is driven with node:https and the cluster's admin certificate (no client library).
+ * endpoints. The API is driven through the kube kit's transport (requestRaw: the status of every call) with the
+ * cluster's admin kubeconfig.
  */
 import type { ChildProcess } from 'node:child_process';
 import * as fs from 'node:fs';
-import * as https from 'node:https';
 import * as os from 'node:os';
 import * as path from 'node:path';
-import { load, loadAll } from 'js-yaml';
-import { startCluster, stopCluster, freePort, type ClusterInfo } from '@cnikit/kube-testing';
+import { loadAll } from 'js-yaml';
+import type { KubeTransport } from '@cnikit/kube';
+import { startCluster, stopCluster, freePort, transportFor, type ClusterInfo } from '@cnikit/kube-testing';
 import { Netns, deleteAllNamespaces, describeWithPlugin, eventually, Daemons, pluginPath, run, REPO_ROOT } from '../lib';
 
 const BINARIES = ['coil', 'coild', 'coil-ipam-controller'];
@@ -19,47 +20,18 @@ const describeBuilt = describeWithPlugin(...BINARIES);
 
 let cluster: ClusterInfo;
 let kubeconfig: string;
-let tls: { ca: Buffer; cert: Buffer; key: Buffer };
+let kube: KubeTransport | undefined;
 const work = fs.mkdtempSync(path.join(os.tmpdir(), 'coil-e2e-'));
 
+/** The API, through the kube kit's transport with the cluster's admin kubeconfig; every status comes back. */
 function api<T = Record<string, unknown>>(
   method: string,
   p: string,
   body?: unknown,
-  contentType = 'application/json',
+  contentType?: string,
 ): Promise<{ status: number; body: T }> {
-  return new Promise((resolve, reject) => {
-    const data = body === undefined ? undefined : JSON.stringify(body);
-    const req = https.request(
-      `${cluster.server}${p}`,
-      {
-        method,
-        ...tls,
-        headers: {
-          Accept: 'application/json',
-          ...(data ? { 'Content-Type': contentType, 'Content-Length': Buffer.byteLength(data) } : {}),
-        },
-      },
-      (res) => {
-        let text = '';
-        res.setEncoding('utf8');
-        res.on('data', (c: string) => {
-          text += c;
-        });
-        res.on('end', () => {
-          let parsed: unknown;
-          try {
-            parsed = text ? JSON.parse(text) : {};
-          } catch {
-            parsed = { text }; // e.g. "404 page not found" while a CRD is being established
-          }
-          resolve({ status: res.statusCode ?? 0, body: parsed as T });
-        });
-      },
-    );
-    req.on('error', reject);
-    req.end(data);
-  });
+  kube ??= transportFor(cluster);
+  return kube.requestRaw<T>(method, p, { body, contentType });
 }
 const coilPath = (plural: string, name = ''): string => `/apis/coil.cybozu.com/v2/${plural}${name ? `/${name}` : ''}`;
 
@@ -167,15 +139,6 @@ describeBuilt('coil executables (two nodes, real API server)', () => {
   beforeAll(async () => {
     cluster = await startCluster({ stateDir: path.join(work, 'cluster'), buildScript: path.join(REPO_ROOT, 'tools/cluster/build.sh') });
     kubeconfig = cluster.kubeconfig;
-    const kc = load(fs.readFileSync(kubeconfig, 'utf8')) as {
-      clusters: { cluster: Record<string, string> }[];
-      users: { user: Record<string, string> }[];
-    };
-    tls = {
-      ca: Buffer.from(kc.clusters[0]!.cluster['certificate-authority-data']!, 'base64'),
-      cert: Buffer.from(kc.users[0]!.user['client-certificate-data']!, 'base64'),
-      key: Buffer.from(kc.users[0]!.user['client-key-data']!, 'base64'),
-    };
     for (const crd of loadAll(fs.readFileSync(path.join(REPO_ROOT, 'packages/coil/config/crds.yaml'), 'utf8'))) {
       expect((await api('POST', '/apis/apiextensions.k8s.io/v1/customresourcedefinitions', crd)).status).toBe(201);
     }
@@ -250,6 +213,7 @@ describeBuilt('coil executables (two nodes, real API server)', () => {
   afterAll(async () => {
     await daemons.stopAll();
     await deleteAllNamespaces();
+    kube?.close();
     if (cluster) await stopCluster(cluster);
     fs.rmSync(work, { recursive: true, force: true });
   });

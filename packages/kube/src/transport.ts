@@ -67,6 +67,33 @@ export class KubeTransport {
 
   /** GET/POST/PUT/PATCH/DELETE returning the parsed JSON body; failures throw ApiError or TransportError. */
   async request<T>(method: string, path: string, opts: RequestOptions = {}): Promise<T> {
+    const { status, text } = await this.exchange(method, path, opts);
+    if (status >= 400) throw new ApiError(method, path, status, parseStatus(text));
+    return (text === '' ? undefined : JSON.parse(text)) as T;
+  }
+
+  /**
+   * The response whatever its HTTP status (client-go's RESTClient Do().StatusCode()): for callers that act on
+   * the status itself, such as tests asserting a 201 or a 409. A body that is not JSON (the server's "404 page
+   * not found" while a CRD is being established) comes back as { text }. Transport failures still throw.
+   */
+  async requestRaw<T = Record<string, unknown>>(
+    method: string,
+    path: string,
+    opts: RequestOptions = {},
+  ): Promise<{ status: number; body: T }> {
+    const { status, text } = await this.exchange(method, path, opts);
+    let body: unknown = {};
+    try {
+      if (text !== '') body = JSON.parse(text);
+    } catch {
+      body = { text };
+    }
+    return { status, body: body as T };
+  }
+
+  /** One request: its status and body text, observed (metrics) whatever the outcome. */
+  private async exchange(method: string, path: string, opts: RequestOptions): Promise<{ status: number; text: string }> {
     const started = process.hrtime.bigint();
     const body = opts.body === undefined ? undefined : typeof opts.body === 'string' ? opts.body : JSON.stringify(opts.body);
     const headers: Record<string, string> = { Accept: 'application/json', 'User-Agent': this.userAgent };
@@ -81,8 +108,7 @@ export class KubeTransport {
       const text = await readAll(res).catch((err: unknown) => {
         throw new TransportError(method, path, err);
       });
-      if (status >= 400) throw new ApiError(method, path, status, parseStatus(text));
-      return (text === '' ? undefined : JSON.parse(text)) as T;
+      return { status, text };
     } finally {
       this.observer?.(method, status, Number(process.hrtime.bigint() - started) / 1e9);
     }

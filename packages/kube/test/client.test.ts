@@ -238,3 +238,22 @@ describe('CEL validation rules (x-kubernetes-validations) enforced by the API se
     expect(err2.causes[0]).toMatchObject({ field: 'spec.blockSizeBits' });
   });
 });
+
+describe('raw requests', () => {
+  test('requestRaw gives the status of every call: 201, 409 and 404 with the Status object, a non-JSON body as text', async () => {
+    const name = uniqueName('raw');
+    const path = '/api/v1/namespaces/default/configmaps';
+    const cm = { apiVersion: 'v1', kind: 'ConfigMap', metadata: { name }, data: { a: '1' } };
+    const created = await transport.requestRaw<{ metadata: { name: string } }>('POST', path, { body: cm });
+    expect(created.status).toBe(201);
+    expect(created.body.metadata.name).toBe(name);
+    expect(await transport.requestRaw('POST', path, { body: cm })).toMatchObject({ status: 409, body: { reason: 'AlreadyExists' } });
+    expect(await transport.requestRaw('GET', `${path}/${name}-missing`)).toMatchObject({ status: 404, body: { reason: 'NotFound' } });
+    // an API group the server does not serve: its mux answers in plain text
+    expect(await transport.requestRaw('GET', '/apis/none.example.com/v1/things')).toEqual({
+      status: 404,
+      body: { text: expect.stringContaining('404 page not found') },
+    });
+    await transport.request('DELETE', `${path}/${name}`);
+  });
+});
