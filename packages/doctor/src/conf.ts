@@ -45,8 +45,15 @@ export interface FileReport {
 
 /** The files libcni considers, in the order it considers them. */
 export function confFiles(confDir: string): string[] {
-  return fs
-    .readdirSync(confDir, { withFileTypes: true })
+  let entries: fs.Dirent[];
+  try {
+    entries = fs.readdirSync(confDir, { withFileTypes: true });
+  } catch (err) {
+    // no conf dir is what the runtime sees as no network config: reported as such, not as a crash
+    if ((err as NodeJS.ErrnoException).code === 'ENOENT') return [];
+    throw err;
+  }
+  return entries
     .filter((e) => (e.isFile() || e.isSymbolicLink()) && ['.conf', '.conflist', '.json'].includes(path.extname(e.name)))
     .map((e) => e.name)
     .sort()

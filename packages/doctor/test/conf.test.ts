@@ -100,6 +100,7 @@ maybe('doctor conf', () => {
   test('missing name and version, an unknown version, a legacy version, an empty dir', async () => {
     expect(hasErrors(await lint())).toBe(true);
     expect(formatReports([], confDir)).toMatch(/no network config/);
+    expect(await lintConfDir({ confDir: path.join(confDir, 'absent'), binDirs: [binDir] })).toEqual([]);
     write('10-a.conflist', { plugins: [bridge] });
     write('20-b.conflist', { cniVersion: '2.0.0', name: 'b', plugins: [bridge] });
     write('30-c.conflist', { cniVersion: '0.3.1', name: 'c', plugins: [bridge] });
