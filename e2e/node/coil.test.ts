@@ -10,7 +10,6 @@
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { REPO_ROOT } from '../lib/paths';
-import { isAlive } from '../../tools/node-lab/host';
 import { crictl, importImage, nodeLogTail, nodeRun, nodeTryRun, restartInNode, type LabNode } from '../../tools/node-lab/lab';
 import {
   buildImages,
@@ -411,7 +410,9 @@ describeNodes(
         await eventually('the pod marked for deletion', async () =>
           k(e(), ['get', 'pod', 'brief', '-o', 'jsonpath={.metadata.deletionTimestamp}']),
         );
-        expect(isAlive(add.pid)).toBe(true);
+        // From here the runtime may kill the waiting ADD (kubelet gives up the sandbox's creation and containerd
+        // runs plugins under that request's context) or let it finish once coild answers: either way, nothing
+        // may be left behind.
       } finally {
         process.kill(coild, 'SIGCONT');
       }
