@@ -36,8 +36,10 @@ module.exports = {
   moduleFileExtensions: ['ts', 'js', 'mjs', 'json', 'node'],
   moduleNameMapper: {
     '^@cnikit/netlib$': path.join(__dirname, 'packages/netlib/src/index.ts'),
+    '^@cnikit/netlib/retry$': path.join(__dirname, 'packages/netlib/src/retry/index.ts'),
     '^@cnikit/meta$': path.join(__dirname, 'packages/meta/src/index.ts'),
     '^@cnikit/kube$': path.join(__dirname, 'packages/kube/src/index.ts'),
+    '^@cnikit/kube/lite$': path.join(__dirname, 'packages/kube/src/lite.ts'),
     '^@cnikit/terway$': path.join(__dirname, 'packages/terway/src/index.ts'),
     '^@cnikit/terway/cni-plugin$': path.join(__dirname, 'packages/terway/src/cni/plugin.ts'),
     '^@cnikit/cilium-eni-ipam$': path.join(__dirname, 'packages/cilium-eni-ipam/src/index.ts'),

@@ -22,7 +22,8 @@ import {
   type NetworkInterface,
   type Tag,
 } from '@aws-sdk/client-ec2';
-import { DEFAULT_RETRY, TokenBucket, backoffMs, errorCode, isRetryable, isThrottle, sleep, type RetryPolicy } from './rate-limit';
+import { retry, type Backoff } from '@cnikit/netlib/retry';
+import { DEFAULT_RETRY, TokenBucket, ec2Backoff, errorCode, isRetryable, isThrottle, type RetryPolicy } from './rate-limit';
 
 export interface Ec2Eni {
   id: string;
@@ -136,7 +137,7 @@ export class SdkEc2 implements Ec2Api {
   readonly client: EC2Client;
   readonly limiter: TokenBucket;
   readonly stats: Ec2Stats = { calls: {}, attempts: 0, throttled: 0, retried: 0, failed: 0 };
-  private readonly retry: RetryPolicy;
+  private readonly backoff: Backoff;
 
   constructor(private readonly opts: SdkEc2Options = {}) {
     this.client = new EC2Client({
@@ -146,32 +147,37 @@ export class SdkEc2 implements Ec2Api {
       credentials: opts.endpoint ? { accessKeyId: 'testing', secretAccessKey: 'testing' } : undefined,
     });
     this.limiter = opts.limiter ?? new TokenBucket();
-    this.retry = opts.retry ?? DEFAULT_RETRY;
+    this.backoff = ec2Backoff(opts.retry ?? DEFAULT_RETRY);
   }
 
   /** One EC2 operation: token, attempt, retry with backoff on throttling/server errors. */
   async call<T>(op: string, fn: (signal: AbortSignal) => Promise<T>): Promise<T> {
-    for (let attempt = 0; ; attempt++) {
-      await this.limiter.take();
-      this.stats.attempts++;
-      this.stats.calls[op] = (this.stats.calls[op] ?? 0) + 1;
-      const start = performance.now();
-      const signal = AbortSignal.timeout(this.opts.timeoutMs ?? 30_000);
-      try {
-        const r = await fn(signal);
-        this.opts.onCall?.(op, 'ok', (performance.now() - start) / 1000);
-        return r;
-      } catch (err) {
-        const throttled = isThrottle(err);
-        if (throttled) this.stats.throttled++;
-        this.opts.onCall?.(op, throttled ? 'throttled' : 'error', (performance.now() - start) / 1000);
-        if (!isRetryable(err) || attempt + 1 >= this.retry.attempts) {
-          this.stats.failed++;
-          throw new Ec2Error(op, err);
-        }
-        this.stats.retried++;
-        await sleep(backoffMs(attempt, this.retry));
-      }
+    try {
+      return await retry({ backoff: this.backoff, retriable: isRetryable }, (attempt) => {
+        if (attempt > 1) this.stats.retried++;
+        return this.attempt(op, fn);
+      });
+    } catch (err) {
+      this.stats.failed++;
+      throw new Ec2Error(op, err);
+    }
+  }
+
+  /** One attempt: waits for a token, counts it and reports its outcome. */
+  private async attempt<T>(op: string, fn: (signal: AbortSignal) => Promise<T>): Promise<T> {
+    await this.limiter.take();
+    this.stats.attempts++;
+    this.stats.calls[op] = (this.stats.calls[op] ?? 0) + 1;
+    const start = performance.now();
+    try {
+      const r = await fn(AbortSignal.timeout(this.opts.timeoutMs ?? 30_000));
+      this.opts.onCall?.(op, 'ok', (performance.now() - start) / 1000);
+      return r;
+    } catch (err) {
+      const throttled = isThrottle(err);
+      if (throttled) this.stats.throttled++;
+      this.opts.onCall?.(op, throttled ? 'throttled' : 'error', (performance.now() - start) / 1000);
+      throw err;
     }
   }
 

@@ -1,7 +1,9 @@
 /**
  * One token bucket for every EC2 call of the operator (default 4 QPS, burst 20, as Cilium's
- * --limit-ipam-api-qps/--limit-ipam-api-burst), and the retry policy around it.
+ * --limit-ipam-api-qps/--limit-ipam-api-burst), and the retry policy around it (the loop itself is the
+ * repository's one retry helper, @cnikit/netlib/retry).
  */
+import { sleep, type Backoff } from '@cnikit/netlib/retry';
 
 export class TokenBucket {
   private tokens: number;
@@ -41,24 +43,6 @@ export class TokenBucket {
     this.chain = next.catch(() => undefined);
     return next;
   }
-}
-
-export function sleep(ms: number, signal?: AbortSignal): Promise<void> {
-  return new Promise((resolve, reject) => {
-    if (signal?.aborted) {
-      reject(signal.reason);
-      return;
-    }
-    const t = setTimeout(() => {
-      signal?.removeEventListener('abort', onAbort);
-      resolve();
-    }, ms);
-    const onAbort = (): void => {
-      clearTimeout(t);
-      reject(signal?.reason);
-    };
-    signal?.addEventListener('abort', onAbort, { once: true });
-  });
 }
 
 /** EC2 error codes worth retrying (throttling and server-side trouble); everything else fails at once. */
@@ -101,8 +85,10 @@ export interface RetryPolicy {
 }
 export const DEFAULT_RETRY: RetryPolicy = { attempts: 6, initialMs: 200, maxMs: 5000 };
 
-/** Exponential backoff with full jitter (what AWS recommends for throttling). */
-export function backoffMs(attempt: number, p: RetryPolicy, rand: () => number = Math.random): number {
-  const cap = Math.min(p.maxMs, p.initialMs * 2 ** attempt);
-  return cap / 2 + rand() * (cap / 2);
+/**
+ * The policy as a Backoff: delays double from initialMs up to maxMs with "equal jitter" (each between half the
+ * delay and the delay), what AWS recommends for throttling.
+ */
+export function ec2Backoff(p: RetryPolicy): Backoff {
+  return { steps: p.attempts, initialMs: p.initialMs / 2, factor: 2, jitter: 1, capMs: p.maxMs / 2 };
 }

@@ -4,7 +4,7 @@ import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
 import { Leases, Namespaces, Pods, clientFor, installCrd, type KubeTransport } from '@cnikit/kube';
-import { testCluster, transportFor, uniqueName } from '@cnikit/kube-testing';
+import { eventually as poll, testCluster, transportFor, uniqueName } from '@cnikit/kube-testing';
 import { Agent } from '../src/agent';
 import { agentRequest } from '../src/agent-client';
 import { ciliumNodeCrd } from '../src/crd';
@@ -36,21 +36,9 @@ let dir: string;
 const agents: Agent[] = [];
 const nodes = () => clientFor(transport, CiliumNodes);
 
-async function eventually<T>(what: string, fn: () => T | Promise<T>, timeoutMs = 20_000): Promise<NonNullable<T>> {
-  const end = Date.now() + timeoutMs;
-  let last: unknown;
-  for (;;) {
-    try {
-      const v = await fn();
-      if (v) return v as NonNullable<T>;
-      last = v;
-    } catch (e) {
-      last = e;
-    }
-    if (Date.now() > end) throw new Error(`timed out waiting for ${what}: ${last instanceof Error ? last.message : JSON.stringify(last)}`);
-    await new Promise((r) => setTimeout(r, 100));
-  }
-}
+/** The operator syncs on a timer: up to 20 s, every 100 ms. */
+const eventually = <T>(what: string, fn: () => T | Promise<T>, timeoutMs = 20_000): Promise<NonNullable<T>> =>
+  poll(what, fn, timeoutMs, 100);
 
 async function startAgent(
   type = 'm5.large',

@@ -1,7 +1,8 @@
 import { calculateExcessIPs, calculateNeededIPs, planAllocation } from '../src/prealloc';
 import { LimitsTable, maxUsableIps } from '../src/limits';
 import { selectSubnet } from '../src/subnets';
-import { TokenBucket, backoffMs, isRetryable, isThrottle } from '../src/rate-limit';
+import { delays } from '@cnikit/netlib/retry';
+import { TokenBucket, ec2Backoff, isRetryable, isThrottle } from '../src/rate-limit';
 import { ciliumNodeCrd } from '../src/crd';
 import { normalizeMac, prefixIps } from '../src/node-sync';
 
@@ -123,9 +124,10 @@ describe('rate limiting and retry policy', () => {
     expect(isRetryable({ name: 'InternalError' })).toBe(true);
     expect(isRetryable({ name: 'Weird', $metadata: { httpStatusCode: 503 } })).toBe(true);
     expect(isRetryable({ name: 'InvalidParameterValue', $metadata: { httpStatusCode: 400 } })).toBe(false);
-    const p = { attempts: 5, initialMs: 100, maxMs: 1000 };
-    expect(backoffMs(0, p, () => 0)).toBe(50);
-    expect(backoffMs(10, p, () => 1)).toBe(1000);
+    // equal jitter: each delay between half the doubled delay and all of it, capped at maxMs
+    const p = { attempts: 12, initialMs: 100, maxMs: 1000 };
+    expect([...delays(ec2Backoff(p), () => 0)]).toEqual([50, 100, 200, 400, 500, 500, 500, 500, 500, 500, 500]);
+    expect([...delays(ec2Backoff(p), () => 1)].at(-1)).toBe(1000);
   });
 });
 

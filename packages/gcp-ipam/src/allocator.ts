@@ -5,7 +5,7 @@
  * allocator lists the pool's allocations once and draws from what is free.
  */
 import { ip as ipmath, CniError } from '@cnikit/netlib';
-import { KubeLite, isAlreadyExists, isNotFound } from './kube-lite';
+import { KubeLite, isAlreadyExists, isNotFound } from '@cnikit/kube/lite';
 import {
   ALLOC_PLURAL,
   API_VERSION,

@@ -1,7 +1,7 @@
 /** The clients one CNI call uses, and the pod lookups shared by ADD, DEL and migration. */
 import { AliasCoalescer } from './coalescer';
 import { GceClient, metadataToken } from './gce';
-import { kubeFromFile, kubeInCluster, isNotFound, type KubeLite } from './kube-lite';
+import { kubeFromFile, kubeInCluster, isNotFound, type KubeLite } from '@cnikit/kube/lite';
 import type { IpamConfig } from './config';
 
 export interface PodLite {

@@ -11,6 +11,7 @@
 import * as http from 'node:http';
 import * as https from 'node:https';
 import { randomUUID } from 'node:crypto';
+import { retry, sleep, type Backoff } from '@cnikit/netlib/retry';
 
 export interface AliasIpRange {
   ipCidrRange: string;
@@ -99,7 +100,12 @@ export interface GceOptions {
   onRequest?: (method: string, path: string, status: number) => void;
 }
 
-const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
+/** While another operation runs on the resource (400 resourceNotReady): 100-250 ms apart, until the operation timeout. */
+const BUSY_WAIT: Backoff = { steps: Infinity, initialMs: 100, factor: 1, jitter: 1.5, capMs: 100 };
+/** A stale fingerprint (412): read again and re-apply at once. */
+const isStale = (err: unknown): boolean => err instanceof GceError && err.stale;
+const isBusy = (err: unknown): boolean => err instanceof GceError && err.busy;
+const isRateLimitedOrTransient = (err: unknown): boolean => err instanceof GceError && (err.rateLimited || err.transient);
 
 export class GceClient {
   readonly project: string;
@@ -162,26 +168,20 @@ export class GceClient {
     });
   }
 
-  /** Retries rate limits (backoff) and transient failures; 412 and other 4xx are the caller's. */
-  private async withRetry<T>(fn: () => Promise<T>, retryBusy = true): Promise<T> {
-    const max = this.opts.maxAttempts ?? 8;
-    let backoff = this.opts.rateLimitBackoffMs ?? 500;
-    const busyDeadline = Date.now() + (this.opts.operationTimeoutMs ?? 120_000);
-    for (let attempt = 1; ; attempt++) {
-      try {
-        return await fn();
-      } catch (err) {
-        if (retryBusy && err instanceof GceError && err.busy && Date.now() < busyDeadline) {
-          // waits out the other operation
-          attempt--;
-          await sleep(100 + Math.random() * 150);
-          continue;
-        }
-        if (!(err instanceof GceError) || !(err.rateLimited || err.transient) || attempt >= max) throw err;
-        await sleep(backoff * (0.5 + Math.random() / 2));
-        backoff = Math.min(backoff * 2, 5000);
-      }
-    }
+  /**
+   * Retries rate limits and transient failures with backoff (doubling from rateLimitBackoffMs, equal jitter,
+   * capped at 5 s) and waits out busy resources until the operation timeout; 412 and other 4xx are the caller's.
+   */
+  private withRetry<T>(fn: () => Promise<T>, retryBusy = true): Promise<T> {
+    const first = (this.opts.rateLimitBackoffMs ?? 500) / 2;
+    const backoff: Backoff = { steps: this.opts.maxAttempts ?? 8, initialMs: first, factor: 2, jitter: 1, capMs: 2500 };
+    const once = retryBusy ? (): Promise<T> => this.whileBusy(fn) : fn;
+    return retry({ backoff, retriable: isRateLimitedOrTransient }, once);
+  }
+
+  /** Runs fn again while the resource is busy with another operation, until the operation timeout. */
+  private whileBusy<T>(fn: () => Promise<T>, until = Date.now() + (this.opts.operationTimeoutMs ?? 120_000)): Promise<T> {
+    return retry({ backoff: BUSY_WAIT, retriable: isBusy, until }, fn);
   }
 
   private zonePath(zone: string): string {
@@ -231,30 +231,21 @@ export class GceClient {
     nicName: string,
     mutate: (current: AliasIpRange[]) => AliasIpRange[] | undefined,
   ): Promise<number> {
-    const max = this.opts.maxAttempts ?? 8;
-    const busyDeadline = Date.now() + (this.opts.operationTimeoutMs ?? 120_000);
+    const until = Date.now() + (this.opts.operationTimeoutMs ?? 120_000);
     let calls = 0;
-    for (let attempt = 1; ; attempt++) {
+    const apply = async (): Promise<number> => {
       const inst = await this.getInstance(zone, instance);
       const nic = inst.networkInterfaces?.find((n) => n.name === nicName);
       if (!nic) throw new GceError(`instances.get ${instance}`, 404, 'notFound', `network interface ${nicName} not found`);
       const next = mutate(nic.aliasIpRanges ?? []);
       if (!next) return calls;
-      try {
-        calls++;
-        const op = await this.updateNetworkInterface(zone, instance, { name: nicName, fingerprint: nic.fingerprint, aliasIpRanges: next });
-        await this.waitZoneOperation(zone, op);
-        return calls;
-      } catch (err) {
-        if (err instanceof GceError && err.stale && attempt < max) continue;
-        if (err instanceof GceError && err.busy && Date.now() < busyDeadline) {
-          attempt--;
-          await sleep(100 + Math.random() * 150);
-          continue;
-        }
-        throw err;
-      }
-    }
+      calls++;
+      const op = await this.updateNetworkInterface(zone, instance, { name: nicName, fingerprint: nic.fingerprint, aliasIpRanges: next });
+      await this.waitZoneOperation(zone, op);
+      return calls;
+    };
+    const rereads: Backoff = { steps: this.opts.maxAttempts ?? 8, initialMs: 0, factor: 1, jitter: 0, capMs: 0 };
+    return retry({ backoff: rereads, retriable: isStale }, () => this.whileBusy(apply, until));
   }
 
   // provisioner

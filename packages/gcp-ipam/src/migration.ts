@@ -13,7 +13,7 @@
 import { CniError, TransientError, ip as ipmath } from '@cnikit/netlib';
 import { reservedIps, replaceAllocation, getAllocation, type Owner } from './allocator';
 import { applyChanges } from './coalescer';
-import { isConflict } from './kube-lite';
+import { isConflict } from '@cnikit/kube/lite';
 import { controllerUid, getPod, type Ctx, type PodLite } from './context';
 import {
   ANN_IP,

@@ -19,7 +19,7 @@ import {
   replaceAllocation,
   type Owner,
 } from './allocator';
-import { kubeFromFile, kubeInCluster, type KubeLite } from './kube-lite';
+import { ApiError, kubeFromFile, kubeInCluster, type KubeLite } from '@cnikit/kube/lite';
 import { controllerUid, getPod, makeCtx, type Ctx, type PodLite } from './context';
 import { parseIpamConfig, type IpamConfig } from './config';
 import { migrateIn } from './migration';
@@ -51,7 +51,7 @@ async function withCtx<T>(a: CmdArgs, fn: (ctx: Ctx) => Promise<T>): Promise<T> 
 function toCniError(err: unknown): unknown {
   if (err instanceof CniError) return err;
   const e = err as Error & { status?: number };
-  if (e?.name === 'KubeApiError' && e.status !== undefined && e.status >= 500)
+  if (err instanceof ApiError && err.status >= 500)
     return new TransientError('gcp-ipam: API server unavailable', e.message, { cause: err });
   if (
     e?.name === 'GceError' &&

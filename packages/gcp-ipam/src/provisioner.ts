@@ -5,7 +5,7 @@
  * looks at what exists, so running it again changes nothing.
  */
 import { GceClient, GceError, type InternalRange } from './gce';
-import { isAlreadyExists, isNotFound, type KubeLite } from './kube-lite';
+import { isAlreadyExists, isNotFound, type KubeLite } from '@cnikit/kube/lite';
 import { crds } from './crds';
 import { poolPath, refreshPoolStatus } from './allocator';
 import { API_VERSION, POOL_PLURAL, type IPPool } from './types';

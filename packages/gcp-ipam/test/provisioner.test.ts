@@ -4,7 +4,7 @@ import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { dump } from 'js-yaml';
 import { GceClient } from '../src/gce';
-import { kubeFromFile } from '../src/kube-lite';
+import { kubeFromFile } from '@cnikit/kube/lite';
 import { provision } from '../src/provisioner';
 import { crds } from '../src/crds';
 import { API_VERSION, type IPPool } from '../src/types';

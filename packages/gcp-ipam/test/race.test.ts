@@ -2,7 +2,7 @@
 // one VM. Also measures the design choice: one IPAllocation object per IP versus the anchor's single IPPool
 // object updated under optimistic locking (10 retries, backoff from 100 ms) for the same 200 concurrent claims.
 import { claim, type Owner } from '../src/allocator';
-import { kubeFromFile, isConflict } from '../src/kube-lite';
+import { kubeFromFile, isConflict } from '@cnikit/kube/lite';
 import { API_VERSION, type IPAllocation } from '../src/types';
 import {
   callPlugin,

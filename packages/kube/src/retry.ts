@@ -1,20 +1,11 @@
 /**
- * Backoff and retry helpers (the shapes of client-go's wait.Backoff and retry.RetryOnConflict).
+ * The kit's retry policies (client-go's retry.DefaultRetry/DefaultBackoff and RetryOnConflict). The loop, the
+ * Backoff shape and sleep() are the repository's one retry helper, in @cnikit/netlib/retry.
  */
+import { retry as retryLoop, type Backoff } from '@cnikit/netlib/retry';
 import { AbortedError, RetriesExhaustedError, isConflict } from './errors';
 
-export interface Backoff {
-  /** Attempts in all (the first try included). */
-  steps: number;
-  /** Delay before the second attempt (ms). */
-  initialMs: number;
-  /** Each delay is the previous one times this. */
-  factor: number;
-  /** Adds up to delay*jitter, random (spreads competing writers apart). */
-  jitter: number;
-  /** Upper bound of one delay (ms). */
-  capMs: number;
-}
+export { delays, sleep, ExponentialBackoff, type Backoff } from '@cnikit/netlib/retry';
 
 /** client-go retry.DefaultRetry: 5 attempts, 10 ms apart, 10 % jitter. */
 export const DEFAULT_RETRY: Backoff = { steps: 5, initialMs: 10, factor: 1, jitter: 0.1, capMs: 10 };
@@ -27,34 +18,9 @@ export const DEFAULT_BACKOFF: Backoff = { steps: 4, initialMs: 10, factor: 5, ji
  */
 export const CONFLICT_RETRY: Backoff = { steps: 20, initialMs: 5, factor: 1.5, jitter: 1, capMs: 500 };
 
-/** The delays (ms) between attempts of a backoff, jitter applied. */
-export function* delays(b: Backoff): Generator<number> {
-  let d = b.initialMs;
-  for (let i = 1; i < b.steps; i++) {
-    const base = Math.min(d, b.capMs);
-    yield base + (b.jitter > 0 ? Math.random() * base * b.jitter : 0);
-    d *= b.factor;
-  }
-}
-
-export function sleep(ms: number, signal?: AbortSignal): Promise<void> {
-  return new Promise((resolve, reject) => {
-    if (signal?.aborted) return reject(new AbortedError('sleep'));
-    const t = setTimeout(() => {
-      signal?.removeEventListener('abort', onAbort);
-      resolve();
-    }, ms);
-    const onAbort = (): void => {
-      clearTimeout(t);
-      reject(new AbortedError('sleep'));
-    };
-    signal?.addEventListener('abort', onAbort, { once: true });
-  });
-}
-
 /**
  * Runs fn until it succeeds or throws an error `retriable` rejects, waiting between attempts by the backoff.
- * When attempts run out, throws RetriesExhaustedError with the last error as cause.
+ * When attempts run out, throws RetriesExhaustedError with the last error as cause; an abort, AbortedError.
  */
 export async function retry<T>(
   what: string,
@@ -63,16 +29,13 @@ export async function retry<T>(
   fn: (attempt: number) => Promise<T>,
   signal?: AbortSignal,
 ): Promise<T> {
-  const waits = delays(backoff);
-  for (let attempt = 1; ; attempt++) {
-    try {
-      return await fn(attempt);
-    } catch (err) {
-      if (!retriable(err)) throw err;
-      const next = waits.next();
-      if (next.done) throw new RetriesExhaustedError(what, attempt, err);
-      await sleep(next.value, signal);
-    }
+  if (signal?.aborted) throw new AbortedError(what);
+  const exhausted = (err: unknown, attempts: number): Error => new RetriesExhaustedError(what, attempts, err);
+  try {
+    return await retryLoop({ backoff, retriable, signal, exhausted }, fn);
+  } catch (err) {
+    if (signal?.aborted && !(err instanceof RetriesExhaustedError)) throw new AbortedError(what, { cause: err });
+    throw err;
   }
 }
 
@@ -83,25 +46,4 @@ export function retryOnConflict<T>(
   signal?: AbortSignal,
 ): Promise<T> {
   return retry('update on conflict', backoff, isConflict, fn, signal);
-}
-
-/** Exponential backoff state for reconnect loops: next() grows the delay, reset() after a success. */
-export class ExponentialBackoff {
-  private current: number;
-  constructor(
-    private readonly initialMs = 200,
-    private readonly maxMs = 30_000,
-    private readonly factor = 2,
-    private readonly jitter = 0.2,
-  ) {
-    this.current = initialMs;
-  }
-  next(): number {
-    const d = this.current;
-    this.current = Math.min(this.current * this.factor, this.maxMs);
-    return d + Math.random() * d * this.jitter;
-  }
-  reset(): void {
-    this.current = this.initialMs;
-  }
 }

@@ -7,7 +7,7 @@ import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
 import { runPlugin, type PluginHandlers } from '@cnikit/netlib';
-import { sh, useHostNetns } from '@cnikit/netlib-testing';
+import { eventually, sh, useHostNetns } from '@cnikit/netlib-testing';
 import * as grpc from '@grpc/grpc-js';
 import { FakeClock, FakeOpenApi } from '@cnikit/terway-testing';
 import { AliyunEniCloud } from '../src/cloud';
@@ -90,11 +90,6 @@ async function add(pod: TestNs, name: string): Promise<{ code: number; out: Reco
     runPlugin(plugin as unknown as PluginHandlers, { about: 't' }, { env, stdin: JSON.stringify(conf) }),
   );
   return { code: r.exitCode, out: JSON.parse(r.stdout) as Record<string, unknown> };
-}
-
-async function eventually(cond: () => boolean, ms = 10_000): Promise<void> {
-  for (const end = Date.now() + ms; !cond(); await new Promise((r) => setTimeout(r, 20)))
-    if (Date.now() > end) throw new Error('condition not met in time');
 }
 
 const ipOf = (out: Record<string, unknown>): string => (out['ips'] as { address: string }[])[0]!.address.split('/')[0]!;
@@ -350,7 +345,11 @@ it('ip_stack dual: pods get an IPv4 and an IPv6 of one ENI, v6 policy routing, t
   const ip6b = (b.out['ips'] as { address: string }[])[1]!.address.split('/')[0]!;
   expect(ip6b).not.toBe(ip6);
   // IPv6s follow the IPv4s assigned on the ENI (prefilled): as many as the pool's IPv4s there, so ADDs make no call.
-  await eventually(() => api.enis.get(eni.id)!.ipv6s.length === api.enis.get(eni.id)!.secondaryIps.length + 1);
+  await eventually(
+    'an IPv6 address per IPv4 address',
+    () => api.enis.get(eni.id)!.ipv6s.length === api.enis.get(eni.id)!.secondaryIps.length + 1,
+    10_000,
+  );
   // DEL a: its v6 rules go; the IPv6 stays on the ENI, idle, and the next pod gets an idle one without a call.
   const env = {
     CNI_COMMAND: 'DEL',

@@ -10,14 +10,13 @@
  */
 import { addr, CniError, execInNetns, type Netns } from '@cnikit/netlib';
 import type { IpConflict } from './config';
+import { sleep } from '@cnikit/netlib/retry';
 
 /** Code of an IP conflict: plugin-specific range (>= 100). */
 export const CODE_IP_CONFLICT = 101;
 
 const IFA_F_DADFAILED = 0x08;
 const IFA_F_TENTATIVE = 0x40;
-
-const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
 
 async function probeV4(ns: Netns, ifName: string, ipAddr: string, opts: IpConflict): Promise<void> {
   const waitSec = Math.max(1, Math.ceil((opts.intervalMs * opts.retries) / 1000));

@@ -5,4 +5,5 @@
 export * from './cluster';
 export * from './tcp-proxy';
 export * from './kit';
-export * from './eventually';
+// the repository's one polling helper for tests lives with the base test support
+export { eventually } from '@cnikit/netlib-testing';

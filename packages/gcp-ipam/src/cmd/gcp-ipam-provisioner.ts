@@ -7,7 +7,7 @@
  */
 import { parseArgs } from 'node:util';
 import { GceClient, metadataToken } from '../gce';
-import { kubeFromFile, kubeInCluster } from '../kube-lite';
+import { kubeFromFile, kubeInCluster } from '@cnikit/kube/lite';
 import { getPool, refreshPoolStatus } from '../allocator';
 import { provision } from '../provisioner';
 

@@ -1,8 +1,8 @@
 import { isExistsError, isNotFoundError, NetlinkError } from '../../src/errors';
 import * as addr from '../../src/addr';
 import * as link from '../../src/link';
-import { ipJson } from '@cnikit/netlib-testing';
-import { eventually, rejection, useNamespaces } from './fixture';
+import { eventually, ipJson } from '@cnikit/netlib-testing';
+import { rejection, useNamespaces } from './fixture';
 
 const t = useNamespaces();
 
@@ -50,7 +50,8 @@ test('IPv6: add with and without DAD, list, delete', async () => {
   // The kernel's link-local address is there too, in link scope (added once carrier is seen).
   const hasLinkLocal = async (): Promise<boolean> =>
     (await addr.list(t.ctr.ns, { index: eth0.index, family: 6 })).some((a) => a.address.startsWith('fe80::') && a.scope === 253);
-  expect(await eventually(hasLinkLocal)).toBe(true);
+  // kernel work deferred to a workqueue
+  expect(await eventually('an IPv6 link-local address', hasLinkLocal, 5000)).toBe(true);
   const listed = await addr.list(t.ctr.ns, { index: eth0.index, family: 6 });
   const ours = listed.find((a) => a.address === 'fd00:10::5/64')!;
   expect(ours).toMatchObject({ index: eth0.index, family: 6, scope: 0 });

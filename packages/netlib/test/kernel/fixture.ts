@@ -41,13 +41,3 @@ export function thrown(fn: () => unknown): Error & Record<string, unknown> {
   }
   throw new Error('expected an exception');
 }
-
-/** Polls `fn` until it returns a truthy value (kernel work deferred to workqueues, e.g. IPv6 link-local). */
-export async function eventually<T>(fn: () => Promise<T> | T, timeoutMs = 5000): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const v = await fn();
-    if (v || Date.now() > deadline) return v;
-    await new Promise((r) => setTimeout(r, 50));
-  }
-}

@@ -9,6 +9,7 @@
 import Ecs, * as $Ecs from '@alicloud/ecs20140526';
 import Vpc, * as $Vpc from '@alicloud/vpc20160428';
 import { $OpenApiUtil } from '@alicloud/openapi-core';
+import { retry, sleep } from '@cnikit/netlib/retry';
 import type { EniCloud, EniInfo, EniQuota, VSwitchInfo } from '../pool';
 import { ip } from '@cnikit/netlib';
 
@@ -85,8 +86,6 @@ export interface EniView {
   ipv6s: string[];
 }
 
-const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
-
 export class AliyunEniCloud implements EniCloud {
   private readonly ecs: Ecs;
   private readonly vpc: Vpc;
@@ -106,10 +105,17 @@ export class AliyunEniCloud implements EniCloud {
     this.vpc = new Vpc(new $OpenApiUtil.Config({ ...base, ...(opts.vpcEndpoint ? { endpoint: opts.vpcEndpoint } : {}) }));
   }
 
-  /** Calls the SDK, retrying retryable failures; rethrows others as CloudError. */
-  private async call<T>(action: string, fn: () => Promise<T>): Promise<T> {
-    const max = this.opts.maxRetries ?? 4;
-    for (let attempt = 0; ; attempt++) {
+  /** Calls the SDK, retrying retryable failures (doubling from retryBaseMs); rethrows others as CloudError. */
+  private call<T>(action: string, fn: () => Promise<T>): Promise<T> {
+    const backoff = {
+      steps: (this.opts.maxRetries ?? 4) + 1,
+      initialMs: this.opts.retryBaseMs ?? 100,
+      factor: 2,
+      jitter: 0,
+      capMs: Infinity,
+    };
+    const isRetryable = (err: unknown): boolean => err instanceof CloudError && err.retryable;
+    return retry({ backoff, retriable: isRetryable }, async () => {
       const t0 = performance.now();
       try {
         const r = await fn();
@@ -118,10 +124,9 @@ export class AliyunEniCloud implements EniCloud {
       } catch (e) {
         const err = toCloudError(action, e);
         this.opts.onCall?.(action, performance.now() - t0, err.code);
-        if (!err.retryable || attempt >= max) throw err;
-        await sleep((this.opts.retryBaseMs ?? 100) * 2 ** attempt);
+        throw err;
       }
-    }
+    });
   }
 
   async instanceQuota(instanceType: string): Promise<InstanceQuota> {

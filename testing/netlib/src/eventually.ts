@@ -1,4 +1,6 @@
-/** Test helper shared by the packages whose tests run against the real API server. */
+/** The tests' one polling helper (kernel state, API objects, daemons): every package's tests and e2e use it. */
+import { sleep } from '@cnikit/netlib/retry';
+
 /** Polls fn until it returns a truthy value (returned) or the timeout passes (throws with the last value). */
 export async function eventually<T>(what: string, fn: () => T | Promise<T>, timeoutMs = 15_000, everyMs = 50): Promise<NonNullable<T>> {
   const deadline = Date.now() + timeoutMs;
@@ -16,6 +18,6 @@ export async function eventually<T>(what: string, fn: () => T | Promise<T>, time
         `timed out after ${timeoutMs} ms waiting for ${what} (last value ${JSON.stringify(last)}${lastErr ? `, last error ${(lastErr as Error).message}` : ''})`,
       );
     }
-    await new Promise((r) => setTimeout(r, everyMs));
+    await sleep(everyMs);
   }
 }

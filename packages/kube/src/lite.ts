@@ -1,28 +1,23 @@
 /**
- * A minimal API-server client for the short-lived IPAM process: reads a kubeconfig (client certificate, bearer
- * token or token file; CA data or file) with js-yaml and speaks JSON over node:https with one keep-alive agent.
- * It exists because @kubernetes/client-node (behind @cnikit/kube's connect()) costs tens of milliseconds to load
- * on every CNI call; long-running tools (provisioner, tests) use @cnikit/kube itself.
+ * @cnikit/kube/lite: the one API-server client for per-pod binaries (gcp-ipam's IPAM plugin, and the provisioner,
+ * a one-shot Job that shares the plugin's IPPool code). It reads a kubeconfig (client certificate, bearer token
+ * or token file; CA data or file) with js-yaml and speaks JSON over node:https with one keep-alive agent, and
+ * throws the kit's ApiError, so callers test failures with the kit's predicates. It exists because
+ * @kubernetes/client-node (behind the kit's connect()) costs tens of milliseconds to load on every CNI call
+ * (measured in docs/kube.md); daemons and controllers use the kit (@cnikit/kube).
  */
 import * as fs from 'node:fs';
 import * as http from 'node:http';
 import * as https from 'node:https';
 import * as path from 'node:path';
+import { retry, type Backoff } from '@cnikit/netlib/retry';
+import { ApiError, type ApiStatus } from './errors';
 
-export class KubeApiError extends Error {
-  readonly status: number;
-  readonly reason: string;
-  constructor(method: string, urlPath: string, status: number, reason: string, message: string) {
-    super(`kube: ${method} ${urlPath}: ${status} ${reason}: ${message}`);
-    this.name = 'KubeApiError';
-    this.status = status;
-    this.reason = reason;
-  }
-}
+export { ApiError, isAlreadyExists, isConflict, isNotFound } from './errors';
 
-export const isNotFound = (e: unknown): boolean => e instanceof KubeApiError && e.status === 404;
-export const isAlreadyExists = (e: unknown): boolean => e instanceof KubeApiError && e.status === 409 && e.reason === 'AlreadyExists';
-export const isConflict = (e: unknown): boolean => e instanceof KubeApiError && e.status === 409 && e.reason === 'Conflict';
+/** 429 ("storage is (re)initializing" just after a CRD appears) and 503: 100 ms doubling, 6 attempts in all. */
+const BUSY_SERVER: Backoff = { steps: 6, initialMs: 100, factor: 2, jitter: 0, capMs: 3200 };
+const isBusyServer = (err: unknown): boolean => err instanceof ApiError && (err.status === 429 || err.status === 503);
 
 export interface KubeLite {
   readonly server: string;
@@ -105,16 +100,8 @@ class Client implements KubeLite {
     this.agent = this.url.protocol === 'https:' ? new https.Agent(tls) : new http.Agent({ keepAlive: true });
   }
 
-  /** Retries 429 (e.g. "storage is (re)initializing" after a CRD appears) and 503 a few times. */
-  async request<T>(method: string, urlPath: string, body?: unknown, contentType = 'application/json'): Promise<T> {
-    for (let attempt = 1; ; attempt++) {
-      try {
-        return await this.once<T>(method, urlPath, body, contentType);
-      } catch (err) {
-        if (!(err instanceof KubeApiError && (err.status === 429 || err.status === 503)) || attempt >= 6) throw err;
-        await new Promise((r) => setTimeout(r, 50 * 2 ** attempt));
-      }
-    }
+  request<T>(method: string, urlPath: string, body?: unknown, contentType = 'application/json'): Promise<T> {
+    return retry({ backoff: BUSY_SERVER, retriable: isBusyServer }, () => this.once<T>(method, urlPath, body, contentType));
   }
 
   private once<T>(method: string, urlPath: string, body: unknown, contentType: string): Promise<T> {
@@ -134,14 +121,14 @@ class Client implements KubeLite {
         res.on('end', () => {
           const text = Buffer.concat(chunks).toString('utf8');
           const status = res.statusCode ?? 0;
-          let parsed: { reason?: string; message?: string } | undefined;
+          let parsed: unknown;
           try {
             parsed = text ? JSON.parse(text) : undefined;
           } catch {
             parsed = undefined;
           }
-          if (status >= 400)
-            reject(new KubeApiError(method, urlPath, status, parsed?.reason ?? String(status), parsed?.message ?? text.slice(0, 300)));
+          const st = parsed as ApiStatus | undefined;
+          if (status >= 400) reject(new ApiError(method, urlPath, status, st?.kind === 'Status' ? st : text));
           else resolve(parsed as T);
         });
       });
