@@ -17,10 +17,21 @@
  * Slaves of one master in L2 mode reach each other directly (pod <-> pod on
  * the same ENI, node <-> pod through ipvl_<idx>). Needs the ipvlan module
  * (tested in the kernel lab: e2e/kernel-lab/scenarios/terway-ipvlan.ts) and
- * the `tc` and `nsenter` programs for the clsact filter.
+ * the `tc` program for the clsact filter.
  */
-import { execFileSync } from 'node:child_process';
-import { addr, isExistsError, isNotFoundError, link, route, sysctl, tunnel, UndoStack, withFileLock, type Netns } from '@cnikit/netlib';
+import {
+  addr,
+  execInNetns,
+  isExistsError,
+  isNotFoundError,
+  link,
+  route,
+  sysctl,
+  tunnel,
+  UndoStack,
+  withFileLock,
+  type Netns,
+} from '@cnikit/netlib';
 import { setRate, type BandwidthLimits } from './bandwidth';
 
 /** The ENI by MAC; its ipvlan slaves share the MAC, so they are skipped. */
@@ -39,17 +50,11 @@ export function hostSlaveName(eniIndex: number): string {
   return `ipvl_${eniIndex}`;
 }
 
-function tc(ns: Netns, args: string[]): string {
-  try {
-    // Through our own descriptor: a handle's path may mean something else to a child (/proc/thread-self/...).
-    return execFileSync('nsenter', [`--net=/proc/${process.pid}/fd/${ns.fd}`, 'tc', ...args], {
-      encoding: 'utf8',
-      stdio: ['ignore', 'pipe', 'pipe'],
-    });
-  } catch (e) {
-    const x = e as { stderr?: string; status?: number };
-    throw new Error(`tc ${args.join(' ')}: exit ${x.status}: ${(x.stderr ?? '').trim()}`, { cause: e });
-  }
+/** Runs tc in the namespace (netlib's execInNetns: the one way to run a tool); its output, or an error naming the command. */
+async function tc(ns: Netns, args: string[]): Promise<string> {
+  const r = await execInNetns(ns, 'tc', args);
+  if (r.code !== 0) throw new Error(`tc ${args.join(' ')}: exit ${r.code ?? r.signal}: ${r.stderr.trim()}`);
+  return r.stdout;
 }
 
 async function ignoreMissing(p: Promise<unknown>): Promise<void> {
@@ -94,11 +99,11 @@ export async function ensureIpvlanEni(
   sysctl.set(hostNs, 'net/ipv4/conf/all/rp_filter', 0);
   sysctl.set(hostNs, `net/ipv4/conf/${name}/rp_filter`, 0);
   sysctl.set(hostNs, `net/ipv4/conf/${eni.name}/rp_filter`, 0);
-  if (!/clsact/.test(tc(hostNs, ['qdisc', 'show', 'dev', eni.name]))) tc(hostNs, ['qdisc', 'add', 'dev', eni.name, 'clsact']);
-  if (tc(hostNs, ['filter', 'show', 'dev', eni.name, 'egress']).includes(`pref ${SERVICE_FILTER_PREF} `))
-    tc(hostNs, ['filter', 'del', 'dev', eni.name, 'egress', 'pref', String(SERVICE_FILTER_PREF)]);
+  if (!/clsact/.test(await tc(hostNs, ['qdisc', 'show', 'dev', eni.name]))) await tc(hostNs, ['qdisc', 'add', 'dev', eni.name, 'clsact']);
+  if ((await tc(hostNs, ['filter', 'show', 'dev', eni.name, 'egress'])).includes(`pref ${SERVICE_FILTER_PREF} `))
+    await tc(hostNs, ['filter', 'del', 'dev', eni.name, 'egress', 'pref', String(SERVICE_FILTER_PREF)]);
   for (const cidr of o.serviceCidrs) {
-    tc(hostNs, [
+    await tc(hostNs, [
       'filter',
       'add',
       'dev',
@@ -244,12 +249,13 @@ export async function releaseIpvlanEni(hostNs: Netns, slave: link.Link): Promise
   await ignoreMissing(link.del(hostNs, slave.index));
   const eni = master === undefined ? undefined : (await link.list(hostNs)).find((l) => l.index === master);
   if (!eni) return;
-  const egress = tc(hostNs, ['filter', 'show', 'dev', eni.name, 'egress']);
+  const egress = await tc(hostNs, ['filter', 'show', 'dev', eni.name, 'egress']);
   if (egress.includes(`pref ${SERVICE_FILTER_PREF} `))
-    tc(hostNs, ['filter', 'del', 'dev', eni.name, 'egress', 'pref', String(SERVICE_FILTER_PREF)]);
-  const left = tc(hostNs, ['filter', 'show', 'dev', eni.name, 'egress']) + tc(hostNs, ['filter', 'show', 'dev', eni.name, 'ingress']);
-  if (left.trim() === '' && /clsact/.test(tc(hostNs, ['qdisc', 'show', 'dev', eni.name])))
-    tc(hostNs, ['qdisc', 'del', 'dev', eni.name, 'clsact']);
+    await tc(hostNs, ['filter', 'del', 'dev', eni.name, 'egress', 'pref', String(SERVICE_FILTER_PREF)]);
+  const left =
+    (await tc(hostNs, ['filter', 'show', 'dev', eni.name, 'egress'])) + (await tc(hostNs, ['filter', 'show', 'dev', eni.name, 'ingress']));
+  if (left.trim() === '' && /clsact/.test(await tc(hostNs, ['qdisc', 'show', 'dev', eni.name])))
+    await tc(hostNs, ['qdisc', 'del', 'dev', eni.name, 'clsact']);
 }
 
 export interface IpvlanLivePod {
