@@ -1,7 +1,7 @@
 // Image sizes: each family's OCI archive (`npm run images`), as stored (uncompressed layer) and as a registry
 // would serve it (the layer gzip-compressed, what "compressed size" means on Docker Hub and ghcr), beside a Go
-// anchor built the same way here — the Multus thin DaemonSet image from its source (tools/node-lab/build.sh,
-// multus-image.mjs) — and compressed sizes the anchors' registries list for linux/amd64.
+// program built the same way here — the Multus thin DaemonSet image from its source (tools/node-lab/build.sh,
+// multus-image.mjs) — and compressed sizes Coil's, Terway's and Cilium's registries list for linux/amd64.
 import { execFileSync } from 'node:child_process';
 import * as fs from 'node:fs';
 import * as path from 'node:path';

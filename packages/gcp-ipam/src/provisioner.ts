@@ -1,5 +1,5 @@
 /**
- * One-time provisioning (the anchor's Provisioner): reserve an internal range (Network Connectivity API,
+ * One-time provisioning (the Provisioner of CAST AI's gcp-cni): reserve an internal range (Network Connectivity API,
  * default a /16 inside 10.0.0.0/8), add it to the subnet as the secondary range `live` (subnetworks.patch with
  * the subnet's fingerprint; 412 -> re-read), install the CRDs and create or update the IPPool. Every step first
  * looks at what exists, so running it again changes nothing.

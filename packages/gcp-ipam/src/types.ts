@@ -4,7 +4,7 @@
  *
  * One IPAllocation per allocated IP, named from the pool and the IP: creating it is the claim (the API server's
  * name uniqueness is the lock, AlreadyExists means taken), deleting it is the release. No object is written by
- * every ADD, so nodes allocate concurrently without a shared resourceVersion (the anchor kept every allocation
+ * every ADD, so nodes allocate concurrently without a shared resourceVersion (CAST AI's gcp-cni kept every allocation
  * in the IPPool object: one hot spot, capped by etcd's object size).
  */
 
@@ -27,7 +27,7 @@ export interface IPPoolSpec {
   cidr: string;
   /** projects/{project}/regions/{region}/subnetworks/{name} */
   subnet: string;
-  /** Name of the subnet's secondary range aliases are taken from (the anchor's default: "live"). */
+  /** Name of the subnet's secondary range aliases are taken from (gcp-cni's default: "live"). */
   secondaryRangeName: string;
 }
 

@@ -1,7 +1,7 @@
 /**
  * Config fields shared by the veth and router meta-plugins (seed 001), parsed
  * once and validated strictly: a wrong value is an error that names the field,
- * the expected form and the value received. The anchor silently replaced bad
+ * the expected form and the value received. spidernet-io/cni-plugins silently replaced bad
  * values with defaults; we never do.
  */
 import { CniError, ConfigError, ip } from '@cnikit/netlib';

@@ -1,6 +1,6 @@
 /**
  * The meta-plugins' log: netlib's JSON-lines logger on `log_options.log_file`,
- * with the anchor's size/age/count rotation done at open time (one process per
+ * with spidernet-io's size/age/count rotation done at open time (one process per
  * CNI call, so there is no long-lived writer to rotate under).
  */
 import { readdirSync, renameSync, statSync, unlinkSync } from 'node:fs';

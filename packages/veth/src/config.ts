@@ -32,7 +32,7 @@ export interface VethConfig extends MetaConfig {
   prevResult?: Result;
 }
 
-/** Go-style durations as the anchor takes them: "500ms", "1s", "1.5s", "2m". */
+/** Go-style durations as spidernet-io's veth takes them: "500ms", "1s", "1.5s", "2m". */
 export function parseDuration(field: string, v: unknown): number {
   const m = typeof v === 'string' ? /^(\d+(?:\.\d+)?)(ms|s|m)$/.exec(v) : null;
   if (!m) throw new ConfigError(field, 'a duration such as "500ms", "1s" or "2m"', v);

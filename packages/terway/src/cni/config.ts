@@ -1,5 +1,5 @@
 /**
- * The terway binary's network config (`10-terway.conf`): the anchor's keys
+ * The terway binary's network config (`10-terway.conf`): Terway's keys
  * plus `socket` (where terwayd listens; default /var/run/eni/eni.socket).
  */
 import { ConfigError, runtimeConfigOf, type CmdArgs } from '@cnikit/netlib';

@@ -11,7 +11,7 @@ import type { AllocIPReply, EventReply, EventRequest, GetInfoReply, NetConf, Pod
 import type { LeaseStore, StoredLease } from './store';
 
 export const RESERVATION_ANNOTATION = 'k8s.aliyun.com/pod-ip-reservation';
-/** Sticky IPs stay bound this long after the pod goes (anchor: 5 min). */
+/** Sticky IPs stay bound this long after the pod goes (Terway: 5 min). */
 export const RESERVE_MS = 5 * 60_000;
 
 export interface PodMeta {

@@ -1,5 +1,5 @@
 /**
- * The `eni-config` ConfigMap of the anchor (kube-system): `eni_conf` (terwayd's
+ * The `eni-config` ConfigMap of Terway (kube-system): `eni_conf` (terwayd's
  * pool and cloud settings, JSON) and `10-terway.conf` (the CNI network config
  * the node's /etc/cni/net.d gets). Parsed and validated once; errors name the key.
  */

@@ -1,5 +1,5 @@
 /**
- * Local lease state (the anchor's /var/lib/cni/terway/pod.db), as one JSON
+ * Local lease state (Terway's /var/lib/cni/terway/pod.db), as one JSON
  * file written crash-safely: write a temp file, fsync, rename over the old
  * one. A torn or missing file reads as empty (start-up then reconciles with
  * the kernel and the cloud).

@@ -1,5 +1,5 @@
 /**
- * The trunk ENI of `enable_eni_trunking` (anchor: eni_conf key of the same name). On an
+ * The trunk ENI of `enable_eni_trunking` (Terway's eni_conf key of the same name). On an
  * instance type with EniTrunkSupported, terwayd keeps one trunk ENI attached: created with
  * CreateNetworkInterface InstanceType=Trunk the first time, adopted from DescribeNetworkInterfaces
  * (Type "Trunk") after a restart. Member ENIs attach through it (AttachNetworkInterface

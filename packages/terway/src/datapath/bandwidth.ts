@@ -45,7 +45,7 @@ export function bandwidthFrom(
 /**
  * tbf parameters for a rate in bits/s: burst = 1/50 s of traffic, at least
  * 8 full frames (a smaller bucket cannot reach the rate with TSO-sized
- * packets), latency 25 ms as in the anchor.
+ * packets), latency 25 ms as in Terway.
  */
 export function tbfFor(bps: number): { rateBps: number; burstBytes: number; latencyUs: number } {
   const rateBps = Math.max(1, Math.round(bps / 8));

@@ -1,6 +1,6 @@
 /**
  * The pool part of the `eni_conf` key of the `eni-config` ConfigMap, with the
- * anchor's snake_case names. Parsed and validated once; every error names the
+ * snake_case names of Terway. Parsed and validated once; every error names the
  * field, the expected form and the value received.
  */
 import { ConfigError, ip } from '@cnikit/netlib';

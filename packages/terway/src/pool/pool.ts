@@ -3,7 +3,7 @@
  * a Clock. Invariants:
  *
  * - allocate/release/gc never wait for the cloud: they change the in-memory
- *   state and return; cloud calls run in the background (anchor #100: a slow
+ *   state and return; cloud calls run in the background (Terway issue #100: a slow
  *   or failing ENI creation must not stall allocation from what is pooled,
  *   releases or GC).
  * - A pod key holds at most one IP; allocate is idempotent per key.
