@@ -7,47 +7,23 @@
  * The API is read through the kube kit's transport (requestRaw) with the cluster's admin kubeconfig.
  */
 import * as fs from 'node:fs';
-import * as os from 'node:os';
 import * as path from 'node:path';
-import type { KubeTransport } from '@cnikit/kube';
-import { startCluster, stopCluster, freePort, transportFor, type ClusterInfo } from '@cnikit/kube-testing';
+import { eventually, freePort } from '@cnikit/kube-testing';
 import { startMoto, type Moto } from '@cnikit/cilium-eni-ipam-testing';
 import { makeWorld, runInstances, type World } from '@cnikit/cilium-eni-ipam-testing';
 import type { CiliumNode } from '../../packages/cilium-eni-ipam/src/types';
-import {
-  CNI_PATH,
-  Netns,
-  deleteAllNamespaces,
-  describeWithPlugin,
-  eventually,
-  execPlugin,
-  Daemons,
-  pluginPath,
-  run,
-  REPO_ROOT,
-} from '../lib';
+import { CNI_PATH, Netns, describeWithPlugin, execPlugin, pluginPath, run } from '../lib';
+import { E2eCluster } from '../lib/cluster';
 
 const BINARIES = ['cilium-eni-operator', 'cilium-eni-agent', 'cilium-eni-ipam'];
 const describeBuilt = describeWithPlugin(...BINARIES);
 
-let cluster: ClusterInfo;
-let kube: KubeTransport | undefined;
-const work = fs.mkdtempSync(path.join(os.tmpdir(), 'cilium-eni-e2e-'));
-
-/** The API, through the kube kit's transport with the cluster's admin kubeconfig; every status comes back. */
-function api<T>(p: string): Promise<{ status: number; body: T }> {
-  kube ??= transportFor(cluster);
-  return kube.requestRaw<T>('GET', p);
-}
-
-const daemons = new Daemons(work);
-
-const logs = (): string =>
-  fs
-    .readdirSync(work)
-    .filter((f) => f.endsWith('.log'))
-    .map((f) => `--- ${f}\n${fs.readFileSync(path.join(work, f), 'utf8').slice(-3000)}`)
-    .join('\n');
+const cluster = new E2eCluster('cilium-eni-e2e');
+const ciliumNode = (name: string) => cluster.api<CiliumNode>('GET', `/apis/cilium.io/v2/ciliumnodes/${name}`);
+/** A failure message with the daemons' logs appended. */
+const withLogs = (e: unknown): never => {
+  throw new Error(`${(e as Error).message}\n${cluster.logs()}`);
+};
 
 describeBuilt('cilium-eni daemons (built operator + agent, real API server, moto)', () => {
   let moto: Moto;
@@ -55,23 +31,19 @@ describeBuilt('cilium-eni daemons (built operator + agent, real API server, moto
   let instanceId: string;
   let metricsPort: number;
   const nodeName = 'eni-e2e-node1';
-  const socket = path.join(work, 'agent.sock');
+  const socket = path.join(cluster.work, 'agent.sock');
 
   beforeAll(async () => {
     moto = await startMoto();
     w = await makeWorld(moto.endpoint);
     [instanceId] = await runInstances(w, 1, 'm5.large');
-    cluster = await startCluster({ stateDir: path.join(work, 'cluster'), buildScript: path.join(REPO_ROOT, 'tools/cluster/build.sh') });
+    await cluster.start();
     metricsPort = await freePort();
   }, 170_000);
 
   afterAll(async () => {
-    await daemons.stopAll();
-    await deleteAllNamespaces();
-    kube?.close();
-    if (cluster) await stopCluster(cluster);
+    await cluster.stop();
     await moto?.stop();
-    fs.rmSync(work, { recursive: true, force: true });
   });
 
   test('bad flags: exit 2 naming the flag, before touching the cluster; --help: usage, exit 0', async () => {
@@ -87,7 +59,7 @@ describeBuilt('cilium-eni daemons (built operator + agent, real API server, moto
   });
 
   test("operator installs the CRD and fills the pool of the agent's node from EC2; the plugin binary gets an IP", async () => {
-    daemons.start(
+    cluster.daemons.start(
       'cilium-eni-operator',
       [
         '--kubeconfig',
@@ -109,17 +81,13 @@ describeBuilt('cilium-eni daemons (built operator + agent, real API server, moto
       'operator.log',
     );
     await eventually(
-      async () => {
-        const r = await api('/apis/cilium.io/v2/ciliumnodes');
-        if (r.status !== 200) throw new Error(`CRD not served yet: ${r.status}`);
-      },
+      'the CiliumNode CRD served',
+      async () => (await cluster.api('GET', '/apis/cilium.io/v2/ciliumnodes')).status === 200,
       60_000,
       250,
-    ).catch((e) => {
-      throw new Error(`${(e as Error).message}\n${logs()}`);
-    });
+    ).catch(withLogs);
 
-    const agent = daemons.start(
+    const agent = cluster.daemons.start(
       'cilium-eni-agent',
       [
         '--kubeconfig',
@@ -146,20 +114,16 @@ describeBuilt('cilium-eni daemons (built operator + agent, real API server, moto
 
     // The node gets its pool: at least pre-allocate IPs, each on an ENI described in status.eni.enis.
     const node = await eventually(
+      `CiliumNode ${nodeName} with 4 usable IPs in its pool`,
       async () => {
-        const r = await api<CiliumNode>(`/apis/cilium.io/v2/ciliumnodes/${nodeName}`);
-        if (r.status !== 200) throw new Error(`CiliumNode ${nodeName}: ${r.status}`);
-        const n = r.body;
-        const enis = n.status?.eni?.enis ?? {};
-        const pool = Object.entries(n.spec.ipam?.pool ?? {}).filter(([, v]) => v.resource !== undefined && v.resource in enis);
-        if (pool.length < 4) throw new Error(`pool of ${nodeName}: ${pool.length} usable IPs`);
-        return n;
+        const r = await ciliumNode(nodeName);
+        const enis = r.body.status?.eni?.enis ?? {};
+        const pool = Object.entries(r.body.spec?.ipam?.pool ?? {}).filter(([, v]) => v.resource !== undefined && v.resource in enis);
+        return r.status === 200 && pool.length >= 4 ? r.body : undefined;
       },
       90_000,
       500,
-    ).catch((e) => {
-      throw new Error(`${(e as Error).message}\n${logs()}`);
-    });
+    ).catch(withLogs);
     expect(node.spec['instance-id']).toBe(instanceId);
     expect(node.spec.eni).toMatchObject({ 'instance-type': 'm5.large', 'vpc-id': w.vpcId });
     expect(node.status?.ipam?.['operator-status']?.error).toBeFalsy();
@@ -167,13 +131,7 @@ describeBuilt('cilium-eni daemons (built operator + agent, real API server, moto
     expect(metrics.text).toMatch(new RegExp(`cilium_operator_ipam_available_ips\\{node="${nodeName}"\\} [1-9]`));
 
     // The agent serves its socket once the pool is there; a node namespace holds every ENI's link.
-    await eventually(
-      async () => {
-        if (!fs.existsSync(socket)) throw new Error('agent socket not there');
-      },
-      30_000,
-      200,
-    );
+    await eventually("the agent's socket", async () => fs.existsSync(socket), 30_000, 200);
     const host = await Netns.create('enid');
     const enis = Object.values(node.status!.eni!.enis!);
     for (const e of enis) {
@@ -189,7 +147,7 @@ describeBuilt('cilium-eni daemons (built operator + agent, real API server, moto
       CNI_PATH,
     });
     const add = await execPlugin(pluginPath('cilium-eni-ipam'), env('ADD'), conf, host);
-    if (add.code !== 0) throw new Error(`ADD failed: ${add.stdout} ${add.stderr}\n${logs()}`);
+    if (add.code !== 0) throw new Error(`ADD failed: ${add.stdout} ${add.stderr}\n${cluster.logs()}`);
     const ip = String(add.json.ips[0].address).split('/')[0]!;
     expect(node.spec.ipam!.pool![ip]).toBeDefined();
     const eni = node.status!.eni!.enis![node.spec.ipam!.pool![ip]!.resource!]!;
@@ -204,11 +162,8 @@ describeBuilt('cilium-eni daemons (built operator + agent, real API server, moto
     const chk = await execPlugin(pluginPath('cilium-eni-ipam'), env('CHECK'), { ...conf, prevResult: add.json }, host);
     expect(chk.code).toBe(0);
     await eventually(
-      async () => {
-        const r = await api<CiliumNode>(`/apis/cilium.io/v2/ciliumnodes/${nodeName}`);
-        if (r.body.status?.ipam?.used?.[ip]?.owner !== 'e2e-daemons-01/eth0')
-          throw new Error(`used: ${JSON.stringify(r.body.status?.ipam?.used)}`);
-      },
+      `${ip} published as used by e2e-daemons-01/eth0`,
+      async () => (await ciliumNode(nodeName)).body.status?.ipam?.used?.[ip]?.owner === 'e2e-daemons-01/eth0',
       20_000,
       250,
     );
@@ -223,14 +178,11 @@ describeBuilt('cilium-eni daemons (built operator + agent, real API server, moto
     expect(gc.code).toBe(0);
     expect(await host.ip('rule', 'show')).not.toContain(`from ${ip} `);
     await eventually(
-      async () => {
-        const r = await api<CiliumNode>(`/apis/cilium.io/v2/ciliumnodes/${nodeName}`);
-        if (Object.keys(r.body.status?.ipam?.used ?? {}).length !== 0)
-          throw new Error(`used: ${JSON.stringify(r.body.status?.ipam?.used)}`);
-      },
+      'no IP left in use',
+      async () => Object.keys((await ciliumNode(nodeName)).body.status?.ipam?.used ?? {}).length === 0,
       20_000,
       250,
     );
-    await daemons.stop(agent);
+    await cluster.daemons.stop(agent);
   });
 });

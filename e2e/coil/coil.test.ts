@@ -8,31 +8,16 @@
  */
 import type { ChildProcess } from 'node:child_process';
 import * as fs from 'node:fs';
-import * as os from 'node:os';
 import * as path from 'node:path';
 import { loadAll } from 'js-yaml';
-import type { KubeTransport } from '@cnikit/kube';
-import { startCluster, stopCluster, freePort, transportFor, type ClusterInfo } from '@cnikit/kube-testing';
-import { Netns, deleteAllNamespaces, describeWithPlugin, eventually, Daemons, pluginPath, run, REPO_ROOT } from '../lib';
+import { eventually, freePort } from '@cnikit/kube-testing';
+import { Netns, describeWithPlugin, pluginPath, run, REPO_ROOT } from '../lib';
+import { E2eCluster } from '../lib/cluster';
 
 const BINARIES = ['coil', 'coild', 'coil-ipam-controller'];
 const describeBuilt = describeWithPlugin(...BINARIES);
 
-let cluster: ClusterInfo;
-let kubeconfig: string;
-let kube: KubeTransport | undefined;
-const work = fs.mkdtempSync(path.join(os.tmpdir(), 'coil-e2e-'));
-
-/** The API, through the kube kit's transport with the cluster's admin kubeconfig; every status comes back. */
-function api<T = Record<string, unknown>>(
-  method: string,
-  p: string,
-  body?: unknown,
-  contentType?: string,
-): Promise<{ status: number; body: T }> {
-  kube ??= transportFor(cluster);
-  return kube.requestRaw<T>(method, p, { body, contentType });
-}
+const cluster = new E2eCluster('coil-e2e');
 const coilPath = (plural: string, name = ''): string => `/apis/coil.cybozu.com/v2/${plural}${name ? `/${name}` : ''}`;
 
 function http(url: string): Promise<{ status: number; text: string }> {
@@ -49,8 +34,6 @@ function http(url: string): Promise<{ status: number; text: string }> {
   });
 }
 
-const daemons = new Daemons(work);
-
 interface Node {
   name: string;
   ns: Netns;
@@ -62,11 +45,11 @@ interface Node {
 }
 
 async function startCoild(n: Node): Promise<void> {
-  n.proc = daemons.start(
+  n.proc = cluster.daemons.start(
     'coild',
     [
       '--kubeconfig',
-      kubeconfig,
+      cluster.kubeconfig,
       '--netns',
       n.ns.path,
       '--node-name',
@@ -81,19 +64,12 @@ async function startCoild(n: Node): Promise<void> {
     ],
     `${n.name}.log`,
   );
-  await eventually(
-    async () => {
-      const r = await http(`http://127.0.0.1:${n.health}/readyz`);
-      if (r.status !== 200) throw new Error(`coild ${n.name} not ready: ${r.status}`);
-    },
-    30_000,
-    100,
-  );
+  await eventually(`coild ${n.name} /readyz`, async () => (await http(`http://127.0.0.1:${n.health}/readyz`)).status === 200, 30_000, 100);
 }
 
 /** The Pod object kubelet would have created: coild with --enable-egress reads it on ADD, as Coil does. */
 async function ensurePod(name: string, node: string): Promise<void> {
-  const r = await api('POST', '/api/v1/namespaces/default/pods', {
+  const r = await cluster.api('POST', '/api/v1/namespaces/default/pods', {
     apiVersion: 'v1',
     kind: 'Pod',
     metadata: { name },
@@ -137,24 +113,20 @@ describeBuilt('coil executables (two nodes, real API server)', () => {
   let ctlMetrics: number;
 
   beforeAll(async () => {
-    cluster = await startCluster({ stateDir: path.join(work, 'cluster'), buildScript: path.join(REPO_ROOT, 'tools/cluster/build.sh') });
-    kubeconfig = cluster.kubeconfig;
+    await cluster.start();
     for (const crd of loadAll(fs.readFileSync(path.join(REPO_ROOT, 'packages/coil/config/crds.yaml'), 'utf8'))) {
-      expect((await api('POST', '/apis/apiextensions.k8s.io/v1/customresourcedefinitions', crd)).status).toBe(201);
+      expect((await cluster.api('POST', '/apis/apiextensions.k8s.io/v1/customresourcedefinitions', crd)).status).toBe(201);
     }
+    const served = async (plural: string): Promise<boolean> => (await cluster.api('GET', coilPath(plural))).status === 200;
     await eventually(
-      async () => {
-        for (const plural of ['addresspools', 'addressblocks', 'blockrequests']) {
-          const r = await api('GET', coilPath(plural));
-          if (r.status !== 200) throw new Error(`CRD ${plural} not served yet: ${r.status}`);
-        }
-      },
+      'the coil CRDs served',
+      async () => (await Promise.all(['addresspools', 'addressblocks', 'blockrequests'].map(served))).every(Boolean),
       30_000,
       200,
     );
     expect(
       (
-        await api('POST', coilPath('addresspools'), {
+        await cluster.api('POST', coilPath('addresspools'), {
           apiVersion: 'coil.cybozu.com/v2',
           kind: 'AddressPool',
           metadata: { name: 'default' },
@@ -172,7 +144,7 @@ describeBuilt('coil executables (two nodes, real API server)', () => {
         name: `node${i}`,
         ns,
         ip: `10.98.0.${i}`,
-        socket: path.join(work, `coild${i}.sock`),
+        socket: path.join(cluster.work, `coild${i}.sock`),
         metrics: await freePort(),
         health: await freePort(),
       };
@@ -181,8 +153,8 @@ describeBuilt('coil executables (two nodes, real API server)', () => {
       await ns.ip('addr', 'add', `${n.ip}/24`, 'dev', 'eth0');
       await ns.ip('link', 'set', 'eth0', 'up');
       // Forwarding stays off (the namespace baseline, as on a freshly booted node): coild turns it on.
-      expect((await api('POST', '/api/v1/nodes', { apiVersion: 'v1', kind: 'Node', metadata: { name: n.name } })).status).toBe(201);
-      const st = await api(
+      expect((await cluster.api('POST', '/api/v1/nodes', { apiVersion: 'v1', kind: 'Node', metadata: { name: n.name } })).status).toBe(201);
+      const st = await cluster.api(
         'PATCH',
         `/api/v1/nodes/${n.name}/status`,
         { status: { addresses: [{ type: 'InternalIP', address: n.ip }] } },
@@ -193,11 +165,11 @@ describeBuilt('coil executables (two nodes, real API server)', () => {
     }
     ctlMetrics = await freePort();
     const ctlHealth = await freePort();
-    daemons.start(
+    cluster.daemons.start(
       'coil-ipam-controller',
       [
         '--kubeconfig',
-        kubeconfig,
+        cluster.kubeconfig,
         '--metrics-addr',
         `127.0.0.1:${ctlMetrics}`,
         '--health-addr',
@@ -210,13 +182,7 @@ describeBuilt('coil executables (two nodes, real API server)', () => {
     for (const n of nodes) await startCoild(n);
   }, 180_000);
 
-  afterAll(async () => {
-    await daemons.stopAll();
-    await deleteAllNamespaces();
-    kube?.close();
-    if (cluster) await stopCluster(cluster);
-    fs.rmSync(work, { recursive: true, force: true });
-  });
+  afterAll(() => cluster.stop());
 
   it('pods on two nodes talk; a coild restart keeps the state; DEL frees the blocks; metrics and health answer', async () => {
     const [n1, n2] = nodes as [Node, Node];
@@ -235,25 +201,28 @@ describeBuilt('coil executables (two nodes, real API server)', () => {
     expect((await coil(n1, 'CHECK', pa, 'ctr-a', { prevResult: ra.out })).code).toBe(0);
 
     // Restart node 1's coild: the pod keeps its address, the next pod gets another one from the same block.
-    await daemons.stop(n1.proc!);
+    await cluster.daemons.stop(n1.proc!);
     await startCoild(n1);
     const rc = await coil(n1, 'ADD', pc, 'ctr-c');
     expect(rc.code).toBe(0);
     expect(ip(rc)).not.toBe(ip(ra));
-    const blocks = await api<{ items: unknown[] }>('GET', `${coilPath('addressblocks')}?labelSelector=coil.cybozu.com%2Fnode%3Dnode1`);
+    const blocks = await cluster.api<{ items: unknown[] }>(
+      'GET',
+      `${coilPath('addressblocks')}?labelSelector=coil.cybozu.com%2Fnode%3Dnode1`,
+    );
     expect(blocks.body.items).toHaveLength(1);
     await pc.execOk(['ping', '-c', '1', '-W', '2', ip(rb)]);
 
     const m = await http(`http://127.0.0.1:${n1.metrics}/metrics`);
     expect(m.text).toMatch(/grpc_server_handled_total\{[^}]*grpc_method="Add"[^}]*\} 1/);
     await eventually(
+      'controller metrics: 16 blocks in the pool, 2 allocated',
       async () => {
         const cm = await http(`http://127.0.0.1:${ctlMetrics}/metrics`);
-        if (
-          !/coil_controller_max_blocks\{pool="default"\} 16/.test(cm.text) ||
-          !/coil_controller_allocated_blocks\{pool="default"\} 2/.test(cm.text)
-        )
-          throw new Error(cm.text.slice(0, 200));
+        return (
+          /coil_controller_max_blocks\{pool="default"\} 16/.test(cm.text) &&
+          /coil_controller_allocated_blocks\{pool="default"\} 2/.test(cm.text)
+        );
       },
       15_000,
       200,
@@ -268,10 +237,8 @@ describeBuilt('coil executables (two nodes, real API server)', () => {
       expect((await coil(n, 'DEL', p, id)).code).toBe(0);
     }
     await eventually(
-      async () => {
-        const left = await api<{ items: unknown[] }>('GET', coilPath('addressblocks'));
-        if (left.body.items.length !== 0) throw new Error(`${left.body.items.length} blocks left`);
-      },
+      'no address block left',
+      async () => (await cluster.api<{ items: unknown[] }>('GET', coilPath('addressblocks'))).body.items.length === 0,
       15_000,
       200,
     );
@@ -280,7 +247,7 @@ describeBuilt('coil executables (two nodes, real API server)', () => {
 
   it('coil answers STATUS 50 when coild is not running', async () => {
     const pod = await Netns.create('coilpod');
-    const r = await coil({ ...nodes[0]!, socket: path.join(work, 'none.sock') }, 'STATUS', pod, 'x', { cniVersion: '1.1.0' });
+    const r = await coil({ ...nodes[0]!, socket: path.join(cluster.work, 'none.sock') }, 'STATUS', pod, 'x', { cniVersion: '1.1.0' });
     expect(r.out?.['code']).toBe(50);
   });
 });

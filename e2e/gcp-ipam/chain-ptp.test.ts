@@ -11,7 +11,7 @@ import * as net from 'node:net';
 import * as os from 'node:os';
 import * as path from 'node:path';
 import { execFileSync, spawn } from 'node:child_process';
-import { startCluster, stopCluster, type ClusterInfo } from '@cnikit/kube-testing';
+import { eventually, startCluster, stopCluster, type ClusterInfo } from '@cnikit/kube-testing';
 import { FakeGce } from '../../packages/gcp-ipam/test/fake-gce';
 import { CniDirs, cnitool, cnitoolOk, deleteAllNamespaces, describeWithPlugin, Netns, podmanEnv, REPO_ROOT, writeConflist } from '../lib';
 
@@ -87,16 +87,16 @@ describeGcp('gcp-ipam under ptp via cnitool, real API server, fake GCE', () => {
         '',
       ].join('\n'),
     );
-    for (let i = 0; ; i++) {
-      // the new CRD's storage can answer 429 for a moment
-      try {
+    // the new CRD's storage can answer 429 for a moment
+    await eventually(
+      'the IPPool applied',
+      () => {
         kubectl('apply', '-f', poolYaml);
-        break;
-      } catch (err) {
-        if (i > 20) throw err;
-        await new Promise((r) => setTimeout(r, 250));
-      }
-    }
+        return true;
+      },
+      10_000,
+      250,
+    );
     node = await Netns.create('node');
     pod = await Netns.create('pod');
     servers.push(

@@ -22,17 +22,21 @@ export class Daemons {
     return child;
   }
 
-  /** SIGTERM, SIGKILL after 10 s; resolves once the process has exited. */
-  async stop(child: ChildProcess): Promise<void> {
-    if (child.exitCode !== null || child.signalCode !== null) return;
-    const exited = new Promise((r) => child.once('exit', r));
-    child.kill('SIGTERM');
-    const t = setTimeout(() => child.kill('SIGKILL'), 10_000);
-    await exited;
-    clearTimeout(t);
+  stop(child: ChildProcess): Promise<void> {
+    return stopProcess(child);
   }
 
   async stopAll(): Promise<void> {
     for (const child of [...this.running]) await this.stop(child);
   }
+}
+
+/** SIGTERM, SIGKILL after 10 s; resolves once the process has exited (at once when it already has). */
+export async function stopProcess(child: ChildProcess): Promise<void> {
+  if (child.exitCode !== null || child.signalCode !== null) return;
+  const exited = new Promise((r) => child.once('exit', r));
+  child.kill('SIGTERM');
+  const t = setTimeout(() => child.kill('SIGKILL'), 10_000);
+  await exited;
+  clearTimeout(t);
 }

@@ -84,16 +84,3 @@ export async function runOk(argv: readonly string[], opts: RunOptions = {}): Pro
 }
 
 export const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
-
-/** Retries `fn` until it returns without throwing or `timeoutMs` passes; rethrows the last error. */
-export async function eventually<T>(fn: () => Promise<T>, timeoutMs = 10_000, intervalMs = 250): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    try {
-      return await fn();
-    } catch (e) {
-      if (Date.now() > deadline) throw e;
-      await sleep(intervalMs);
-    }
-  }
-}

@@ -9,3 +9,4 @@ export * from './cni';
 export * from './conflists';
 export * from './podman';
 export * from './daemons';
+export * from './direct-run';

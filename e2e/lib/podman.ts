@@ -21,8 +21,9 @@
 import { chmodSync, existsSync, mkdirSync, mkdtempSync, readdirSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { Conflist, hostLocalLeases, writeConflist } from './cni';
 import { ExecResult, run, runOk } from './exec';
-import { Netns, runId } from './netns';
+import { deleteAllNamespaces, Netns, runId } from './netns';
 import { busyboxPath, DIST_BIN, REFERENCE_PLUGINS } from './paths';
 import { NetworkEndpoint } from './traffic';
 
@@ -39,8 +40,7 @@ export function runDir(): string {
 }
 
 /** Storage shared by the whole run (one image import), one containers.conf per PodmanEnv. */
-function storageDirs() {
-  const base = join(runDir(), 'podman');
+function storageDirs(base = join(runDir(), 'podman')) {
   return {
     base,
     root: join(base, 'root'),
@@ -49,6 +49,18 @@ function storageDirs() {
     storageConf: join(base, 'storage.conf'),
     lock: join(base, 'import.lock'),
   };
+}
+
+/**
+ * The flags every podman call of the harness starts with: this run's storage, and no events log.
+ * `runtime` adds runc and cgroupfs, for the calls that start containers.
+ */
+function globalFlags(dirs: ReturnType<typeof storageDirs>, runtime: boolean): string[] {
+  return [
+    ...['--root', dirs.root, '--runroot', dirs.runroot, '--tmpdir', dirs.tmp, '--storage-driver', 'vfs'],
+    ...(runtime ? ['--runtime', 'runc', '--cgroup-manager', 'cgroupfs'] : []),
+    ...['--events-backend', 'none'],
+  ];
 }
 
 export interface PodmanRunOptions {
@@ -107,30 +119,23 @@ export class PodmanEnv {
     }
   }
 
+  /** Writes a network podman can attach (as CniDirs.writeConflist does for cnitool). */
+  writeConflist(c: Conflist): string {
+    return writeConflist(this.confDir, c);
+  }
+
+  /** host-local leases currently held in network `net`, for conflists whose dataDir is `ipamDir`. */
+  leases(net: string): string[] {
+    return hostLocalLeases(this.ipamDir, net);
+  }
+
   private env(): Record<string, string> {
     return { CONTAINERS_CONF: this.containersConf, CONTAINERS_STORAGE_CONF: this.dirs.storageConf };
   }
 
   /** podman with our flags, run inside `node` (nsenter --net) or, without a node, where we are (no networking). */
   podman(args: readonly string[], opts: { node?: Netns; timeoutMs?: number; input?: string } = {}): Promise<ExecResult> {
-    const base = [
-      'podman',
-      '--root',
-      this.dirs.root,
-      '--runroot',
-      this.dirs.runroot,
-      '--tmpdir',
-      this.dirs.tmp,
-      '--storage-driver',
-      'vfs',
-      '--runtime',
-      'runc',
-      '--cgroup-manager',
-      'cgroupfs',
-      '--events-backend',
-      'none',
-      ...args,
-    ];
+    const base = ['podman', ...globalFlags(this.dirs, true), ...args];
     const argv = opts.node ? ['nsenter', `--net=${opts.node.path}`, ...base] : base;
     return run(argv, { env: this.env(), timeoutMs: opts.timeoutMs ?? 120_000, input: opts.input });
   }
@@ -165,16 +170,7 @@ export class PodmanEnv {
           '-c',
           `podman "$@" image exists ${IMAGE} || podman "$@" import --change CMD=/bin/sh ${tar} ${IMAGE}`,
           'sh',
-          '--root',
-          this.dirs.root,
-          '--runroot',
-          this.dirs.runroot,
-          '--tmpdir',
-          this.dirs.tmp,
-          '--storage-driver',
-          'vfs',
-          '--events-backend',
-          'none',
+          ...globalFlags(this.dirs, false),
         ],
         { env: this.env() },
       );
@@ -183,41 +179,27 @@ export class PodmanEnv {
     }
   }
 
-  /** `podman run --rm` in the foreground: attaches `networks` (e.g. ["a", "b:interface_name=net1"]) and runs `cmd`. */
-  async run(networks: readonly string[], cmd: readonly string[], opts: PodmanRunOptions): Promise<ExecResult> {
+  /** `podman run <mode>` of IMAGE with `cmd`, attached to `networks` (e.g. ["a", "b:interface_name=net1"]). */
+  private async runImage(
+    mode: '--rm' | '-d',
+    networks: readonly string[],
+    cmd: readonly string[],
+    opts: PodmanRunOptions,
+  ): Promise<ExecResult> {
     await this.ensureImage();
-    return this.podman(
-      [
-        'run',
-        '--rm',
-        '--pull',
-        'never',
-        ...(opts.name ? ['--name', opts.name] : []),
-        ...networks.flatMap((n) => ['--network', n]),
-        IMAGE,
-        ...cmd,
-      ],
-      { node: opts.node, timeoutMs: opts.timeoutMs },
-    );
+    const name = opts.name ? ['--name', opts.name] : [];
+    const args = ['run', mode, '--pull', 'never', ...name, ...networks.flatMap((n) => ['--network', n]), IMAGE, ...cmd];
+    return this.podman(args, { node: opts.node, timeoutMs: opts.timeoutMs });
+  }
+
+  /** `podman run --rm` in the foreground: attaches `networks` and runs `cmd`. */
+  run(networks: readonly string[], cmd: readonly string[], opts: PodmanRunOptions): Promise<ExecResult> {
+    return this.runImage('--rm', networks, cmd, opts);
   }
 
   /** A detached container (`sleep`) with `networks`, for tests that look at it while it lives. */
   async start(networks: readonly string[], opts: PodmanRunOptions): Promise<Container> {
-    await this.ensureImage();
-    const r = await this.podman(
-      [
-        'run',
-        '-d',
-        '--pull',
-        'never',
-        ...(opts.name ? ['--name', opts.name] : []),
-        ...networks.flatMap((n) => ['--network', n]),
-        IMAGE,
-        'sleep',
-        '3600',
-      ],
-      { node: opts.node, timeoutMs: opts.timeoutMs },
-    );
+    const r = await this.runImage('-d', networks, ['sleep', '3600'], opts);
     if (r.code !== 0) throw new PodmanError(`podman run -d --network ${networks.join(' --network ')} failed (exit ${r.code})`, r);
     const id = r.stdout.trim().split('\n').pop()!;
     const [sandbox, pid] = (
@@ -268,6 +250,13 @@ export class Container implements NetworkEndpoint {
     if (r.code !== 0) throw new PodmanError(`podman exec ${argv.join(' ')} failed (exit ${r.code})`, r);
     return r.stdout;
   }
+  /** The IPv4 address of `dev` as the container itself sees it (`ip -4 -o addr`), without prefix length. */
+  async ipv4(dev: string): Promise<string> {
+    const out = await this.execOk(['ip', '-4', '-o', 'addr', 'show', dev]);
+    const m = /inet (\S+)\//.exec(out);
+    if (!m) throw new Error(`${this.label}: no IPv4 address on ${dev}: ${out}`);
+    return m[1]!;
+  }
   /** Stops and removes the container; podman calls CNI DEL for each network, in the node namespace. */
   async remove(): Promise<ExecResult> {
     return this.env.podman(['rm', '-f', '-t', '0', this.id], { node: this.node });
@@ -287,6 +276,55 @@ export async function podmanEnv(key = 'default'): Promise<PodmanEnv> {
   return e;
 }
 
+/**
+ * The podman side of a describe block, called in its body: the file's PodmanEnv (made in beforeAll) and
+ * the containers the tests start through it; afterAll removes whatever of them is left, then every
+ * namespace of the file.
+ */
+export function podmanSuite(key = 'default'): PodmanSuite {
+  const suite = new PodmanSuite();
+  beforeAll(() => suite.open(key));
+  afterAll(() => suite.close());
+  return suite;
+}
+
+export class PodmanSuite {
+  private current?: PodmanEnv;
+  private readonly containers = new Set<Container>();
+
+  async open(key: string): Promise<void> {
+    this.current = await podmanEnv(key);
+  }
+
+  async close(): Promise<void> {
+    for (const c of this.containers) await c.remove();
+    this.containers.clear();
+    await deleteAllNamespaces();
+  }
+
+  get env(): PodmanEnv {
+    if (!this.current) throw new Error('PodmanSuite: env used before beforeAll ran');
+    return this.current;
+  }
+
+  /** A detached container (see PodmanEnv.start), removed in afterAll unless a test removes it first. */
+  async start(networks: readonly string[], opts: PodmanRunOptions): Promise<Container> {
+    const c = await this.env.start(networks, opts);
+    this.containers.add(c);
+    return c;
+  }
+
+  /** Removes `c` (podman runs CNI DEL for each of its networks), which must succeed. */
+  async remove(c: Container): Promise<void> {
+    this.containers.delete(c);
+    expect((await c.remove()).code).toBe(0);
+  }
+
+  async removeAll(): Promise<void> {
+    for (const c of [...this.containers]) await this.remove(c);
+  }
+}
+
 /** Runs `cmd` in a new container attached to `networks`, podman running inside `opts.node`. */
 export async function podmanRun(
   networks: readonly string[],
@@ -299,43 +337,17 @@ export async function podmanRun(
 /** Teardown helper: remove containers, unmount whatever is left under the run dir, delete it. */
 export async function destroyRunDir(dir: string): Promise<void> {
   if (!existsSync(dir)) return;
-  const podmanBase = join(dir, 'podman');
-  if (existsSync(join(podmanBase, 'storage.conf'))) {
-    const envDirs = readdirSync(podmanBase).filter((d) => d.startsWith('env-'));
-    const conf = envDirs.length ? join(podmanBase, envDirs[0]!, 'containers.conf') : undefined;
+  const dirs = storageDirs(join(dir, 'podman'));
+  if (existsSync(dirs.storageConf)) {
+    const envDirs = readdirSync(dirs.base).filter((d) => d.startsWith('env-'));
+    const conf = envDirs.length ? join(dirs.base, envDirs[0]!, 'containers.conf') : undefined;
     // run podman's teardown inside a scratch namespace: the nodes of the tests may be gone already
     const scratch = await Netns.create('teardown');
     try {
-      await run(
-        [
-          'nsenter',
-          `--net=${scratch.path}`,
-          'podman',
-          '--root',
-          join(podmanBase, 'root'),
-          '--runroot',
-          join(podmanBase, 'runroot'),
-          '--tmpdir',
-          join(podmanBase, 'tmp'),
-          '--storage-driver',
-          'vfs',
-          '--runtime',
-          'runc',
-          '--cgroup-manager',
-          'cgroupfs',
-          '--events-backend',
-          'none',
-          'rm',
-          '-a',
-          '-f',
-          '-t',
-          '0',
-        ],
-        {
-          env: { ...(conf ? { CONTAINERS_CONF: conf } : {}), CONTAINERS_STORAGE_CONF: join(podmanBase, 'storage.conf') },
-          timeoutMs: 120_000,
-        },
-      );
+      await run(['nsenter', `--net=${scratch.path}`, 'podman', ...globalFlags(dirs, true), 'rm', '-a', '-f', '-t', '0'], {
+        env: { ...(conf ? { CONTAINERS_CONF: conf } : {}), CONTAINERS_STORAGE_CONF: dirs.storageConf },
+        timeoutMs: 120_000,
+      });
     } finally {
       await scratch.delete();
     }

@@ -68,11 +68,28 @@ export function segment(i: number): Segment {
   };
 }
 
-export async function macvlanNode(opts: { segments?: number; ipv6?: boolean } = {}): Promise<MacvlanNode> {
+/** A node and an ext namespace, wired by `wire`; both are deleted again when `wire` fails. */
+async function nodeAndExt(
+  wire: (node: Netns, ext: Netns) => Promise<void>,
+): Promise<{ node: Netns; ext: Netns; destroy(): Promise<void> }> {
   const node = await Netns.create('node');
   const ext = await Netns.create('ext');
-  const segments: Segment[] = [];
+  const destroy = async (): Promise<void> => {
+    await ext.delete();
+    await node.delete();
+  };
   try {
+    await wire(node, ext);
+  } catch (e) {
+    await destroy();
+    throw e;
+  }
+  return { node, ext, destroy };
+}
+
+export async function macvlanNode(opts: { segments?: number; ipv6?: boolean } = {}): Promise<MacvlanNode> {
+  const segments: Segment[] = [];
+  const pair = await nodeAndExt(async (node, ext) => {
     for (let i = 0; i < (opts.segments ?? 1); i++) {
       const s = segment(i);
       segments.push(s);
@@ -90,14 +107,9 @@ export async function macvlanNode(opts: { segments?: number; ipv6?: boolean } = 
     await node.ip('link', 'set', 'kube-ipvs0', 'up');
     await node.ip('addr', 'add', '10.96.0.10/32', 'dev', 'kube-ipvs0');
     if (opts.ipv6 !== false) await node.ip('addr', 'add', 'fd00:96::10/128', 'dev', 'kube-ipvs0', 'nodad');
-  } catch (e) {
-    await ext.delete();
-    await node.delete();
-    throw e;
-  }
+  });
   return {
-    node,
-    ext,
+    ...pair,
     segments,
     serviceIP4: '10.96.0.10',
     serviceCidr4: '10.96.0.0/16',
@@ -105,10 +117,6 @@ export async function macvlanNode(opts: { segments?: number; ipv6?: boolean } = 
     serviceCidr6: 'fd00:96::/112',
     overlayCidr4: '10.244.0.0/16',
     overlayCidr6: 'fd00:244::/56',
-    destroy: async () => {
-      await ext.delete();
-      await node.delete();
-    },
   };
 }
 
@@ -122,29 +130,14 @@ export interface BridgeNode {
 }
 
 export async function bridgeNode(): Promise<BridgeNode> {
-  const node = await Netns.create('node');
-  const ext = await Netns.create('ext');
-  try {
+  const pair = await nodeAndExt(async (node, ext) => {
     await node.ip('link', 'add', 'uplink0', 'type', 'veth', 'peer', 'name', 'eth0', 'netns', ext.name);
     await node.ip('addr', 'add', '192.168.77.2/24', 'dev', 'uplink0');
     await ext.ip('addr', 'add', '192.168.77.1/24', 'dev', 'eth0');
     await node.ip('link', 'set', 'uplink0', 'up');
     await ext.ip('link', 'set', 'eth0', 'up');
-  } catch (e) {
-    await ext.delete();
-    await node.delete();
-    throw e;
-  }
-  return {
-    node,
-    ext,
-    nodeUplinkIP4: '192.168.77.2',
-    extIP4: '192.168.77.1',
-    destroy: async () => {
-      await ext.delete();
-      await node.delete();
-    },
-  };
+  });
+  return { ...pair, nodeUplinkIP4: '192.168.77.2', extIP4: '192.168.77.1' };
 }
 
 /** Forwarding on in a namespace (node acting as a router between pods and ext). */

@@ -10,16 +10,14 @@ import {
   CniDirs,
   cnitool,
   cnitoolOk,
-  Container,
   deleteAllNamespaces,
   diffSnapshots,
   enableForwarding,
   Netns,
   ping,
-  podmanEnv,
-  PodmanEnv,
+  NetSnapshot,
+  podmanSuite,
   snapshot,
-  writeConflist,
 } from '../lib';
 
 const SUBNET = '10.88.0.0/24';
@@ -30,7 +28,7 @@ describe('reference bridge + host-local via cnitool', () => {
   let dirs: CniDirs;
   let pods: Netns[];
   const podIPs: string[] = [];
-  let before: Awaited<ReturnType<typeof snapshot>>;
+  let before: NetSnapshot;
 
   beforeAll(async () => {
     topo = await bridgeNode();
@@ -87,26 +85,19 @@ describe('reference bridge + host-local via cnitool', () => {
 });
 
 describe('reference bridge + host-local via podman', () => {
+  const pm = podmanSuite();
   let topo: BridgeNode;
-  let env: PodmanEnv;
-  let before: Awaited<ReturnType<typeof snapshot>>;
-  const containers: Container[] = [];
+  let before: NetSnapshot;
 
   beforeAll(async () => {
-    env = await podmanEnv();
     topo = await bridgeNode();
-    writeConflist(env.confDir, bridgeChain({ name: 'ref-pm-br', bridge: 'cni1', subnet: '10.89.0.0/24', dataDir: env.ipamDir }));
+    pm.env.writeConflist(bridgeChain({ name: 'ref-pm-br', bridge: 'cni1', subnet: '10.89.0.0/24', dataDir: pm.env.ipamDir }));
     await addBridge(topo.node, 'cni1', '10.89.0.1/24');
     before = await snapshot(topo.node);
   });
 
-  afterAll(async () => {
-    for (const c of containers) await c.remove();
-    await deleteAllNamespaces();
-  });
-
   it('podman run --rm: the container gets an address and reaches the node', async () => {
-    const r = await env.run(['ref-pm-br'], ['sh', '-c', 'ip -4 -o addr show eth0 && ip route && ping -c 2 -W 1 10.89.0.1'], {
+    const r = await pm.env.run(['ref-pm-br'], ['sh', '-c', 'ip -4 -o addr show eth0 && ip route && ping -c 2 -W 1 10.89.0.1'], {
       node: topo.node,
     });
     expect(r.stderr + r.stdout).toMatch(/inet 10\.89\.0\.\d+\/24/);
@@ -115,9 +106,9 @@ describe('reference bridge + host-local via podman', () => {
   });
 
   it('a running container and the node reach each other; removal leaves nothing on the node', async () => {
-    const c = await env.start(['ref-pm-br'], { node: topo.node });
-    containers.push(c);
-    const ip = /inet (10\.89\.0\.\d+)/.exec(await c.execOk(['ip', '-4', '-o', 'addr', 'show', 'eth0']))![1]!;
+    const c = await pm.start(['ref-pm-br'], { node: topo.node });
+    const ip = await c.ipv4('eth0');
+    expect(ip).toMatch(/^10\.89\.0\.\d+$/);
     await ping(c, '10.89.0.1');
     await ping(topo.node, ip);
     // the host side of the attachment lives in the node namespace, not in the machine's
@@ -125,9 +116,7 @@ describe('reference bridge + host-local via podman', () => {
       await topo.node.ipJson<{ ifname: string; linkinfo?: { info_kind?: string } }>('-d', 'link', 'show', 'type', 'veth')
     ).map((l) => l.ifname);
     expect(hostVeths.filter((n) => n !== 'uplink0')).toHaveLength(1);
-    const rm = await c.remove();
-    expect(rm.code).toBe(0);
-    containers.pop();
+    await pm.remove(c);
     expect(diffSnapshots(before, await snapshot(topo.node, [ip]))).toEqual([]);
     expect(await c.netns.exists()).toBe(false);
   });

@@ -10,10 +10,8 @@ import {
   CniDirs,
   cnitool,
   cnitoolOk,
-  Container,
   deleteAllNamespaces,
   diffSnapshots,
-  hostLocalLeases,
   linkCounters,
   macvlanChain,
   macvlanNode,
@@ -21,45 +19,34 @@ import {
   Netns,
   noPing,
   ping,
-  podmanEnv,
-  PodmanEnv,
+  NetSnapshot,
+  podmanSuite,
   routeGet,
   snapshot,
-  writeConflist,
 } from '../lib';
 
 describe('reference macvlan + host-local via podman, as a second network (net1)', () => {
+  const pm = podmanSuite();
   let topo: MacvlanNode;
-  let env: PodmanEnv;
-  let before: Awaited<ReturnType<typeof snapshot>>;
-  const containers: Container[] = [];
+  let before: NetSnapshot;
 
   beforeAll(async () => {
-    env = await podmanEnv();
     topo = await macvlanNode({ ipv6: false });
-    writeConflist(
-      env.confDir,
-      bridgeChain({ name: 'ref-ovl', bridge: 'cni-ovl0', subnet: '10.90.0.0/24', dataDir: env.ipamDir, defaultRoute: false }),
+    pm.env.writeConflist(
+      bridgeChain({ name: 'ref-ovl', bridge: 'cni-ovl0', subnet: '10.90.0.0/24', dataDir: pm.env.ipamDir, defaultRoute: false }),
     );
-    writeConflist(env.confDir, macvlanChain({ name: 'ref-mv', segment: topo.segments[0]!, dataDir: env.ipamDir }));
+    pm.env.writeConflist(macvlanChain({ name: 'ref-mv', segment: topo.segments[0]!, dataDir: pm.env.ipamDir }));
     await addBridge(topo.node, 'cni-ovl0', '10.90.0.1/24');
     before = await snapshot(topo.node);
   });
 
-  afterAll(async () => {
-    for (const c of containers) await c.remove();
-    await deleteAllNamespaces();
-  });
-
   it('a container gets eth0 (bridge) and net1 (macvlan); traffic takes the right NIC', async () => {
     const s = topo.segments[0]!;
-    const a = await env.start(['ref-ovl', 'ref-mv:interface_name=net1'], { node: topo.node });
-    const b = await env.start(['ref-ovl', 'ref-mv:interface_name=net1'], { node: topo.node });
-    containers.push(a, b);
-    const addrOf = async (c: Container, dev: string) => /inet (\S+)\//.exec(await c.execOk(['ip', '-4', '-o', 'addr', 'show', dev]))![1]!;
-    expect(await addrOf(a, 'eth0')).toMatch(/^10\.90\.0\./);
-    const aNet1 = await addrOf(a, 'net1');
-    const bNet1 = await addrOf(b, 'net1');
+    const a = await pm.start(['ref-ovl', 'ref-mv:interface_name=net1'], { node: topo.node });
+    const b = await pm.start(['ref-ovl', 'ref-mv:interface_name=net1'], { node: topo.node });
+    expect(await a.ipv4('eth0')).toMatch(/^10\.90\.0\./);
+    const aNet1 = await a.ipv4('net1');
+    const bNet1 = await b.ipv4('net1');
     expect(aNet1).toMatch(/^172\.16\.50\.1\d\d$/);
     expect(await routeGet(a.netns, s.extIP4)).toMatchObject({ dev: 'net1' });
     expect(await routeGet(a.netns, '10.90.0.1')).toMatchObject({ dev: 'eth0' });
@@ -75,10 +62,10 @@ describe('reference macvlan + host-local via podman, as a second network (net1)'
   });
 
   it('removing the containers releases every address and leaves nothing on the node', async () => {
-    for (const c of containers.splice(0)) expect((await c.remove()).code).toBe(0);
+    await pm.removeAll();
     expect(diffSnapshots(before, await snapshot(topo.node))).toEqual([]);
-    expect(hostLocalLeases(env.ipamDir, 'ref-mv')).toEqual([]);
-    expect(hostLocalLeases(env.ipamDir, 'ref-ovl')).toEqual([]);
+    expect(pm.env.leases('ref-mv')).toEqual([]);
+    expect(pm.env.leases('ref-ovl')).toEqual([]);
   });
 });
 

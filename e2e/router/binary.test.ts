@@ -5,38 +5,33 @@
  * runtime no longer lists; STATUS and VERSION answer.
  */
 import {
+  badCidrCases,
+  chainedErrorCases,
   CNI_PATH,
-  deleteAllNamespaces,
-  describeWithPlugin,
   diffSnapshots,
+  directRunSuite,
+  ErrorCase,
   execPlugin,
-  MacvlanNode,
+  expectCniError,
   Netns,
-  NetSnapshot,
   ping,
   PluginEnv,
   pluginPath,
   snapshot,
 } from '../lib';
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
-import { routerFields, routerNode } from './helpers';
-
-const describeRouter = describeWithPlugin('router');
+import { describeRouter, multusPod, routerFields, routerNode } from './helpers';
 
 describeRouter('router binary: bad input, GC, STATUS, VERSION', () => {
-  let topo: MacvlanNode;
-  let pod: Netns;
-  let logDir: string;
-  let nodeBefore: NetSnapshot;
-  let podBefore: NetSnapshot;
   const NET1 = '172.16.50.150';
+  const suite = directRunSuite(
+    () => routerNode(),
+    (topo, pod) => multusPod(topo, pod, { name: 'pod', overlayIP: '10.244.0.50', mac: '02:42:ac:10:32:96', net1IP: NET1 }),
+  );
 
   const env = (over: PluginEnv = {}): PluginEnv => ({
     CNI_COMMAND: 'ADD',
     CNI_CONTAINERID: 'e2e-router-binary-0001',
-    CNI_NETNS: pod.path,
+    CNI_NETNS: suite.pod.path,
     CNI_IFNAME: 'net1',
     CNI_PATH,
     ...over,
@@ -47,60 +42,19 @@ describeRouter('router binary: bad input, GC, STATUS, VERSION', () => {
     cniVersion: version,
     name: 'mv-router-bin',
     type: 'router',
-    ...routerFields(topo, join(logDir, 'router.log')),
+    ...routerFields(suite.topo, `${suite.logDir}/router.log`),
     prevResult: {
       cniVersion: version,
-      interfaces: [{ name: 'net1', mac: '02:42:ac:10:32:96', sandbox: pod.path }],
-      ips: [{ address: `${NET1}/24`, gateway: topo.segments[0]!.extIP4, interface: 0 }],
+      interfaces: [{ name: 'net1', mac: '02:42:ac:10:32:96', sandbox: suite.pod.path }],
+      ips: [{ address: `${NET1}/24`, gateway: suite.topo.segments[0]!.extIP4, interface: 0 }],
       routes: [{ dst: '0.0.0.0/0' }],
     },
     ...over,
   });
 
-  beforeAll(async () => {
-    topo = await routerNode();
-    pod = await Netns.create('pod');
-    // What the overlay (bridge plugin) and macvlan would have left in the pod.
-    await topo.node.ip('link', 'add', 'vethpod', 'type', 'veth', 'peer', 'name', 'eth0', 'netns', pod.name);
-    await topo.node.ip('link', 'set', 'vethpod', 'master', 'cni0', 'up');
-    await pod.ip('addr', 'add', '10.244.0.50/24', 'dev', 'eth0');
-    await pod.ip('link', 'set', 'eth0', 'up');
-    await pod.ip('route', 'add', 'default', 'via', '10.244.0.1', 'dev', 'eth0');
-    await topo.node.ip(
-      'link',
-      'add',
-      'mvpod',
-      'link',
-      topo.segments[0]!.uplink,
-      'address',
-      '02:42:ac:10:32:96',
-      'type',
-      'macvlan',
-      'mode',
-      'bridge',
-    );
-    await topo.node.ip('link', 'set', 'mvpod', 'netns', pod.name);
-    await pod.ip('link', 'set', 'mvpod', 'name', 'net1');
-    await pod.ip('addr', 'add', `${NET1}/24`, 'dev', 'net1');
-    await pod.ip('link', 'set', 'net1', 'up');
-    logDir = mkdtempSync(join(tmpdir(), 'cnikit-e2e-router-log-'));
-    nodeBefore = await snapshot(topo.node);
-    podBefore = await snapshot(pod);
-  });
-
-  afterAll(async () => {
-    await deleteAllNamespaces();
-    if (logDir) rmSync(logDir, { recursive: true, force: true });
-  });
-
-  const unchanged = async (): Promise<void> => {
-    expect(diffSnapshots(nodeBefore, await snapshot(topo.node))).toEqual([]);
-    expect(diffSnapshots(podBefore, await snapshot(pod))).toEqual([]);
-  };
-
-  const cases: { name: string; code: number; env?: () => PluginEnv; stdin: () => string | object; mentions?: RegExp }[] = [
-    { name: 'malformed JSON', code: 6, stdin: () => '{"cniVersion": "1.1.0", "name": ' },
-    { name: 'unknown cniVersion', code: 1, stdin: () => conf({ cniVersion: '9.9.9' }), mentions: /9\.9\.9|version/i },
+  const cases: ErrorCase[] = [
+    ...chainedErrorCases(env, conf),
+    ...badCidrCases(conf, { service_hijack_subnet: '10.96.0.0/40', overlay_hijack_subnet: '10.244.0.0/8' }),
     {
       name: 'missing CNI_NETNS and CNI_IFNAME',
       code: 4,
@@ -108,24 +62,9 @@ describeRouter('router binary: bad input, GC, STATUS, VERSION', () => {
       stdin: () => conf(),
       mentions: /CNI_NETNS|CNI_IFNAME/,
     },
-    { name: 'unknown CNI_COMMAND', code: 4, env: () => env({ CNI_COMMAND: 'FROB' }), stdin: () => conf(), mentions: /FROB/ },
-    {
-      name: 'bad CIDR in service_hijack_subnet',
-      code: 7,
-      stdin: () => conf({ service_hijack_subnet: ['10.96.0.0/40'] }),
-      mentions: /service_hijack_subnet/,
-    },
-    {
-      name: 'bad CIDR in overlay_hijack_subnet',
-      code: 7,
-      stdin: () => conf({ overlay_hijack_subnet: ['10.244.0.0/8'] }),
-      mentions: /overlay_hijack_subnet/,
-    },
     { name: 'reserved host_rule_table', code: 7, stdin: () => conf({ host_rule_table: 254 }), mentions: /host_rule_table/ },
     { name: 'bad overlay_interface', code: 7, stdin: () => conf({ overlay_interface: 'no/such' }), mentions: /overlay_interface/ },
     { name: 'misspelt field', code: 2, stdin: () => conf({ host_rule_tabel: 600 }), mentions: /host_rule_tabel/ },
-    { name: 'absent netns', code: 3, env: () => env({ CNI_NETNS: '/run/netns/cke-no-such-netns' }), stdin: () => conf() },
-    { name: 'missing prevResult', code: 7, stdin: () => conf({ prevResult: undefined }), mentions: /prevResult/ },
     { name: 'overlay interface missing in the pod', code: 7, stdin: () => conf({ overlay_interface: 'eth7' }), mentions: /eth7/ },
     {
       name: 'chained interface missing in the pod',
@@ -137,17 +76,15 @@ describeRouter('router binary: bad input, GC, STATUS, VERSION', () => {
   ];
 
   it.each(cases.map((c) => [c.name, c] as const))('%s', async (_name, c) => {
-    const r = await execPlugin(pluginPath('router'), c.env ? c.env() : env(), c.stdin(), topo.node);
-    expect({ exitNonZero: r.code !== 0, stdout: r.stdout }).toEqual({ exitNonZero: true, stdout: expect.any(String) });
-    expect(r.json).toEqual(expect.objectContaining({ code: c.code, msg: expect.any(String) }));
-    if (c.mentions) expect(`${r.json.msg} ${r.json.details ?? ''}`).toMatch(c.mentions);
-    await unchanged();
+    await expectCniError(pluginPath('router'), c, env(), suite.topo.node);
+    await suite.unchanged();
   });
 
   it('ADD, then GC with the attachment listed keeps it, without it removes every host object', async () => {
+    const { topo } = suite;
     const add = await execPlugin(pluginPath('router'), env(), conf(), topo.node);
     expect({ code: add.code, err: add.json?.msg }).toEqual({ code: 0, err: undefined });
-    const added = diffSnapshots(nodeBefore, await snapshot(topo.node, [NET1]));
+    const added = diffSnapshots(suite.nodeBefore, await snapshot(topo.node, [NET1]));
     expect(added).toEqual(
       expect.arrayContaining([
         expect.stringMatching(new RegExp(`^routes: \\+ ${NET1.replace(/\./g, '\\.')} dev cni0 table 500 proto 158 `)),
@@ -163,7 +100,7 @@ describeRouter('router binary: bad input, GC, STATUS, VERSION', () => {
       topo.node,
     );
     expect({ code: keep.code, out: keep.stdout }).toEqual({ code: 0, out: '' });
-    expect(diffSnapshots(nodeBefore, await snapshot(topo.node, [NET1]))).toEqual(added);
+    expect(diffSnapshots(suite.nodeBefore, await snapshot(topo.node, [NET1]))).toEqual(added);
     const gc = await execPlugin(
       pluginPath('router'),
       gcEnv,
@@ -171,38 +108,18 @@ describeRouter('router binary: bad input, GC, STATUS, VERSION', () => {
       topo.node,
     );
     expect({ code: gc.code, out: gc.stdout }).toEqual({ code: 0, out: '' });
-    expect(diffSnapshots(nodeBefore, await snapshot(topo.node, [NET1]))).toEqual([]);
+    expect(diffSnapshots(suite.nodeBefore, await snapshot(topo.node, [NET1]))).toEqual([]);
     // The pod side is DEL's: it still routes through router's tables until DEL, which then cleans it.
     const del = await execPlugin(pluginPath('router'), env({ CNI_COMMAND: 'DEL' }), conf(), topo.node);
     expect({ code: del.code, out: del.stdout }).toEqual({ code: 0, out: '' });
-    await unchanged();
+    await suite.unchanged();
   });
 
   it('concurrent ADDs and DELs of two pods (separate processes) agree on the shared host rule', async () => {
+    const { topo } = suite;
     // A second pod on the same node: eth0 on cni0, net1 = macvlan of the uplink.
     const pod2 = await Netns.create('pod');
-    await topo.node.ip('link', 'add', 'vethpod2', 'type', 'veth', 'peer', 'name', 'eth0', 'netns', pod2.name);
-    await topo.node.ip('link', 'set', 'vethpod2', 'master', 'cni0', 'up');
-    await pod2.ip('addr', 'add', '10.244.0.51/24', 'dev', 'eth0');
-    await pod2.ip('link', 'set', 'eth0', 'up');
-    await pod2.ip('route', 'add', 'default', 'via', '10.244.0.1', 'dev', 'eth0');
-    await topo.node.ip(
-      'link',
-      'add',
-      'mvpod2',
-      'link',
-      topo.segments[0]!.uplink,
-      'address',
-      '02:42:ac:10:32:97',
-      'type',
-      'macvlan',
-      'mode',
-      'bridge',
-    );
-    await topo.node.ip('link', 'set', 'mvpod2', 'netns', pod2.name);
-    await pod2.ip('link', 'set', 'mvpod2', 'name', 'net1');
-    await pod2.ip('addr', 'add', '172.16.50.151/24', 'dev', 'net1');
-    await pod2.ip('link', 'set', 'net1', 'up');
+    await multusPod(topo, pod2, { name: 'pod2', overlayIP: '10.244.0.51', mac: '02:42:ac:10:32:97', net1IP: '172.16.50.151' });
     const base = await snapshot(topo.node);
     const conf2 = {
       ...conf(),
@@ -237,6 +154,7 @@ describeRouter('router binary: bad input, GC, STATUS, VERSION', () => {
   });
 
   it('STATUS succeeds; VERSION lists every supported version', async () => {
+    const { topo } = suite;
     const st = await execPlugin(pluginPath('router'), { CNI_COMMAND: 'STATUS', CNI_PATH }, conf({ prevResult: undefined }), topo.node);
     expect({ code: st.code, out: st.stdout }).toEqual({ code: 0, out: '' });
     const v = await execPlugin(pluginPath('router'), { CNI_COMMAND: 'VERSION' }, { cniVersion: '1.1.0' });

@@ -15,7 +15,6 @@ import {
   cnitool,
   cnitoolOk,
   deleteAllNamespaces,
-  describeWithPlugin,
   diffSnapshots,
   MacvlanNode,
   Netns,
@@ -25,9 +24,7 @@ import {
   snapshot,
 } from '../lib';
 import { sourceSeenBy } from '../lib/router-traffic';
-import { globalAddrs, overlayConflist, routerChain, routerNode } from './helpers';
-
-const describeRouter = describeWithPlugin('router');
+import { describeRouter, globalAddrs, overlayConflist, routerChain, routerNode } from './helpers';
 
 describeRouter('router after macvlan + host-local, on an overlay pod, via cnitool (dual-stack, CNI 1.0.0)', () => {
   let topo: MacvlanNode;

@@ -16,53 +16,29 @@
  * pod (no overlay NIC yet, code 7) and the test checks that each refused attempt left the node
  * exactly as it was.
  */
-import {
-  Container,
-  deleteAllNamespaces,
-  describeWithPlugin,
-  diffSnapshots,
-  MacvlanNode,
-  NetSnapshot,
-  ping,
-  podmanEnv,
-  PodmanEnv,
-  PodmanError,
-  routeGet,
-  snapshot,
-  writeConflist,
-} from '../lib';
+import { Container, diffSnapshots, MacvlanNode, NetSnapshot, ping, podmanSuite, PodmanError, routeGet, snapshot } from '../lib';
 import { sourceSeenBy } from '../lib/router-traffic';
-import { globalAddrs, overlayConflist, routerChain, routerNode } from './helpers';
-
-const describeRouter = describeWithPlugin('router');
+import { describeRouter, globalAddrs, overlayConflist, routerChain, routerNode } from './helpers';
 
 describeRouter('router via podman: a container with an overlay network and a macvlan + router network', () => {
+  const pm = podmanSuite('router');
   let topo: MacvlanNode;
-  let env: PodmanEnv;
   let other: Container;
   let before: NetSnapshot;
-  const containers: Container[] = [];
   const refused: string[] = [];
 
   beforeAll(async () => {
-    env = await podmanEnv('router');
     topo = await routerNode();
-    writeConflist(env.confDir, overlayConflist('rt0-overlay', env.ipamDir));
-    writeConflist(env.confDir, routerChain('rt1-mv-router', topo, topo.segments[0]!, env.ipamDir, `${env.ipamDir}/../router.log`));
-    other = await env.start(['rt0-overlay'], { node: topo.node });
-    containers.push(other);
+    pm.env.writeConflist(overlayConflist('rt0-overlay', pm.env.ipamDir));
+    pm.env.writeConflist(routerChain('rt1-mv-router', topo, topo.segments[0]!, pm.env.ipamDir, `${pm.env.ipamDir}/../router.log`));
+    other = await pm.start(['rt0-overlay'], { node: topo.node });
     before = await snapshot(topo.node);
-  });
-
-  afterAll(async () => {
-    for (const c of containers) await c.remove();
-    await deleteAllNamespaces();
   });
 
   async function startTwoNetworks(): Promise<Container> {
     for (let attempt = 1; ; attempt++) {
       try {
-        return await env.start(['rt0-overlay', 'rt1-mv-router:interface_name=net1'], { node: topo.node });
+        return await pm.start(['rt0-overlay', 'rt1-mv-router:interface_name=net1'], { node: topo.node });
       } catch (e) {
         const out = e instanceof PodmanError ? e.result.stdout + e.result.stderr : String(e);
         if (!/overlay interface eth0 not found/.test(out) || attempt >= 10) throw e;
@@ -76,7 +52,6 @@ describeRouter('router via podman: a container with an overlay network and a mac
   it('east-west through eth0, north-south through net1 with its own address; the node both ways', async () => {
     const s = topo.segments[0]!;
     const c = await startTwoNetworks();
-    containers.push(c);
     const net1 = globalAddrs(await c.netns.ipJson('addr', 'show', 'dev', 'net1'), 'inet')[0]!;
     const eth0 = globalAddrs(await c.netns.ipJson('addr', 'show', 'dev', 'eth0'), 'inet')[0]!;
     const otherIP = globalAddrs(await other.netns.ipJson('addr', 'show', 'dev', 'eth0'), 'inet')[0]!;
@@ -94,9 +69,7 @@ describeRouter('router via podman: a container with an overlay network and a mac
     expect(await sourceSeenBy(topo.ext, s.extIP4, c)).toBe(net1);
     expect(await sourceSeenBy(other.netns, otherIP, c)).toBe(eth0);
 
-    const rm = await c.remove();
-    containers.pop();
-    expect(rm.code).toBe(0);
+    await pm.remove(c);
     expect(diffSnapshots(before, await snapshot(topo.node, [net1]))).toEqual([]);
     if (refused.length > 0)
       console.log(`[router e2e] podman set up the secondary network first ${refused.length} time(s); router refused cleanly each time`);
@@ -114,7 +87,7 @@ describeRouter('router via podman: a container with an overlay network and a mac
       `ping -c 1 -W 2 ${s.extIP4}`,
     ].join('\n');
     for (let attempt = 1; ; attempt++) {
-      const r = await env.run(['rt0-overlay', 'rt1-mv-router:interface_name=net1'], ['sh', '-c', script], { node: topo.node });
+      const r = await pm.env.run(['rt0-overlay', 'rt1-mv-router:interface_name=net1'], ['sh', '-c', script], { node: topo.node });
       if (r.code === 0) break;
       if (!/overlay interface eth0 not found/.test(r.stdout + r.stderr) || attempt >= 10)
         throw new Error(`container script failed (exit ${r.code}):\n${r.stdout}${r.stderr}`);

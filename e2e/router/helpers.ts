@@ -7,7 +7,21 @@
  *                      cni0 10.244.0.1/24 (fd00:244::1/64) ── pods' eth0 (bridge plugin)
  *                      kube-ipvs0: 10.96.0.10, fd00:96::10 (Services)
  */
-import { addBridge, Conflist, enableForwarding, hostLocalOn, macvlanNode, MacvlanNode, macvlanPlugin, Segment } from '../lib';
+import {
+  addBridge,
+  Conflist,
+  describeWithPlugin,
+  enableForwarding,
+  hostLocalOn,
+  macvlanNode,
+  MacvlanNode,
+  macvlanPlugin,
+  Netns,
+  Segment,
+} from '../lib';
+
+/** `describe` for the suites that need dist/bin/router. */
+export const describeRouter = describeWithPlugin('router');
 
 export const OVERLAY_CIDR4 = '10.244.0.0/24';
 export const OVERLAY_GW4 = '10.244.0.1';
@@ -76,4 +90,34 @@ export function globalAddrs(
   family?: 'inet' | 'inet6',
 ): string[] {
   return (json[0]?.addr_info ?? []).filter((a) => a.scope === 'global' && (!family || a.family === family)).map((a) => a.local);
+}
+
+export interface MultusPodOptions {
+  /** a short word for the host-side names (veth<name>, mv<name>) */
+  name: string;
+  /** eth0's address on the overlay (10.244.0.0/24) */
+  overlayIP: string;
+  /** net1's MAC and address on the node's first segment (/24) */
+  mac: string;
+  net1IP: string;
+}
+
+/**
+ * What the cluster network (bridge plugin) and macvlan leave in a pod before router runs: eth0 on cni0
+ * with the default route through the bridge, and net1, a macvlan child of the node's first uplink.
+ */
+export async function multusPod(topo: MacvlanNode, pod: Netns, o: MultusPodOptions): Promise<void> {
+  const hostVeth = `veth${o.name}`;
+  const macvlan = `mv${o.name}`;
+  await topo.node.ip('link', 'add', hostVeth, 'type', 'veth', 'peer', 'name', 'eth0', 'netns', pod.name);
+  await topo.node.ip('link', 'set', hostVeth, 'master', 'cni0', 'up');
+  await pod.ip('addr', 'add', `${o.overlayIP}/24`, 'dev', 'eth0');
+  await pod.ip('link', 'set', 'eth0', 'up');
+  await pod.ip('route', 'add', 'default', 'via', OVERLAY_GW4, 'dev', 'eth0');
+  const uplink = topo.segments[0]!.uplink;
+  await topo.node.ip('link', 'add', macvlan, 'link', uplink, 'address', o.mac, 'type', 'macvlan', 'mode', 'bridge');
+  await topo.node.ip('link', 'set', macvlan, 'netns', pod.name);
+  await pod.ip('link', 'set', macvlan, 'name', 'net1');
+  await pod.ip('addr', 'add', `${o.net1IP}/24`, 'dev', 'net1');
+  await pod.ip('link', 'set', 'net1', 'up');
 }

@@ -17,7 +17,7 @@ import * as path from 'node:path';
 import { openNetns, runInNetns } from '@cnikit/netlib';
 import { FakeOpenApi } from '@cnikit/terway-testing';
 import { hostVethName } from '../../packages/terway/src/datapath/eniip-veth';
-import { CNI_PATH, Netns, deleteAllNamespaces, describeWithPlugin, execPlugin, pluginPath } from '../lib';
+import { CNI_PATH, Netns, deleteAllNamespaces, describeWithPlugin, execPlugin, pluginPath, sleep, stopProcess } from '../lib';
 
 // Needs both executables: skipped (or failing under CI) when either is missing.
 const describeBoth = describeWithPlugin('terway', 'terwayd');
@@ -51,17 +51,12 @@ describeBoth('terway + terwayd executables', () => {
     const deadline = Date.now() + 60_000;
     while (!out().includes('listening')) {
       if (child.exitCode !== null || Date.now() > deadline) throw new Error(`terwayd did not start: ${out()}`);
-      await new Promise((r) => setTimeout(r, 50));
+      await sleep(50);
     }
   }
 
   async function stopDaemon(child: ChildProcess | undefined): Promise<void> {
-    if (!child || child.exitCode !== null || child.signalCode !== null) return;
-    const exited = new Promise((r) => child.once('exit', r));
-    child.kill('SIGTERM');
-    const t = setTimeout(() => child.kill('SIGKILL'), 10_000);
-    await exited;
-    clearTimeout(t);
+    if (child) await stopProcess(child);
   }
 
   beforeEach(async () => {

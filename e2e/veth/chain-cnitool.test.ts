@@ -14,7 +14,6 @@ import {
   deleteAllNamespaces,
   diffSnapshots,
   linkCounters,
-  macvlanChain,
   macvlanNode,
   MacvlanNode,
   Netns,
@@ -22,11 +21,8 @@ import {
   routeGet,
   snapshot,
   NetSnapshot,
-  describeWithPlugin,
 } from '../lib';
-import { addrsOf, macOf, neighOn, newHostVeths, vethConf } from './helpers';
-
-const describeVeth = describeWithPlugin('veth');
+import { addrsOf, describeVeth, macOf, neighOn, newHostVeths, vethChain } from './helpers';
 
 const ipOf = (cidr: string): string => cidr.split('/')[0]!;
 
@@ -46,14 +42,7 @@ describeVeth('veth after macvlan + host-local via cnitool (IPv4, CNI 1.0.0)', ()
   beforeAll(async () => {
     topo = await macvlanNode({ ipv6: false });
     dirs = new CniDirs();
-    dirs.writeConflist(
-      macvlanChain({
-        name: NET,
-        segment: topo.segments[0]!,
-        dataDir: dirs.ipamDir,
-        veth: vethConf(topo, { logFile: `${dirs.logDir}/veth.log` }),
-      }),
-    );
+    dirs.writeConflist(vethChain(topo, { name: NET, dataDir: dirs.ipamDir, logFile: `${dirs.logDir}/veth.log` }));
     p1 = await Netns.create('pod');
     p2 = await Netns.create('pod');
     before = await snapshot(topo.node);
@@ -155,14 +144,8 @@ describeVeth('veth after macvlan + host-local via cnitool (IPv4, CNI 1.0.0)', ()
   // forever, the pod stays Terminating).
   it('a config ADD rejects: ADD fails naming the field, the chain DEL then succeeds and frees the lease', async () => {
     const BAD = 'mv-veth-bad';
-    dirs.writeConflist(
-      macvlanChain({
-        name: BAD,
-        segment: topo.segments[0]!,
-        dataDir: dirs.ipamDir,
-        veth: { ...vethConf(topo, { logFile: `${dirs.logDir}/veth-bad.log` }), service_hijack_subnet: ['10.96.0.1/12'] },
-      }),
-    );
+    const extra = { service_hijack_subnet: ['10.96.0.1/12'] };
+    dirs.writeConflist(vethChain(topo, { name: BAD, dataDir: dirs.ipamDir, logFile: `${dirs.logDir}/veth-bad.log`, extra }));
     const p4 = await Netns.create('pod');
     const base = await snapshot(topo.node);
     const add = await cnitool('add', BAD, p4.path, { node: topo.node, confDir: dirs.confDir });
@@ -199,15 +182,7 @@ describeVeth('veth after macvlan + host-local via cnitool (dual-stack)', () => {
   beforeAll(async () => {
     topo = await macvlanNode({ ipv6: true });
     dirs = new CniDirs();
-    dirs.writeConflist(
-      macvlanChain({
-        name: NET,
-        segment: topo.segments[0]!,
-        dataDir: dirs.ipamDir,
-        ipv6: true,
-        veth: vethConf(topo, { ipv6: true, logFile: `${dirs.logDir}/veth.log` }),
-      }),
-    );
+    dirs.writeConflist(vethChain(topo, { name: NET, dataDir: dirs.ipamDir, ipv6: true, logFile: `${dirs.logDir}/veth.log` }));
     pod = await Netns.create('pod');
   });
 
@@ -259,15 +234,7 @@ describeVeth('veth result versions and skip_call via cnitool', () => {
 
   it.each(['0.3.1', '0.4.0', '1.0.0'])('[%s] ADD answers in the config version; CHECK (>= 0.4.0); DEL leaves nothing', async (version) => {
     const net = `mv-veth-${version.replace(/\./g, '')}`;
-    dirs.writeConflist(
-      macvlanChain({
-        name: net,
-        cniVersion: version,
-        segment: topo.segments[0]!,
-        dataDir: dirs.ipamDir,
-        veth: vethConf(topo, { logFile: `${dirs.logDir}/veth.log` }),
-      }),
-    );
+    dirs.writeConflist(vethChain(topo, { name: net, cniVersion: version, dataDir: dirs.ipamDir, logFile: `${dirs.logDir}/veth.log` }));
     const pod = await Netns.create('pod');
     const before = await snapshot(topo.node);
     const r = await cnitoolOk('add', net, pod.path, { node: topo.node, confDir: dirs.confDir });
@@ -285,14 +252,8 @@ describeVeth('veth result versions and skip_call via cnitool', () => {
 
   it("skip_call: the result is macvlan's, nothing is added to the pod or the node", async () => {
     const net = 'mv-veth-skip';
-    dirs.writeConflist(
-      macvlanChain({
-        name: net,
-        segment: topo.segments[0]!,
-        dataDir: dirs.ipamDir,
-        veth: vethConf(topo, { logFile: `${dirs.logDir}/veth.log`, extra: { skip_call: true } }),
-      }),
-    );
+    const extra = { skip_call: true };
+    dirs.writeConflist(vethChain(topo, { name: net, dataDir: dirs.ipamDir, logFile: `${dirs.logDir}/veth.log`, extra }));
     const pod = await Netns.create('pod');
     const before = await snapshot(topo.node);
     const r = await cnitoolOk('add', net, pod.path, { node: topo.node, confDir: dirs.confDir });

@@ -4,56 +4,51 @@
  * where the seed moves net1's routes to table 100 behind an `ip rule from <net1 IP>`.
  */
 import {
-  Container,
-  deleteAllNamespaces,
-  describeWithPlugin,
   diffSnapshots,
-  hostLocalLeases,
   linkCounters,
-  macvlanChain,
   macvlanNode,
   MacvlanNode,
   NetSnapshot,
   ping,
-  podmanEnv,
-  PodmanEnv,
+  podmanSuite,
+  PodmanSuite,
   routeGet,
   rules,
   snapshot,
-  writeConflist,
 } from '../lib';
-import { vethConf } from './helpers';
+import { describeVeth, vethChain } from './helpers';
 
-const describeVeth = describeWithPlugin('veth');
+interface PodmanVethNode {
+  pm: PodmanSuite;
+  topo: MacvlanNode;
+  before: NetSnapshot;
+}
+
+/**
+ * For a describe block: a node with `segments` uplinks, network pm-mv-veth-<i> (macvlan + host-local +
+ * veth) on uplink i, and the node's snapshot once they are written. The fields are set in beforeAll.
+ */
+function podmanVethNode(segments: number): PodmanVethNode {
+  const f = { pm: podmanSuite() } as PodmanVethNode;
+  beforeAll(async () => {
+    f.topo = await macvlanNode({ ipv6: false, segments });
+    const { ipamDir } = f.pm.env;
+    for (let i = 0; i < segments; i++) {
+      f.pm.env.writeConflist(
+        vethChain(f.topo, { name: `pm-mv-veth-${i}`, segment: i, dataDir: ipamDir, logFile: `${ipamDir}/../veth.log` }),
+      );
+    }
+    f.before = await snapshot(f.topo.node);
+  });
+  return f;
+}
 
 describeVeth('veth after macvlan + host-local via podman (one NIC)', () => {
-  const NET = 'pm-mv-veth';
-  let topo: MacvlanNode;
-  let env: PodmanEnv;
-  let before: NetSnapshot;
-  const containers: Container[] = [];
-
-  beforeAll(async () => {
-    env = await podmanEnv();
-    topo = await macvlanNode({ ipv6: false });
-    writeConflist(
-      env.confDir,
-      macvlanChain({
-        name: NET,
-        segment: topo.segments[0]!,
-        dataDir: env.ipamDir,
-        veth: vethConf(topo, { logFile: `${env.ipamDir}/../veth.log` }),
-      }),
-    );
-    before = await snapshot(topo.node);
-  });
-
-  afterAll(async () => {
-    for (const c of containers) await c.remove();
-    await deleteAllNamespaces();
-  });
+  const NET = 'pm-mv-veth-0';
+  const f = podmanVethNode(1);
 
   it('podman run --rm: the container reaches node IP and Service over veth0, its default route stays on eth0', async () => {
+    const { pm, topo, before } = f;
     const s = topo.segments[0]!;
     const script = [
       'set -e',
@@ -65,16 +60,16 @@ describeVeth('veth after macvlan + host-local via podman (one NIC)', () => {
       `ping -c 1 -W 2 ${topo.serviceIP4}`,
       `ping -c 1 -W 2 ${s.extIP4}`,
     ].join('\n');
-    const r = await env.run([NET], ['sh', '-c', script], { node: topo.node });
+    const r = await pm.env.run([NET], ['sh', '-c', script], { node: topo.node });
     if (r.code !== 0) throw new Error(`container script failed (exit ${r.code}):\n${r.stdout}${r.stderr}`);
     expect(diffSnapshots(before, await snapshot(topo.node))).toEqual([]); // --rm: podman ran DEL
   });
 
   it('a running container: traffic both ways; removal (CNI DEL by podman) leaves nothing on the node', async () => {
+    const { pm, topo, before } = f;
     const s = topo.segments[0]!;
-    const c = await env.start([NET], { node: topo.node });
-    containers.push(c);
-    const ip = /inet (\S+)\//.exec(await c.execOk(['ip', '-4', '-o', 'addr', 'show', 'eth0']))![1]!;
+    const c = await pm.start([NET], { node: topo.node });
+    const ip = await c.ipv4('eth0');
     expect(await routeGet(c.netns, s.nodeIP4)).toMatchObject({ dev: 'veth0' });
     const v0 = await linkCounters(c.netns, 'veth0');
     await ping(c, s.nodeIP4);
@@ -83,49 +78,21 @@ describeVeth('veth after macvlan + host-local via podman (one NIC)', () => {
     await ping(topo.node, ip);
     await ping(topo.ext, ip);
 
-    const rm = await c.remove();
-    containers.pop();
-    expect(rm.code).toBe(0);
+    await pm.remove(c);
     expect(diffSnapshots(before, await snapshot(topo.node, [ip]))).toEqual([]);
-    expect(hostLocalLeases(env.ipamDir, NET)).toEqual([]);
+    expect(pm.env.leases(NET)).toEqual([]);
   });
 });
 
 describeVeth('veth after macvlan + host-local via podman (two NICs: eth0 and net1)', () => {
-  let topo: MacvlanNode;
-  let env: PodmanEnv;
-  let before: NetSnapshot;
-  const containers: Container[] = [];
-
-  beforeAll(async () => {
-    env = await podmanEnv();
-    topo = await macvlanNode({ ipv6: false, segments: 2 });
-    for (const i of [0, 1]) {
-      writeConflist(
-        env.confDir,
-        macvlanChain({
-          name: `pm-mv-veth-${i}`,
-          segment: topo.segments[i]!,
-          dataDir: env.ipamDir,
-          veth: vethConf(topo, { logFile: `${env.ipamDir}/../veth.log` }),
-        }),
-      );
-    }
-    before = await snapshot(topo.node);
-  });
-
-  afterAll(async () => {
-    for (const c of containers) await c.remove();
-    await deleteAllNamespaces();
-  });
+  const f = podmanVethNode(2);
 
   it('net1 routes move to table 100 behind a from-rule; eth0 keeps the main default; both NICs carry traffic', async () => {
+    const { pm, topo, before } = f;
     const [s0, s1] = [topo.segments[0]!, topo.segments[1]!];
-    const c = await env.start(['pm-mv-veth-0', 'pm-mv-veth-1:interface_name=net1'], { node: topo.node });
-    containers.push(c);
-    const addr = async (dev: string) => /inet (\S+)\//.exec(await c.execOk(['ip', '-4', '-o', 'addr', 'show', dev]))![1]!;
-    const ip0 = await addr('eth0');
-    const ip1 = await addr('net1');
+    const c = await pm.start(['pm-mv-veth-0', 'pm-mv-veth-1:interface_name=net1'], { node: topo.node });
+    const ip0 = await c.ipv4('eth0');
+    const ip1 = await c.ipv4('net1');
 
     const mainDefault = await c.netns.ipJson<{ dev: string; gateway?: string }>('route', 'show', 'default');
     expect(mainDefault).toEqual([expect.objectContaining({ dev: 'eth0', gateway: s0.extIP4 })]);
@@ -142,9 +109,7 @@ describeVeth('veth after macvlan + host-local via podman (two NICs: eth0 and net
     await ping(c, topo.serviceIP4);
     await ping(topo.node, ip0);
 
-    const rm = await c.remove();
-    containers.pop();
-    expect(rm.code).toBe(0);
+    await pm.remove(c);
     expect(diffSnapshots(before, await snapshot(topo.node, [ip0, ip1]))).toEqual([]);
   });
 });

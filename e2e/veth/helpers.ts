@@ -1,5 +1,8 @@
 /** Shared by the veth e2e suites: the plugin's config for a macvlanNode() topology, and lookups. */
-import { diffSnapshots, MacvlanNode, NetSnapshot, Netns } from '../lib';
+import { Conflist, describeWithPlugin, diffSnapshots, macvlanChain, MacvlanNode, NetSnapshot, Netns } from '../lib';
+
+/** `describe` for the suites that need dist/bin/veth. */
+export const describeVeth = describeWithPlugin('veth');
 
 export interface VethConfOptions {
   ipv6?: boolean;
@@ -17,6 +20,27 @@ export function vethConf(topo: MacvlanNode, o: VethConfOptions): Record<string, 
     log_options: { log_level: 'debug', log_file: o.logFile },
     ...o.extra,
   };
+}
+
+export interface VethChainOptions extends Omit<VethConfOptions, 'ipv4'> {
+  name: string;
+  /** host-local's dataDir */
+  dataDir: string;
+  /** which of the node's uplinks (default 0) */
+  segment?: number;
+  cniVersion?: string;
+}
+
+/** macvlan + host-local + veth on one uplink of `topo`: the chain the veth suites attach. */
+export function vethChain(topo: MacvlanNode, o: VethChainOptions): Conflist {
+  return macvlanChain({
+    name: o.name,
+    cniVersion: o.cniVersion,
+    segment: topo.segments[o.segment ?? 0]!,
+    dataDir: o.dataDir,
+    ipv6: o.ipv6,
+    veth: vethConf(topo, { ipv6: o.ipv6, logFile: o.logFile, extra: o.extra }),
+  });
 }
 
 /** The host-side veth an ADD created: the one veth link that appeared in the node namespace. */

@@ -6,7 +6,8 @@
  */
 import { spawn } from 'node:child_process';
 import * as path from 'node:path';
-import { DIST_BIN, describeWithPlugin, execPlugin, MacvlanNode, macvlanNode, Netns, snapshot, diffSnapshots } from '../lib';
+import { DIST_BIN, execPlugin, MacvlanNode, macvlanNode, Netns, snapshot, diffSnapshots } from '../lib';
+import { describeVeth } from './helpers';
 
 jest.setTimeout(240_000);
 
@@ -31,21 +32,26 @@ function killAfter(
   });
 }
 
+/** veth's config chained after macvlan: `prevResult` is macvlan's result. */
+function vethConfAfter(topo: MacvlanNode, prevResult: unknown): Record<string, unknown> {
+  return {
+    cniVersion: '1.0.0',
+    name: 'mv',
+    type: 'veth',
+    overlay_hijack_subnet: [topo.overlayCidr4],
+    service_hijack_subnet: [topo.serviceCidr4],
+    log_options: { log_file: '/tmp/cnikit-e2e-interrupted.log' },
+    prevResult,
+  };
+}
+
 /** Wall time of one complete veth ADD (macvlan done first), cleaned up afterwards. */
 async function timedAdd(topo: MacvlanNode, base: Record<string, string>, macvlanConf: Record<string, unknown>): Promise<number> {
   const pod = await Netns.create('pod');
   try {
     const env = { ...base, CNI_CONTAINERID: 'interrupt-timing', CNI_NETNS: pod.path };
     const mv = await execPlugin(MACVLAN, { ...env, CNI_COMMAND: 'ADD' }, macvlanConf, topo.node);
-    const conf = {
-      cniVersion: '1.0.0',
-      name: 'mv',
-      type: 'veth',
-      overlay_hijack_subnet: [topo.overlayCidr4],
-      service_hijack_subnet: [topo.serviceCidr4],
-      log_options: { log_file: '/tmp/cnikit-e2e-interrupted.log' },
-      prevResult: mv.json,
-    };
+    const conf = vethConfAfter(topo, mv.json);
     const t0 = Date.now();
     const add = await execPlugin(VETH, { ...env, CNI_COMMAND: 'ADD' }, conf, topo.node);
     const ms = Date.now() - t0;
@@ -58,7 +64,7 @@ async function timedAdd(topo: MacvlanNode, base: Record<string, string>, macvlan
   }
 }
 
-describeWithPlugin('veth')('veth ADD interrupted by SIGKILL, then DEL', () => {
+describeVeth('veth ADD interrupted by SIGKILL, then DEL', () => {
   let topo: MacvlanNode;
   let pod: Netns;
   beforeAll(async () => {
@@ -90,15 +96,7 @@ describeWithPlugin('veth')('veth ADD interrupted by SIGKILL, then DEL', () => {
       const env = { ...base, CNI_CONTAINERID: `interrupt${delay}`, CNI_NETNS: pod.path };
       const mv = await execPlugin(MACVLAN, { ...env, CNI_COMMAND: 'ADD' }, macvlanConf, topo.node);
       expect(mv.code).toBe(0);
-      const vethConf = {
-        cniVersion: '1.0.0',
-        name: 'mv',
-        type: 'veth',
-        overlay_hijack_subnet: [topo.overlayCidr4],
-        service_hijack_subnet: [topo.serviceCidr4],
-        log_options: { log_file: '/tmp/cnikit-e2e-interrupted.log' },
-        prevResult: mv.json,
-      };
+      const vethConf = vethConfAfter(topo, mv.json);
       const r = await killAfter(topo.node, { ...env, CNI_COMMAND: 'ADD' }, JSON.stringify(vethConf), delay);
       killed.push(`${delay}ms:${r.signal ?? `exit ${r.code}`}`);
       if (diffSnapshots(before, await snapshot(topo.node, [s.rangeStart4])).some((l) => l.includes('veth'))) partial++;
