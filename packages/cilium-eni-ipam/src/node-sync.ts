@@ -14,6 +14,7 @@ import {
   type AllocationIP,
   type CiliumNode,
   type Eni,
+  type EniSpec,
   type ReleaseState,
 } from './types';
 
@@ -153,27 +154,54 @@ export class NodeSyncer {
   async sync(node: CiliumNode, mem: NodeMemory, pendingPods = 0): Promise<NodeSyncResult> {
     const actions: string[] = [];
     const releaseIps: Record<string, ReleaseState> = { ...(node.status?.ipam?.['release-ips'] ?? {}) };
+    const start = await this.begin(node, mem, actions);
+    if ('error' in start) {
+      const failed = failedSync(node, releaseIps, actions, start.error);
+      // A terminated instance holds nothing any more: its pool and ENIs are published empty.
+      return start.instanceGone ? { ...failed, pool: {}, enis: {} } : failed;
+    }
+    const c = start.ctx;
     const used = node.status?.ipam?.used ?? {};
     const params = ipamParams(node);
+
+    const plan = planAllocation(params, Object.keys(this.nodeView(c).pool).length, Object.keys(used).length, pendingPods);
+    const allocated = await this.allocate(c, plan.toAllocate);
+    let error = allocated.error;
+    const { pool, enis } = this.nodeView(c);
+    const available = Object.keys(pool).length;
+    const capacity = maxUsableIps(c.limits, c.firstIndex) * (c.usePD ? PREFIX_IPS : 1);
+    if (allocated.remaining > 0 && !error && available >= capacity) error = `node at capacity: ${available}/${capacity} IPs`;
+
+    // Release handshake (operator side).
+    let again = allocated.remaining > 0 && !error;
+    const excessNow = planAllocation(params, available, Object.keys(used).length, pendingPods).excess;
+    dropSettledReleases(releaseIps, pool, mem);
+    if (this.opts.releaseExcess) {
+      const released = await this.releaseExcess(c, { releaseIps, pool, used, excessNow });
+      if (released.error !== undefined) error = released.error;
+      if (released.again) again = true;
+    }
+    return { pool, enis, releaseIps, plan, error, again, actions };
+  }
+
+  /**
+   * Checks the node can be served and reads its instance from EC2. When EC2 cannot be reached the sync ends
+   * here, with the error in the node's operator-status (as Cilium shows it), not as an exception before any
+   * status is written.
+   */
+  private async begin(
+    node: CiliumNode,
+    mem: NodeMemory,
+    actions: string[],
+  ): Promise<{ ctx: SyncContext } | { error: string; instanceGone?: boolean }> {
     const instanceId = instanceIdOf(node);
-    const fail = (error: string): NodeSyncResult => ({
-      pool: node.spec.ipam?.pool ?? {},
-      enis: node.status?.eni?.enis ?? {},
-      releaseIps,
-      error,
-      again: false,
-      actions,
-      plan: { needed: 0, surge: 0, excess: 0, toAllocate: 0 },
-    });
-    if (!instanceId) return fail('spec.instance-id is empty: the agent has not published its instance');
+    if (!instanceId) return { error: 'spec.instance-id is empty: the agent has not published its instance' };
     const eniSpec = node.spec.eni ?? {};
     const limits = this.opts.limits.get(eniSpec['instance-type']);
     if (!limits)
-      return fail(`instance type ${JSON.stringify(eniSpec['instance-type'])} is not in the limits table (override with --instance-limits)`);
-    const firstIndex = eniSpec['first-interface-index'] ?? 0;
-
-    // Reads first: when EC2 cannot be reached the sync ends here, with the error in the node's
-    // operator-status (as Cilium shows it), not as an exception before any status is written.
+      return {
+        error: `instance type ${JSON.stringify(eniSpec['instance-type'])} is not in the limits table (override with --instance-limits)`,
+      };
     let attached: Ec2Eni[];
     let vpcs: Ec2Vpc[];
     try {
@@ -181,131 +209,149 @@ export class NodeSyncer {
       if (attached.length === 0) {
         const inst = await this.ec2.describeInstance(instanceId);
         if (!inst || inst.state === 'terminated' || inst.state === 'shutting-down') {
-          return { ...fail(`instance ${instanceId} is ${inst?.state ?? 'gone'}`), pool: {}, enis: {} };
+          return { error: `instance ${instanceId} is ${inst?.state ?? 'gone'}`, instanceGone: true };
         }
       }
       vpcs = await this.cache.getVpcs();
       this.subnetList = await this.cache.getSubnets();
     } catch (e) {
-      return fail(`EC2: ${e instanceof Error ? e.message : String(e)}`);
+      return { error: `EC2: ${e instanceof Error ? e.message : String(e)}` };
     }
     for (const e of attached) mem.pendingEnis.delete(e.id);
-    const usable = (e: Ec2Eni): boolean => (e.deviceIndex ?? 0) >= firstIndex && !matchesTags(e.tags, eniSpec['exclude-interface-tags']);
     const usePD = eniSpec['use-prefix-delegation'] === true && limits.hypervisor === 'nitro';
+    const firstIndex = eniSpec['first-interface-index'] ?? 0;
+    return { ctx: { node, instanceId, eniSpec, limits, firstIndex, usePD, attached, vpcs, mem, actions } };
+  }
 
-    const view = (): { pool: Record<string, AllocationIP>; enis: Record<string, Eni> } => {
-      const pool: Record<string, AllocationIP> = {};
-      const enis: Record<string, Eni> = {};
-      for (const e of attached) {
-        const vpc = vpcs.find((v) => v.id === e.vpcId);
-        enis[e.id] = {
-          id: e.id,
-          ip: e.ip,
-          mac: normalizeMac(e.mac, e.id),
-          number: e.deviceIndex ?? 0,
-          subnet: { id: e.subnetId, cidr: this.subnetCidr(e.subnetId) },
-          vpc: { id: e.vpcId, 'primary-cidr': vpc?.primaryCidr, cidrs: vpc?.cidrs ?? (vpc ? [vpc.primaryCidr] : []) },
-          addresses: e.addresses,
-          prefixes: e.prefixes,
-          'security-groups': e.securityGroups,
-          tags: e.tags,
-          description: e.description,
-        };
-        if (!usable(e)) continue;
-        const ips = [...e.addresses, ...e.prefixes.flatMap(prefixIps)];
-        if (eniSpec['use-primary-address'] && e.ip) ips.push(e.ip);
-        for (const a of ips) pool[a] = { resource: e.id };
-      }
-      return { pool, enis };
-    };
+  /** An ENI whose addresses go to the pool: at or above first-interface-index, and not excluded by its tags. */
+  private usable(c: SyncContext, e: Ec2Eni): boolean {
+    return (e.deviceIndex ?? 0) >= c.firstIndex && !matchesTags(e.tags, c.eniSpec['exclude-interface-tags']);
+  }
 
-    let { pool } = view();
-    let plan = planAllocation(params, Object.keys(pool).length, Object.keys(used).length, pendingPods);
-    let error: string | undefined;
+  /** The node's status as the ENIs stand now: every ENI, and the pool of the usable ones' addresses. */
+  private nodeView(c: SyncContext): { pool: Record<string, AllocationIP>; enis: Record<string, Eni> } {
+    const pool: Record<string, AllocationIP> = {};
+    const enis: Record<string, Eni> = {};
+    for (const e of c.attached) {
+      const vpc = c.vpcs.find((v) => v.id === e.vpcId);
+      enis[e.id] = {
+        id: e.id,
+        ip: e.ip,
+        mac: normalizeMac(e.mac, e.id),
+        number: e.deviceIndex ?? 0,
+        subnet: { id: e.subnetId, cidr: this.subnetCidr(e.subnetId) },
+        vpc: { id: e.vpcId, 'primary-cidr': vpc?.primaryCidr, cidrs: vpc?.cidrs ?? (vpc ? [vpc.primaryCidr] : []) },
+        addresses: e.addresses,
+        prefixes: e.prefixes,
+        'security-groups': e.securityGroups,
+        tags: e.tags,
+        description: e.description,
+      };
+      if (!this.usable(c, e)) continue;
+      const ips = [...e.addresses, ...e.prefixes.flatMap(prefixIps)];
+      if (c.eniSpec['use-primary-address'] && e.ip) ips.push(e.ip);
+      for (const a of ips) pool[a] = { resource: e.id };
+    }
+    return { pool, enis };
+  }
+
+  /** Up to maxActions EC2 actions towards `toAllocate` IPs; stops at the first that gains nothing or fails. */
+  private async allocate(c: SyncContext, toAllocate: number): Promise<{ remaining: number; error?: string }> {
     const maxActions = this.opts.maxActions ?? 4;
-    let remaining = plan.toAllocate;
+    let remaining = toAllocate;
     for (let n = 0; remaining > 0 && n < maxActions; n++) {
       try {
-        const got = await this.allocateOnce(node, attached, mem, limits, firstIndex, usable, usePD, remaining, actions);
-        if (got === 0) {
-          error = error ?? `node ${node.metadata.name} cannot take more IPs: ENIs and subnets at capacity (needed ${remaining})`;
-          break;
-        }
+        const got = await this.allocateOnce(c, remaining);
+        if (got === 0)
+          return {
+            remaining,
+            error: `node ${c.node.metadata.name} cannot take more IPs: ENIs and subnets at capacity (needed ${remaining})`,
+          };
         remaining -= got;
       } catch (e) {
-        error = e instanceof Error ? e.message : String(e);
-        break;
+        return { remaining, error: e instanceof Error ? e.message : String(e) };
       }
     }
-    ({ pool } = view());
-    const enis = view().enis;
-    const available = Object.keys(pool).length;
-    const capacity = maxUsableIps(limits, firstIndex) * (usePD ? PREFIX_IPS : 1);
-    if (remaining > 0 && !error && available >= capacity) error = `node at capacity: ${available}/${capacity} IPs`;
-    plan = { ...plan };
+    return { remaining };
+  }
 
-    // Release handshake (operator side).
-    let again = remaining > 0 && !error;
-    const excessNow = planAllocation(params, available, Object.keys(used).length, pendingPods).excess;
-    for (const [ipAddr, state] of Object.entries(releaseIps)) {
-      if (!(ipAddr in pool) && state !== 'released') {
-        delete releaseIps[ipAddr];
-        continue;
-      }
-      if (state === 'do-not-release') {
-        delete releaseIps[ipAddr];
-        mem.excessSince.delete(ipAddr);
+  /**
+   * The operator's side of the release handshake: marks IPs in excess for longer than the delay, and
+   * unassigns those the agent agreed to give up. `again`: a mark is waiting for its delay or for the agent.
+   */
+  private async releaseExcess(
+    c: SyncContext,
+    s: { releaseIps: Record<string, ReleaseState>; pool: Record<string, AllocationIP>; used: Record<string, unknown>; excessNow: number },
+  ): Promise<{ again: boolean; error?: string }> {
+    const { releaseIps, pool, used } = s;
+    let again = false;
+    if (s.excessNow <= 0) {
+      c.mem.excessSince.clear();
+      // Abort marks that are no longer excess (the agent has not agreed yet).
+      for (const [ipAddr, st] of Object.entries(releaseIps)) if (st === 'marked-for-release') delete releaseIps[ipAddr];
+    } else again = this.markExcess(c, s);
+    // Agent agreed: unassign, grouped by ENI.
+    const ready = Object.entries(releaseIps)
+      .filter(([a, st]) => st === 'ready-for-release' && a in pool && !(a in used))
+      .map(([a]) => a);
+    const byEni = new Map<string, string[]>();
+    for (const a of ready) byEni.set(pool[a].resource!, [...(byEni.get(pool[a].resource!) ?? []), a]);
+    let error: string | undefined;
+    for (const [eniId, ips] of byEni) {
+      try {
+        await this.unassign(c, eniId, ips, releaseIps, pool);
+      } catch (err) {
+        error = err instanceof Error ? err.message : String(err);
       }
     }
-    if (this.opts.releaseExcess) {
-      const handshaking = Object.entries(releaseIps).filter(([, s]) => s === 'marked-for-release' || s === 'ready-for-release').length;
-      if (excessNow <= 0) {
-        mem.excessSince.clear();
-        // Abort marks that are no longer excess (the agent has not agreed yet).
-        for (const [ipAddr, s] of Object.entries(releaseIps)) if (s === 'marked-for-release') delete releaseIps[ipAddr];
-      } else {
-        // Free IPs, from the ENI with the most free ones first, none in a handshake.
-        const free = Object.keys(pool).filter((a) => !(a in used) && !(a in releaseIps) && !this.inPrefix(a, attached));
-        const toMark = Math.max(0, excessNow - handshaking);
-        // The numerically highest free IPs: the agent hands out the lowest first (pool.ts), so the two
-        // ends never race for one address (a plain string sort put .5-.9 after .10-.18, under the agent's picks).
-        const cands = free.sort(ipm.compareIps).slice(-toMark || free.length);
-        const t = this.now();
-        const keep = new Set(toMark > 0 ? cands : []);
-        for (const k of [...mem.excessSince.keys()]) if (!keep.has(k)) mem.excessSince.delete(k);
-        for (const a of keep) {
-          const since = mem.excessSince.get(a) ?? t;
-          mem.excessSince.set(a, since);
-          if (t - since >= (this.opts.excessDelayMs ?? 180_000)) {
-            releaseIps[a] = 'marked-for-release';
-            mem.excessSince.delete(a);
-          } else again = true;
-        }
-      }
-      // Agent agreed: unassign, grouped by ENI.
-      const ready = Object.entries(releaseIps)
-        .filter(([a, s]) => s === 'ready-for-release' && a in pool && !(a in used))
-        .map(([a]) => a);
-      const byEni = new Map<string, string[]>();
-      for (const a of ready) byEni.set(pool[a].resource!, [...(byEni.get(pool[a].resource!) ?? []), a]);
-      for (const [eniId, ips] of byEni) {
-        try {
-          await this.ec2.unassignPrivateIpAddresses(eniId, ips);
-          actions.push(`unassign ${ips.length} from ${eniId}`);
-          const e = attached.find((x) => x.id === eniId);
-          if (e) e.addresses = e.addresses.filter((a) => !ips.includes(a));
-          for (const a of ips) {
-            releaseIps[a] = 'released';
-            delete pool[a];
-          }
-        } catch (err) {
-          error = err instanceof Error ? err.message : String(err);
-        }
-      }
-      if (Object.values(releaseIps).some((s) => s === 'marked-for-release')) again = true;
+    if (Object.values(releaseIps).some((st) => st === 'marked-for-release')) again = true;
+    return { again, error };
+  }
+
+  /** Marks for release the free IPs in excess for excessDelayMs; true while some still wait for their delay. */
+  private markExcess(
+    c: SyncContext,
+    s: { releaseIps: Record<string, ReleaseState>; pool: Record<string, AllocationIP>; used: Record<string, unknown>; excessNow: number },
+  ): boolean {
+    const { releaseIps, used } = s;
+    const { mem } = c;
+    const handshaking = Object.values(releaseIps).filter((st) => st === 'marked-for-release' || st === 'ready-for-release').length;
+    // Free IPs, none in a handshake (addresses of a prefix are released only with their prefix).
+    const free = Object.keys(s.pool).filter((a) => !(a in used) && !(a in releaseIps) && !this.inPrefix(a, c.attached));
+    const toMark = Math.max(0, s.excessNow - handshaking);
+    // The numerically highest free IPs: the agent hands out the lowest first (pool.ts), so the two
+    // ends never race for one address (a plain string sort put .5-.9 after .10-.18, under the agent's picks).
+    const cands = free.sort(ipm.compareIps).slice(-toMark || free.length);
+    const t = this.now();
+    const keep = new Set(toMark > 0 ? cands : []);
+    for (const k of [...mem.excessSince.keys()]) if (!keep.has(k)) mem.excessSince.delete(k);
+    let waiting = false;
+    for (const a of keep) {
+      const since = mem.excessSince.get(a) ?? t;
+      mem.excessSince.set(a, since);
+      if (t - since >= (this.opts.excessDelayMs ?? 180_000)) {
+        releaseIps[a] = 'marked-for-release';
+        mem.excessSince.delete(a);
+      } else waiting = true;
     }
-    attached = attached.slice();
-    return { pool, enis, releaseIps, plan, error, again, actions };
+    return waiting;
+  }
+
+  private async unassign(
+    c: SyncContext,
+    eniId: string,
+    ips: string[],
+    releaseIps: Record<string, ReleaseState>,
+    pool: Record<string, AllocationIP>,
+  ): Promise<void> {
+    await this.ec2.unassignPrivateIpAddresses(eniId, ips);
+    c.actions.push(`unassign ${ips.length} from ${eniId}`);
+    const e = c.attached.find((x) => x.id === eniId);
+    if (e) e.addresses = e.addresses.filter((a) => !ips.includes(a));
+    for (const a of ips) {
+      releaseIps[a] = 'released';
+      delete pool[a];
+    }
   }
 
   private subnetList: Ec2Subnet[] = [];
@@ -329,94 +375,132 @@ export class NodeSyncer {
   }
 
   /** One EC2 allocation action; returns the number of IPs gained (0 = nothing possible). */
-  private async allocateOnce(
-    node: CiliumNode,
-    attached: Ec2Eni[],
-    mem: NodeMemory,
-    limits: InstanceLimits,
-    firstIndex: number,
-    usable: (e: Ec2Eni) => boolean,
-    usePD: boolean,
-    want: number,
-    actions: string[],
-  ): Promise<number> {
-    const slotsOf = (e: Ec2Eni): number => limits.ipv4 - 1 - e.addresses.length - e.prefixes.length;
-    const withRoom = attached
-      .filter((e) => usable(e) && slotsOf(e) > 0)
-      .sort((a, b) => slotsOf(b) - slotsOf(a) || (a.deviceIndex ?? 0) - (b.deviceIndex ?? 0));
-    if (withRoom.length > 0) {
-      const e = withRoom[0];
-      if (usePD) {
-        const count = Math.min(slotsOf(e), Math.ceil(want / PREFIX_IPS));
-        try {
-          const prefixes = (await this.ec2.assignPrefixes(e.id, count)).filter((p) => !e.prefixes.includes(p));
-          if (prefixes.length > 0) {
-            e.prefixes.push(...prefixes);
-            this.cache.consume(e.subnetId, prefixes.length * PREFIX_IPS);
-            actions.push(`assign ${prefixes.length} prefixes on ${e.id}`);
-            return prefixes.length * PREFIX_IPS;
-          }
-          actions.push(`prefix assignment on ${e.id} returned nothing: falling back to /32`);
-        } catch (err) {
-          if (
-            !(err instanceof Ec2Error) ||
-            !['InsufficientCidrBlocks', 'InsufficientFreeAddressesInSubnet', 'InvalidParameterValue', 'UnsupportedOperation'].includes(
-              err.code,
-            )
-          )
-            throw err;
-          actions.push(`prefix assignment on ${e.id} failed (${err.code}): falling back to /32`);
-        }
-      }
-      const count = Math.min(slotsOf(e), want);
-      const got = (await this.ec2.assignPrivateIpAddresses(e.id, count)).filter((a) => a !== e.ip && !e.addresses.includes(a));
-      e.addresses.push(...got);
-      actions.push(`assign ${got.length} on ${e.id}`);
-      this.cache.consume(e.subnetId, got.length);
-      return got.length;
+  private async allocateOnce(c: SyncContext, want: number): Promise<number> {
+    const withRoom = c.attached
+      .filter((e) => this.usable(c, e) && slotsOf(c.limits, e) > 0)
+      .sort((a, b) => slotsOf(c.limits, b) - slotsOf(c.limits, a) || (a.deviceIndex ?? 0) - (b.deviceIndex ?? 0));
+    if (withRoom.length > 0) return this.assignOn(c, withRoom[0], want);
+    return this.createEni(c, want);
+  }
+
+  /** Addresses on the ENI with the most room: /28 prefixes when delegating (falling back to /32s), else /32s. */
+  private async assignOn(c: SyncContext, e: Ec2Eni, want: number): Promise<number> {
+    if (c.usePD) {
+      const got = await this.assignPrefixes(c, e, want);
+      if (got !== undefined) return got;
     }
-    // A new ENI: only while the instance has a free slot, counting ENIs created but not seen yet (no endless creation).
+    const count = Math.min(slotsOf(c.limits, e), want);
+    const got = (await this.ec2.assignPrivateIpAddresses(e.id, count)).filter((a) => a !== e.ip && !e.addresses.includes(a));
+    e.addresses.push(...got);
+    c.actions.push(`assign ${got.length} on ${e.id}`);
+    this.cache.consume(e.subnetId, got.length);
+    return got.length;
+  }
+
+  /** IPs gained through prefixes, or undefined to fall back to /32s (nothing returned, or a refusal EC2 documents). */
+  private async assignPrefixes(c: SyncContext, e: Ec2Eni, want: number): Promise<number | undefined> {
+    const count = Math.min(slotsOf(c.limits, e), Math.ceil(want / PREFIX_IPS));
+    try {
+      const prefixes = (await this.ec2.assignPrefixes(e.id, count)).filter((p) => !e.prefixes.includes(p));
+      if (prefixes.length > 0) {
+        e.prefixes.push(...prefixes);
+        this.cache.consume(e.subnetId, prefixes.length * PREFIX_IPS);
+        c.actions.push(`assign ${prefixes.length} prefixes on ${e.id}`);
+        return prefixes.length * PREFIX_IPS;
+      }
+      c.actions.push(`prefix assignment on ${e.id} returned nothing: falling back to /32`);
+    } catch (err) {
+      if (!(err instanceof Ec2Error) || !PREFIX_FALLBACK_CODES.includes(err.code)) throw err;
+      c.actions.push(`prefix assignment on ${e.id} failed (${err.code}): falling back to /32`);
+    }
+    return undefined;
+  }
+
+  /** A new ENI, created and attached: only while the instance has a free slot. */
+  private async createEni(c: SyncContext, want: number): Promise<number> {
+    const { attached, mem, limits, eniSpec } = c;
+    // ENIs created but not seen yet count against the slots (no endless creation).
     const inFlight = [...mem.pendingEnis.keys()].filter((id) => !attached.some((e) => e.id === id)).length;
     if (attached.length + inFlight >= limits.adapters) return 0;
-    const eniSpec = node.spec.eni ?? {};
+    const subnet = await this.subnetFor(c);
+    const groups = await this.securityGroupsFor(c);
+    const perEni = limits.ipv4 - 1;
+    const prefixCount = c.usePD ? Math.min(perEni, Math.ceil(want / PREFIX_IPS)) : 0;
+    const eni = await this.ec2.createNetworkInterface({
+      subnetId: subnet.id,
+      securityGroups: groups,
+      description: `Cilium-CNI (${c.instanceId})`,
+      tags: { [TAG_CLUSTER]: this.opts.clusterName, [TAG_MANAGED]: 'true' },
+      secondaryCount: c.usePD ? 0 : Math.min(want, perEni, subnet.availableAddresses - 1),
+      prefixCount,
+    });
+    mem.pendingEnis.set(eni.id, this.now());
+    this.cache.consume(subnet.id, 1 + eni.addresses.length + eni.prefixes.length * PREFIX_IPS);
+    const attachment = await this.attachAtFreeIndex(c, eni.id);
+    if (!attachment) {
+      await this.deleteCreatedEni(eni.id);
+      mem.pendingEnis.delete(eni.id);
+      return 0;
+    }
+    const { attachmentId, index } = attachment;
+    if (eniSpec['delete-on-termination'] !== false) await this.ec2.setDeleteOnTermination(eni.id, attachmentId);
+    eni.deviceIndex = index;
+    eni.attachmentId = attachmentId;
+    eni.instanceId = c.instanceId;
+    eni.addresses = eni.addresses.filter((a) => a !== eni.ip);
+    attached.push(eni);
+    mem.pendingEnis.delete(eni.id);
+    c.actions.push(
+      `create ${eni.id} in ${subnet.id} at index ${index} with ${c.usePD ? `${eni.prefixes.length} prefixes` : `${eni.addresses.length} IPs`}`,
+    );
+    if (c.usePD && eni.prefixes.length === 0 && prefixCount > 0) {
+      // The emulator or EC2 handed out no prefix: fill the ENI with /32s instead.
+      const got = await this.ec2.assignPrivateIpAddresses(eni.id, Math.min(want, perEni));
+      eni.addresses.push(...got.filter((a) => a !== eni.ip && !eni.addresses.includes(a)));
+      c.actions.push(`prefix creation returned nothing: ${eni.addresses.length} /32s on ${eni.id}`);
+    }
+    return eni.addresses.length + eni.prefixes.length * PREFIX_IPS;
+  }
+
+  /** The subnet for a new ENI; none fitting re-reads subnets on the next sync (at most once a second) before concluding for good. */
+  private async subnetFor(c: SyncContext): Promise<Ec2Subnet> {
+    const { eniSpec, attached } = c;
     const subnet = selectSubnet(await this.cache.getSubnets(), {
       ...eniSpec,
       'vpc-id': eniSpec['vpc-id'] ?? attached[0]?.vpcId,
       'node-subnet-id': eniSpec['node-subnet-id'] ?? attached.find((e) => e.deviceIndex === 0)?.subnetId,
     });
-    // Nothing fits: re-read subnets on the next sync (at most once a second) before concluding for good.
-    if (!subnet) this.cache.invalidateSubnets();
-    if (!subnet)
-      throw new Error(
-        `no subnet with free addresses matches node ${node.metadata.name} (vpc ${eniSpec['vpc-id']}, az ${eniSpec['availability-zone']})`,
-      );
+    if (subnet) return subnet;
+    this.cache.invalidateSubnets();
+    throw new Error(
+      `no subnet with free addresses matches node ${c.node.metadata.name} (vpc ${eniSpec['vpc-id']}, az ${eniSpec['availability-zone']})`,
+    );
+  }
+
+  /** The ENI spec's groups, else those its tags select, else the primary ENI's. */
+  private async securityGroupsFor(c: SyncContext): Promise<string[]> {
+    const { eniSpec } = c;
     let groups = eniSpec['security-groups'] ?? [];
     if (groups.length === 0 && Object.keys(eniSpec['security-group-tags'] ?? {}).length > 0)
       groups = await this.ec2.describeSecurityGroups(eniSpec['security-group-tags']!);
-    if (groups.length === 0) groups = attached.find((e) => e.deviceIndex === 0)?.securityGroups ?? [];
-    const perEni = limits.ipv4 - 1;
-    const secondaryCount = usePD ? 0 : Math.min(want, perEni, subnet.availableAddresses - 1);
-    const prefixCount = usePD ? Math.min(perEni, Math.ceil(want / PREFIX_IPS)) : 0;
-    const eni = await this.ec2.createNetworkInterface({
-      subnetId: subnet.id,
-      securityGroups: groups,
-      description: `Cilium-CNI (${instanceIdOf(node)})`,
-      tags: { [TAG_CLUSTER]: this.opts.clusterName, [TAG_MANAGED]: 'true' },
-      secondaryCount,
-      prefixCount,
-    });
-    mem.pendingEnis.set(eni.id, this.now());
-    this.cache.consume(subnet.id, 1 + eni.addresses.length + eni.prefixes.length * PREFIX_IPS);
-    const taken = new Set(attached.map((e) => e.deviceIndex ?? 0));
-    let index = Math.max(firstIndex, 1);
-    let attachmentId: string | undefined;
-    for (let tries = 0; tries < 3 && !attachmentId; tries++) {
+    if (groups.length === 0) groups = c.attached.find((e) => e.deviceIndex === 0)?.securityGroups ?? [];
+    return groups;
+  }
+
+  /**
+   * Attaches at the lowest free device index (three tries: an index taken behind our back moves to the next);
+   * undefined when no index is left. Any other failure deletes the ENI and throws.
+   */
+  private async attachAtFreeIndex(c: SyncContext, eniId: string): Promise<{ attachmentId: string; index: number } | undefined> {
+    const taken = new Set(c.attached.map((e) => e.deviceIndex ?? 0));
+    let index = Math.max(c.firstIndex, 1);
+    for (let tries = 0; tries < 3; tries++) {
       while (taken.has(index)) index++;
-      if (index >= limits.adapters) break;
+      if (index >= c.limits.adapters) return undefined;
       try {
-        attachmentId = await this.ec2.attachNetworkInterface(eni.id, instanceIdOf(node)!, index);
+        const attachmentId = await this.ec2.attachNetworkInterface(eniId, c.instanceId, index);
+        if (attachmentId) return { attachmentId, index };
       } catch (err) {
-        // Device index taken behind our back: try the next one; anything else rolls the ENI back.
         if (
           err instanceof Ec2Error &&
           /InvalidParameterValue|AttachmentLimitExceeded|index/i.test(`${err.code} ${err.message}`) &&
@@ -425,33 +509,65 @@ export class NodeSyncer {
           taken.add(index);
           continue;
         }
-        await this.deleteCreatedEni(eni.id);
-        mem.pendingEnis.delete(eni.id);
+        await this.deleteCreatedEni(eniId);
+        c.mem.pendingEnis.delete(eniId);
         throw err;
       }
     }
-    if (!attachmentId) {
-      await this.deleteCreatedEni(eni.id);
-      mem.pendingEnis.delete(eni.id);
-      return 0;
+    return undefined;
+  }
+}
+
+/** Prefix refusals after which /32s are tried instead. */
+const PREFIX_FALLBACK_CODES = [
+  'InsufficientCidrBlocks',
+  'InsufficientFreeAddressesInSubnet',
+  'InvalidParameterValue',
+  'UnsupportedOperation',
+];
+
+/** Free address slots of an ENI (a prefix takes one slot, like an address; the primary IP takes one). */
+const slotsOf = (limits: InstanceLimits, e: Ec2Eni): number => limits.ipv4 - 1 - e.addresses.length - e.prefixes.length;
+
+/** What one sync knows about the node and its instance, shared by its steps. */
+interface SyncContext {
+  node: CiliumNode;
+  instanceId: string;
+  eniSpec: EniSpec;
+  limits: InstanceLimits;
+  firstIndex: number;
+  usePD: boolean;
+  /** The instance's ENIs as EC2 listed them, updated by this sync's own actions. */
+  attached: Ec2Eni[];
+  vpcs: Ec2Vpc[];
+  mem: NodeMemory;
+  actions: string[];
+}
+
+/** A sync that could not run: the node's pool and ENIs are kept as published, with the error. */
+function failedSync(node: CiliumNode, releaseIps: Record<string, ReleaseState>, actions: string[], error: string): NodeSyncResult {
+  return {
+    pool: node.spec.ipam?.pool ?? {},
+    enis: node.status?.eni?.enis ?? {},
+    releaseIps,
+    error,
+    again: false,
+    actions,
+    plan: { needed: 0, surge: 0, excess: 0, toAllocate: 0 },
+  };
+}
+
+/** Forgets release states of IPs no longer in the pool (unless released) and those the agent refused (do-not-release). */
+function dropSettledReleases(releaseIps: Record<string, ReleaseState>, pool: Record<string, AllocationIP>, mem: NodeMemory): void {
+  for (const [ipAddr, state] of Object.entries(releaseIps)) {
+    if (!(ipAddr in pool) && state !== 'released') {
+      delete releaseIps[ipAddr];
+      continue;
     }
-    if (eniSpec['delete-on-termination'] !== false) await this.ec2.setDeleteOnTermination(eni.id, attachmentId);
-    eni.deviceIndex = index;
-    eni.attachmentId = attachmentId;
-    eni.instanceId = instanceIdOf(node);
-    eni.addresses = eni.addresses.filter((a) => a !== eni.ip);
-    attached.push(eni);
-    mem.pendingEnis.delete(eni.id);
-    actions.push(
-      `create ${eni.id} in ${subnet.id} at index ${index} with ${usePD ? `${eni.prefixes.length} prefixes` : `${eni.addresses.length} IPs`}`,
-    );
-    if (usePD && eni.prefixes.length === 0 && prefixCount > 0) {
-      // The emulator or EC2 handed out no prefix: fill the ENI with /32s instead.
-      const got = await this.ec2.assignPrivateIpAddresses(eni.id, Math.min(want, perEni));
-      eni.addresses.push(...got.filter((a) => a !== eni.ip && !eni.addresses.includes(a)));
-      actions.push(`prefix creation returned nothing: ${eni.addresses.length} /32s on ${eni.id}`);
+    if (state === 'do-not-release') {
+      delete releaseIps[ipAddr];
+      mem.excessSince.delete(ipAddr);
     }
-    return eni.addresses.length + eni.prefixes.length * PREFIX_IPS;
   }
 }
 

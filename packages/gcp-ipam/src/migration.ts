@@ -50,6 +50,53 @@ export function parseInstanceRef(v: string): { zone?: string; instance: string }
 const show = (v: string): string => JSON.stringify(v.length > 80 ? `${v.slice(0, 80)}...` : v);
 
 export async function migrateIn(ctx: Ctx, pool: IPPool, pod: PodLite, owner: Owner): Promise<IPAllocation> {
+  const claim = readClaim(pool, pod);
+  const name = allocationName(pool.metadata.name, claim.want);
+  const alloc = await getAllocation(ctx.kube, name);
+  if (!alloc)
+    throw new MigrationRefusedError(
+      `${claim.want} is not allocated: nothing to move`,
+      `pod ${claim.podRef}, IPAllocation ${name} not found`,
+    );
+  if (alloc.spec.containerID === owner.containerID && alloc.spec.podUID === owner.podUID && alloc.spec.phase === 'Allocated') return alloc; // repeated ADD
+  if (alloc.spec.phase === 'Migrating')
+    throw new TransientError(
+      'gcp-ipam: migration in progress',
+      `${claim.want} is being moved by pod ${alloc.spec.podNamespace}/${alloc.spec.podName}`,
+    );
+  const srcZone = alloc.spec.zone || ctx.cfg.zone;
+  checkSourceAttachment(alloc, pod, claim, srcZone);
+  await checkReplacesOwner(ctx, alloc, pod, claim);
+
+  const move: Move = {
+    ctx,
+    pool,
+    want: claim.want,
+    name,
+    srcZone,
+    before: alloc.spec,
+    beforeLabels: alloc.metadata.labels ?? {},
+    sameVm: alloc.spec.instance === ctx.cfg.instance && srcZone === ctx.cfg.zone,
+  };
+  const cur = await claimMove(move, alloc, owner);
+  if (!move.sameVm) await detachFromSource(move);
+  await attachHere(move);
+  const { migration: _m, ...rest } = cur.spec;
+  void _m;
+  return replaceAllocation(ctx.kube, { ...cur, spec: { ...rest, phase: 'Allocated' } });
+}
+
+/** What the destination pod's annotations claim: the IP and the instance it sits on. */
+interface Claim {
+  want: string;
+  podRef: string;
+  /** The annotation as written, for messages. */
+  fromRaw: string | undefined;
+  from: { zone?: string; instance: string };
+}
+
+/** The annotations are well formed: an IPv4 host address of this pool, and an instance reference. */
+function readClaim(pool: IPPool, pod: PodLite): Claim {
   const ann = pod.metadata.annotations ?? {};
   const want = ann[ANN_IP]!;
   const podRef = `${pod.metadata.namespace}/${pod.metadata.name}`;
@@ -66,29 +113,32 @@ export async function migrateIn(ctx: Ctx, pool: IPPool, pod: PodLite, owner: Own
       `${ANN_ORIGINAL_INSTANCE} missing or not an instance name`,
       `pod ${podRef}: ${ANN_ORIGINAL_INSTANCE}=${show(fromRaw ?? '')}`,
     );
+  return { want, podRef, fromRaw, from };
+}
 
-  const name = allocationName(pool.metadata.name, want);
-  const alloc = await getAllocation(ctx.kube, name);
-  if (!alloc) throw new MigrationRefusedError(`${want} is not allocated: nothing to move`, `pod ${podRef}, IPAllocation ${name} not found`);
-  if (alloc.spec.containerID === owner.containerID && alloc.spec.podUID === owner.podUID && alloc.spec.phase === 'Allocated') return alloc; // repeated ADD
-  if (alloc.spec.phase === 'Migrating')
-    throw new TransientError(
-      'gcp-ipam: migration in progress',
-      `${want} is being moved by pod ${alloc.spec.podNamespace}/${alloc.spec.podName}`,
-    );
-  const srcZone = alloc.spec.zone || ctx.cfg.zone;
+/** The allocation sits on the claimed instance, in the claimant's namespace. */
+function checkSourceAttachment(alloc: IPAllocation, pod: PodLite, claim: Claim, srcZone: string): void {
+  const { want, from } = claim;
   if (alloc.spec.instance !== from.instance || (from.zone && from.zone !== srcZone)) {
     throw new MigrationRefusedError(
-      `${want} is not attached to ${fromRaw}`,
+      `${want} is not attached to ${claim.fromRaw}`,
       `it is on ${srcZone}/${alloc.spec.instance} (pod ${alloc.spec.podNamespace}/${alloc.spec.podName})`,
     );
   }
   if (alloc.spec.podNamespace !== pod.metadata.namespace) {
     throw new MigrationRefusedError(
       `${want} belongs to another namespace`,
-      `owner ${alloc.spec.podNamespace}/${alloc.spec.podName}, claimant ${podRef}`,
+      `owner ${alloc.spec.podNamespace}/${alloc.spec.podName}, claimant ${claim.podRef}`,
     );
   }
+}
+
+/**
+ * The owner agreed to give the IP away (its pod is marked move-out, or was marked before it went), and the
+ * claimant replaces it: same controller, or the same pod name.
+ */
+async function checkReplacesOwner(ctx: Ctx, alloc: IPAllocation, pod: PodLite, claim: Claim): Promise<void> {
+  const { want, podRef } = claim;
   const src = alloc.spec.podName ? await getPod(ctx.kube, alloc.spec.podNamespace, alloc.spec.podName) : undefined;
   const srcIsOwner = src !== undefined && src.metadata.uid === alloc.spec.podUID;
   if (srcIsOwner) {
@@ -112,13 +162,28 @@ export async function migrateIn(ctx: Ctx, pool: IPPool, pod: PodLite, owner: Own
       'neither the same controller nor the same name',
     );
   }
+}
 
-  // claim the move: one writer wins through the resourceVersion
-  const before = alloc.spec;
-  const beforeLabels = alloc.metadata.labels ?? {};
-  let cur: IPAllocation;
+/** A move under way: enough to undo it. */
+interface Move {
+  ctx: Ctx;
+  pool: IPPool;
+  want: string;
+  /** The IPAllocation's name. */
+  name: string;
+  srcZone: string;
+  /** The allocation's spec and labels before the claim, put back when the move fails. */
+  before: IPAllocation['spec'];
+  beforeLabels: Record<string, string>;
+  /** The IP is already on this VM (nothing to detach or put back). */
+  sameVm: boolean;
+}
+
+/** Allocation -> Migrating under the new owner; one writer wins through the resourceVersion. */
+async function claimMove(m: Move, alloc: IPAllocation, owner: Owner): Promise<IPAllocation> {
+  const { before } = m;
   try {
-    cur = await replaceAllocation(ctx.kube, {
+    return await replaceAllocation(m.ctx.kube, {
       ...alloc,
       metadata: { ...alloc.metadata, labels: { ...alloc.metadata.labels, [LABEL_NODE]: labelValue(owner.nodeName) } },
       spec: {
@@ -128,7 +193,7 @@ export async function migrateIn(ctx: Ctx, pool: IPPool, pod: PodLite, owner: Own
         movingOut: false,
         allocatedAt: before.allocatedAt,
         migration: {
-          fromInstance: `${srcZone}/${before.instance}`,
+          fromInstance: `${m.srcZone}/${before.instance}`,
           fromPod: `${before.podNamespace}/${before.podName}`,
           fromPodUID: before.podUID,
           startedAt: new Date().toISOString(),
@@ -137,57 +202,66 @@ export async function migrateIn(ctx: Ctx, pool: IPPool, pod: PodLite, owner: Own
     });
   } catch (err) {
     if (isConflict(err))
-      throw new TransientError('gcp-ipam: migration raced with another writer', `IPAllocation ${name} changed; retry`, { cause: err });
+      throw new TransientError('gcp-ipam: migration raced with another writer', `IPAllocation ${m.name} changed; retry`, { cause: err });
     throw err;
   }
-  const restore = async (): Promise<void> => {
-    for (let i = 0; i < 5; i++) {
-      const now = await getAllocation(ctx.kube, name);
-      if (!now) return;
-      try {
-        await replaceAllocation(ctx.kube, { ...now, metadata: { ...now.metadata, labels: { ...beforeLabels } }, spec: { ...before } });
-        return;
-      } catch (err) {
-        if (!isConflict(err)) throw err;
-      }
-    }
-  };
-  const sameVm = before.instance === ctx.cfg.instance && srcZone === ctx.cfg.zone;
-  if (!sameVm) {
+}
+
+/** Puts the allocation back as it was before the claim (a few tries on conflicts; gone means nothing to restore). */
+async function restoreAllocation(m: Move): Promise<void> {
+  for (let i = 0; i < 5; i++) {
+    const now = await getAllocation(m.ctx.kube, m.name);
+    if (!now) return;
     try {
-      await ctx.gce.updateAliases(srcZone, before.instance, ctx.cfg.networkInterface, (c) => applyChanges(c, [{ op: 'remove', ip: want }]));
+      await replaceAllocation(m.ctx.kube, { ...now, metadata: { ...now.metadata, labels: { ...m.beforeLabels } }, spec: { ...m.before } });
+      return;
     } catch (err) {
-      await restore();
-      throw new CniError(
-        120,
-        'gcp-ipam: migration: detach from source failed, nothing moved',
-        `${want} from ${srcZone}/${before.instance}: ${(err as Error).message}`,
-        { cause: err },
-      );
+      if (!isConflict(err)) throw err;
     }
   }
+}
+
+/** The alias leaves the source VM; when that fails nothing moved and the allocation goes back. */
+async function detachFromSource(m: Move): Promise<void> {
   try {
-    await ctx.coalescer.apply({ op: 'add', ip: want, rangeName: pool.spec.secondaryRangeName });
+    await m.ctx.gce.updateAliases(m.srcZone, m.before.instance, m.ctx.cfg.networkInterface, (c) =>
+      applyChanges(c, [{ op: 'remove', ip: m.want }]),
+    );
+  } catch (err) {
+    await restoreAllocation(m);
+    throw new CniError(
+      120,
+      'gcp-ipam: migration: detach from source failed, nothing moved',
+      `${m.want} from ${m.srcZone}/${m.before.instance}: ${(err as Error).message}`,
+      { cause: err },
+    );
+  }
+}
+
+/** The alias comes onto this VM (through the node's coalescer); when that fails it goes back on the source. */
+async function attachHere(m: Move): Promise<void> {
+  const rangeName = m.pool.spec.secondaryRangeName;
+  try {
+    await m.ctx.coalescer.apply({ op: 'add', ip: m.want, rangeName });
   } catch (err) {
     let back = 'reattached to the source';
-    if (!sameVm) {
+    if (!m.sameVm) {
       try {
-        await ctx.gce.updateAliases(srcZone, before.instance, ctx.cfg.networkInterface, (c) =>
-          applyChanges(c, [{ op: 'add', ip: want, rangeName: pool.spec.secondaryRangeName }]),
+        await m.ctx.gce.updateAliases(m.srcZone, m.before.instance, m.ctx.cfg.networkInterface, (c) =>
+          applyChanges(c, [{ op: 'add', ip: m.want, rangeName }]),
         );
       } catch (e2) {
         back = `reattach to the source failed too (${(e2 as Error).message}); the allocation stays with the source owner`;
       }
     }
-    await restore();
+    await restoreAllocation(m);
     throw new CniError(
       120,
       'gcp-ipam: migration: attach failed, IP returned to its source',
-      `${want}: ${(err as Error).message}; ${back}`,
-      { cause: err },
+      `${m.want}: ${(err as Error).message}; ${back}`,
+      {
+        cause: err,
+      },
     );
   }
-  const { migration: _m, ...rest } = cur.spec;
-  void _m;
-  return replaceAllocation(ctx.kube, { ...cur, spec: { ...rest, phase: 'Allocated' } });
 }

@@ -318,106 +318,24 @@ export async function startCluster(opts: ClusterOptions = {}): Promise<ClusterIn
   const binDir = ensureBinaries({ ...opts, version });
   const tStart = Date.now();
   const stateDir = path.resolve(opts.stateDir ?? defaultStateDir());
-  const previous = readState(stateDir);
-  if (previous && (isAlive(previous.pids.apiserver) || isAlive(previous.pids.etcd))) {
-    throw new Error(`cluster: already running with state in ${stateDir} (stop it first)`);
-  }
-  fs.rmSync(stateDir, { recursive: true, force: true });
-  fs.mkdirSync(stateDir, { recursive: true, mode: 0o700 });
-  const certDir = path.join(stateDir, 'pki');
-  makeCerts(certDir);
+  const certDir = freshStateDir(stateDir);
 
   const [etcdPort, peerPort, apiPort, kcmPort] = await Promise.all([freePort(), freePort(), freePort(), freePort()]);
   const etcdUrl = `http://127.0.0.1:${etcdPort}`;
-  const peerUrl = `http://127.0.0.1:${peerPort}`;
   const bin = (b: string): string => path.join(binDir, b);
-
   const pids: ClusterInfo['pids'] = { etcd: 0, apiserver: 0 };
-  const stopAll = (): void => {
-    for (const pid of [pids.controllerManager, pids.apiserver, pids.etcd]) {
-      if (pid && isAlive(pid))
-        try {
-          process.kill(pid, 'SIGKILL');
-        } catch {
-          /* gone */
-        }
-    }
-  };
-  const deadProcess = (): string | undefined => {
-    for (const [name, pid] of Object.entries(pids)) {
-      if (pid && !isAlive(pid)) return `${name} (log ${path.join(stateDir, 'logs', `${name}.log`)}):\n${tailLog(stateDir, name)}`;
-    }
-    return undefined;
-  };
+  const dead = (): string | undefined => deadProcess(stateDir, pids);
   try {
-    pids.etcd = startProcess(stateDir, 'etcd', bin('etcd'), [
-      '--name=cnikit',
-      `--data-dir=${path.join(stateDir, 'etcd')}`,
-      `--listen-client-urls=${etcdUrl}`,
-      `--advertise-client-urls=${etcdUrl}`,
-      `--listen-peer-urls=${peerUrl}`,
-      `--initial-advertise-peer-urls=${peerUrl}`,
-      `--initial-cluster=cnikit=${peerUrl}`,
-      '--unsafe-no-fsync=true',
-      '--log-level=warn',
-    ]);
-    const readyDeadline = Date.now() + (opts.readyTimeoutMs ?? 60_000);
-    await waitFor(
-      'etcd',
-      readyDeadline,
-      async () => {
-        const res = await new Promise<number>((resolve, reject) => {
-          const req = http.get(`${etcdUrl}/health`, { timeout: 1000, agent: false }, (r) => {
-            r.resume();
-            resolve(r.statusCode ?? 0);
-          });
-          req.on('error', reject);
-          req.on('timeout', () => req.destroy(new Error('timeout')));
-        });
-        return res === 200;
-      },
-      deadProcess,
-    );
+    pids.etcd = startProcess(stateDir, 'etcd', bin('etcd'), etcdArgs(stateDir, etcdUrl, `http://127.0.0.1:${peerPort}`));
+    // One deadline for the whole start-up, counted from etcd's spawn.
+    const deadline = Date.now() + (opts.readyTimeoutMs ?? 60_000);
+    await waitFor('etcd', deadline, () => etcdHealthy(etcdUrl), dead);
     log(`cluster: etcd ready on ${etcdUrl}`);
 
-    pids.apiserver = startProcess(stateDir, 'apiserver', bin('kube-apiserver'), [
-      `--etcd-servers=${etcdUrl}`,
-      '--bind-address=127.0.0.1',
-      '--advertise-address=127.0.0.1',
-      `--secure-port=${apiPort}`,
-      // A loopback advertise address is refused by the endpoint reconciler (it would publish it as the
-      // kubernetes Service's endpoint); nothing here needs that endpoint.
-      '--endpoint-reconciler-type=none',
-      `--cert-dir=${certDir}`,
-      `--tls-cert-file=${path.join(certDir, 'apiserver.crt')}`,
-      `--tls-private-key-file=${path.join(certDir, 'apiserver.key')}`,
-      `--client-ca-file=${path.join(certDir, 'ca.crt')}`,
-      '--authorization-mode=AlwaysAllow',
-      `--service-account-key-file=${path.join(certDir, 'sa.pub')}`,
-      `--service-account-signing-key-file=${path.join(certDir, 'sa.key')}`,
-      '--service-account-issuer=https://kubernetes.default.svc.cluster.local',
-      // No kube-proxy runs: only tools/node-lab's relay answers on the kubernetes Service's address (10.0.0.1:443).
-      '--service-cluster-ip-range=10.0.0.0/24',
-      '--allow-privileged=true',
-      // No token/serviceaccount controllers run, so pods must not wait for a default ServiceAccount.
-      ...(opts.serviceAccounts ? [] : ['--disable-admission-plugins=ServiceAccount']),
-      ...(opts.apiServerArgs ?? []),
-    ]);
+    pids.apiserver = startProcess(stateDir, 'apiserver', bin('kube-apiserver'), apiServerArgs(opts, etcdUrl, apiPort, certDir));
     const server = `https://127.0.0.1:${apiPort}`;
-    await waitFor(
-      'kube-apiserver /readyz',
-      readyDeadline,
-      async () => (await httpsGet(`${server}/readyz`, certDir)).status === 200,
-      deadProcess,
-    );
-    await waitFor(
-      'namespace default',
-      readyDeadline,
-      async () => (await httpsGet(`${server}/api/v1/namespaces/default`, certDir)).status === 200,
-      deadProcess,
-    );
-    const startupMs = Date.now() - tStart;
-    log(`cluster: kube-apiserver ready on ${server} after ${startupMs} ms`);
+    await waitForApiServer(server, certDir, deadline, dead);
+    log(`cluster: kube-apiserver ready on ${server} after ${Date.now() - tStart} ms`);
 
     const kubeconfig = path.join(stateDir, 'kubeconfig');
     fs.writeFileSync(kubeconfig, kubeconfigYaml(server, certDir), { mode: 0o600 });
@@ -425,21 +343,7 @@ export async function startCluster(opts: ClusterOptions = {}): Promise<ClusterIn
     let controllerManagerPort: number | undefined;
     if (opts.garbageCollector ?? true) {
       controllerManagerPort = kcmPort;
-      pids.controllerManager = startProcess(stateDir, 'controllerManager', bin('kube-controller-manager'), [
-        `--kubeconfig=${kubeconfig}`,
-        '--controllers=garbage-collector-controller',
-        '--leader-elect=false',
-        '--use-service-account-credentials=false',
-        '--bind-address=127.0.0.1',
-        `--secure-port=${kcmPort}`,
-        `--cert-dir=${path.join(stateDir, 'kcm-certs')}`,
-      ]);
-      await waitFor(
-        'kube-controller-manager /healthz',
-        readyDeadline,
-        async () => (await httpsGet(`https://127.0.0.1:${kcmPort}/healthz`, undefined)).status === 200,
-        deadProcess,
-      );
+      await startControllerManager(stateDir, bin('kube-controller-manager'), pids, kubeconfig, kcmPort, deadline);
       log(`cluster: kube-controller-manager (garbage collector) healthy on 127.0.0.1:${kcmPort}`);
     }
 
@@ -458,9 +362,131 @@ export async function startCluster(opts: ClusterOptions = {}): Promise<ClusterIn
     fs.writeFileSync(path.join(stateDir, 'state.json'), JSON.stringify(info, null, 2));
     return info;
   } catch (err) {
-    stopAll();
+    killAll(pids);
     throw err;
   }
+}
+
+/** Empties `stateDir` (refusing while a cluster recorded there still runs) and makes the certificates; returns their folder. */
+function freshStateDir(stateDir: string): string {
+  const previous = readState(stateDir);
+  if (previous && (isAlive(previous.pids.apiserver) || isAlive(previous.pids.etcd))) {
+    throw new Error(`cluster: already running with state in ${stateDir} (stop it first)`);
+  }
+  fs.rmSync(stateDir, { recursive: true, force: true });
+  fs.mkdirSync(stateDir, { recursive: true, mode: 0o700 });
+  const certDir = path.join(stateDir, 'pki');
+  makeCerts(certDir);
+  return certDir;
+}
+
+/** A start-up that failed half-way leaves nothing running. */
+function killAll(pids: ClusterInfo['pids']): void {
+  for (const pid of [pids.controllerManager, pids.apiserver, pids.etcd]) {
+    if (pid && isAlive(pid))
+      try {
+        process.kill(pid, 'SIGKILL');
+      } catch {
+        /* gone */
+      }
+  }
+}
+
+/** The first started process that died, with the tail of its log (what a wait reports instead of timing out). */
+function deadProcess(stateDir: string, pids: ClusterInfo['pids']): string | undefined {
+  for (const [name, pid] of Object.entries(pids)) {
+    if (pid && !isAlive(pid)) return `${name} (log ${path.join(stateDir, 'logs', `${name}.log`)}):\n${tailLog(stateDir, name)}`;
+  }
+  return undefined;
+}
+
+function etcdArgs(stateDir: string, etcdUrl: string, peerUrl: string): string[] {
+  return [
+    '--name=cnikit',
+    `--data-dir=${path.join(stateDir, 'etcd')}`,
+    `--listen-client-urls=${etcdUrl}`,
+    `--advertise-client-urls=${etcdUrl}`,
+    `--listen-peer-urls=${peerUrl}`,
+    `--initial-advertise-peer-urls=${peerUrl}`,
+    `--initial-cluster=cnikit=${peerUrl}`,
+    '--unsafe-no-fsync=true',
+    '--log-level=warn',
+  ];
+}
+
+async function etcdHealthy(etcdUrl: string): Promise<boolean> {
+  const res = await new Promise<number>((resolve, reject) => {
+    const req = http.get(`${etcdUrl}/health`, { timeout: 1000, agent: false }, (r) => {
+      r.resume();
+      resolve(r.statusCode ?? 0);
+    });
+    req.on('error', reject);
+    req.on('timeout', () => req.destroy(new Error('timeout')));
+  });
+  return res === 200;
+}
+
+function apiServerArgs(opts: ClusterOptions, etcdUrl: string, apiPort: number, certDir: string): string[] {
+  return [
+    `--etcd-servers=${etcdUrl}`,
+    '--bind-address=127.0.0.1',
+    '--advertise-address=127.0.0.1',
+    `--secure-port=${apiPort}`,
+    // A loopback advertise address is refused by the endpoint reconciler (it would publish it as the
+    // kubernetes Service's endpoint); nothing here needs that endpoint.
+    '--endpoint-reconciler-type=none',
+    `--cert-dir=${certDir}`,
+    `--tls-cert-file=${path.join(certDir, 'apiserver.crt')}`,
+    `--tls-private-key-file=${path.join(certDir, 'apiserver.key')}`,
+    `--client-ca-file=${path.join(certDir, 'ca.crt')}`,
+    '--authorization-mode=AlwaysAllow',
+    `--service-account-key-file=${path.join(certDir, 'sa.pub')}`,
+    `--service-account-signing-key-file=${path.join(certDir, 'sa.key')}`,
+    '--service-account-issuer=https://kubernetes.default.svc.cluster.local',
+    // No kube-proxy runs: only tools/node-lab's relay answers on the kubernetes Service's address (10.0.0.1:443).
+    '--service-cluster-ip-range=10.0.0.0/24',
+    '--allow-privileged=true',
+    // No token/serviceaccount controllers run, so pods must not wait for a default ServiceAccount.
+    ...(opts.serviceAccounts ? [] : ['--disable-admission-plugins=ServiceAccount']),
+    ...(opts.apiServerArgs ?? []),
+  ];
+}
+
+/** kube-controller-manager running only the garbage collector (ownerReference cascades); its pid goes into `pids` at once. */
+async function startControllerManager(
+  stateDir: string,
+  bin: string,
+  pids: ClusterInfo['pids'],
+  kubeconfig: string,
+  port: number,
+  deadline: number,
+): Promise<void> {
+  pids.controllerManager = startProcess(stateDir, 'controllerManager', bin, [
+    `--kubeconfig=${kubeconfig}`,
+    '--controllers=garbage-collector-controller',
+    '--leader-elect=false',
+    '--use-service-account-credentials=false',
+    '--bind-address=127.0.0.1',
+    `--secure-port=${port}`,
+    `--cert-dir=${path.join(stateDir, 'kcm-certs')}`,
+  ]);
+  await waitFor(
+    'kube-controller-manager /healthz',
+    deadline,
+    async () => (await httpsGet(`https://127.0.0.1:${port}/healthz`, undefined)).status === 200,
+    () => deadProcess(stateDir, pids),
+  );
+}
+
+/** Ready means /readyz answers 200 and the default namespace exists (clients create objects there at once). */
+async function waitForApiServer(server: string, certDir: string, deadline: number, dead: () => string | undefined): Promise<void> {
+  await waitFor('kube-apiserver /readyz', deadline, async () => (await httpsGet(`${server}/readyz`, certDir)).status === 200, dead);
+  await waitFor(
+    'namespace default',
+    deadline,
+    async () => (await httpsGet(`${server}/api/v1/namespaces/default`, certDir)).status === 200,
+    dead,
+  );
 }
 
 /** SIGTERM, then SIGKILL after graceMs; only when the pid still runs a command line containing `owner` (a dir of ours). */

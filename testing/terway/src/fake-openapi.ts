@@ -122,6 +122,10 @@ class ApiError extends Error {
   }
 }
 
+/** An API call's parameters, flat as the RPC style sends them. */
+type Params = Record<string, string>;
+type ActionHandler = (p: Params) => Record<string, unknown>;
+
 const MAX_ASSIGN_PER_CALL = 10;
 const MAX_SECONDARY_ON_CREATE = 49;
 
@@ -226,75 +230,51 @@ export class FakeOpenApi {
   private handle(req: http.IncomingMessage, res: http.ServerResponse): void {
     const chunks: Buffer[] = [];
     req.on('data', (c: Buffer) => chunks.push(c));
-    req.on('end', () => {
-      const body = Buffer.concat(chunks);
-      const requestId = randomBytes(16)
-        .toString('hex')
-        .toUpperCase()
-        .replace(/^(.{8})(.{4})(.{4})(.{4})/, '$1-$2-$3-$4-');
-      let action = '';
-      const send = (status: number, obj: Record<string, unknown>): void => {
-        const text = JSON.stringify({ RequestId: requestId, ...obj });
-        res.writeHead(status, { 'content-type': 'application/json;charset=utf-8', 'x-acs-request-id': requestId });
-        res.end(text);
-      };
-      const fail = (e: unknown): void => {
-        const err =
-          e instanceof ApiError
-            ? e
-            : new ApiError(
-                500,
-                'InternalError',
-                `The request processing has failed due to some unknown error. ${e instanceof Error ? e.message : ''}`,
-              );
-        send(err.status, {
-          HostId: 'ecs.aliyuncs.com',
-          Code: err.code,
-          Message: err.message,
-          Recommend: `https://api.aliyun.com/troubleshoot?q=${err.code}&product=Ecs`,
-        });
-      };
-      try {
-        const url = new URL(req.url ?? '/', 'http://fake');
-        if (req.method === 'GET' && url.pathname.startsWith('/latest/meta-data/')) {
-          const v = this.metadata(url.pathname.slice('/latest/meta-data/'.length));
-          res.writeHead(v === undefined ? 404 : 200, { 'content-type': 'text/plain' });
-          res.end(v ?? 'Not Found');
-          return;
-        }
-        const params: Record<string, string> = {};
-        for (const [k, v] of url.searchParams) params[k] = v;
-        const ctype = String(req.headers['content-type'] ?? '');
-        if (body.length && ctype.includes('x-www-form-urlencoded'))
-          for (const [k, v] of new URLSearchParams(body.toString())) params[k] = v;
-        action = String(req.headers['x-acs-action'] ?? params['Action'] ?? '');
-        const version = String(req.headers['x-acs-version'] ?? params['Version'] ?? '');
-        if (req.headers['authorization']) this.verifyV3(req, url, body);
-        if (!action)
-          throw new ApiError(
-            400,
-            'MissingParameter',
-            'The input parameter "Action" that is mandatory for processing this request is not supplied.',
-          );
-        if (version !== ECS_VERSION && version !== VPC_VERSION)
-          throw new ApiError(400, 'InvalidVersion', `Specified parameter Version is not valid: ${version}`);
-        this.calls.push({ action, params });
-        const run = (): void => {
-          try {
-            this.checkFaults(action);
-            const out = version === ECS_VERSION ? this.ecs(action, params) : this.vpc(action, params);
-            send(200, out);
-          } catch (e) {
-            fail(e);
-          }
-        };
-        const lat = typeof this.opts.latencyMs === 'number' ? this.opts.latencyMs : (this.opts.latencyMs?.[action] ?? 0);
-        if (lat > 0) this.later(lat, run);
-        else run();
-      } catch (e) {
-        fail(e);
+    req.on('end', () => this.serve(req, res, Buffer.concat(chunks)));
+  }
+
+  /** One request: the metadata service, or an API call answered after the action's latency. */
+  private serve(req: http.IncomingMessage, res: http.ServerResponse, body: Buffer): void {
+    const { send, fail } = responder(res);
+    try {
+      const url = new URL(req.url ?? '/', 'http://fake');
+      if (req.method === 'GET' && url.pathname.startsWith('/latest/meta-data/')) {
+        const v = this.metadata(url.pathname.slice('/latest/meta-data/'.length));
+        res.writeHead(v === undefined ? 404 : 200, { 'content-type': 'text/plain' });
+        res.end(v ?? 'Not Found');
+        return;
       }
-    });
+      const { action, version, params } = this.readCall(req, url, body);
+      this.calls.push({ action, params });
+      const run = (): void => {
+        try {
+          this.checkFaults(action);
+          send(200, this.dispatch(version, action, params));
+        } catch (e) {
+          fail(e);
+        }
+      };
+      const lat = typeof this.opts.latencyMs === 'number' ? this.opts.latencyMs : (this.opts.latencyMs?.[action] ?? 0);
+      if (lat > 0) this.later(lat, run);
+      else run();
+    } catch (e) {
+      fail(e);
+    }
+  }
+
+  /** Action, version and parameters (query string, then a form body), the V3 signature checked when there is one. */
+  private readCall(req: http.IncomingMessage, url: URL, body: Buffer): { action: string; version: string; params: Params } {
+    const params: Params = {};
+    for (const [k, v] of url.searchParams) params[k] = v;
+    const ctype = String(req.headers['content-type'] ?? '');
+    if (body.length && ctype.includes('x-www-form-urlencoded')) for (const [k, v] of new URLSearchParams(body.toString())) params[k] = v;
+    const action = String(req.headers['x-acs-action'] ?? params['Action'] ?? '');
+    const version = String(req.headers['x-acs-version'] ?? params['Version'] ?? '');
+    if (req.headers['authorization']) this.verifyV3(req, url, body);
+    if (!action) throw missing('Action');
+    if (version !== ECS_VERSION && version !== VPC_VERSION)
+      throw new ApiError(400, 'InvalidVersion', `Specified parameter Version is not valid: ${version}`);
+    return { action, version, params };
   }
 
   private later(ms: number, fn: () => void): void {
@@ -374,23 +354,18 @@ export class FakeOpenApi {
 
   // ---- helpers ----
 
-  private need(p: Record<string, string>, name: string): string {
+  private need(p: Params, name: string): string {
     const v = p[name];
-    if (v === undefined || v === '')
-      throw new ApiError(
-        400,
-        'MissingParameter',
-        `The input parameter "${name}" that is mandatory for processing this request is not supplied.`,
-      );
+    if (v === undefined || v === '') throw missing(name);
     return v;
   }
 
-  private region(p: Record<string, string>): void {
+  private region(p: Params): void {
     const r = this.need(p, 'RegionId');
     if (r !== this.regionId) throw new ApiError(400, 'InvalidRegionId.NotFound', `The specified RegionId does not exist: ${r}`);
   }
 
-  private int(p: Record<string, string>, name: string, def: number, min: number, max: number): number {
+  private int(p: Params, name: string, def: number, min: number, max: number): number {
     const v = p[name];
     if (v === undefined || v === '') return def;
     const n = Number(v);
@@ -404,7 +379,7 @@ export class FakeOpenApi {
   }
 
   /** `Name.1`, `Name.2`, ... (flat RPC lists); also accepts a JSON array in `Name`. */
-  private list(p: Record<string, string>, name: string): string[] {
+  private list(p: Params, name: string): string[] {
     const out: string[] = [];
     for (let i = 1; p[`${name}.${i}`] !== undefined; i++) out.push(p[`${name}.${i}`]!);
     if (out.length === 0 && p[name] !== undefined) {
@@ -429,6 +404,12 @@ export class FakeOpenApi {
     if (!e || e.status === 'Deleting')
       throw new ApiError(404, 'InvalidEniId.NotFound', `The specified NetworkInterfaceId does not exist: ${id}`);
     return e;
+  }
+
+  /** The ENI a call names in NetworkInterfaceId, in this region. */
+  private targetEni(p: Params): FakeEni {
+    this.region(p);
+    return this.eni(this.need(p, 'NetworkInterfaceId'));
   }
 
   private instance(id: string): FakeInstance {
@@ -463,7 +444,7 @@ export class FakeOpenApi {
 
   /** IPv6 addresses of the vSwitch's /64, from ::100 up (below is left to the gateway and the fake's reserve). */
   private takeIpv6s(v: FakeVSwitch, n: number): string[] {
-    if (!v.ipv6Cidr) throw new ApiError(403, 'InvalidVSwitch.Ipv6NotTurnOn', `The specified VSwitch "${v.id}" has no IPv6 CIDR block.`);
+    if (!v.ipv6Cidr) throw ipv6NotOn(v);
     const out: string[] = [];
     for (let i = 0x100; out.length < n; i++) {
       const a = ip.nthAddress(v.ipv6Cidr, i);
@@ -544,369 +525,398 @@ export class FakeOpenApi {
 
   // ---- ECS ----
 
-  private ecs(action: string, p: Record<string, string>): Record<string, unknown> {
-    switch (action) {
-      case 'CreateNetworkInterface': {
-        this.region(p);
-        const v = this.vsw(this.need(p, 'VSwitchId'));
-        const sgs = [...this.list(p, 'SecurityGroupIds'), ...(p['SecurityGroupId'] ? [p['SecurityGroupId']] : [])];
-        if (sgs.length === 0)
-          throw new ApiError(
-            400,
-            'MissingParameter',
-            'The input parameter "SecurityGroupId" that is mandatory for processing this request is not supplied.',
-          );
-        const n = this.int(p, 'SecondaryPrivateIpAddressCount', 0, 0, MAX_SECONDARY_ON_CREATE);
-        // InstanceType: Secondary (default) or Trunk.
-        const kind = p['InstanceType'] ?? 'Secondary';
-        if (kind !== 'Secondary' && kind !== 'Trunk')
-          throw new ApiError(
-            400,
-            'InvalidParameter.InstanceType',
-            `The specified parameter "InstanceType" is not valid: ${kind}; expected Secondary or Trunk.`,
-          );
-        const n6 = this.int(p, 'Ipv6AddressCount', 0, 0, 10);
-        if (n6 > 0 && !v.ipv6Cidr)
-          throw new ApiError(403, 'InvalidVSwitch.Ipv6NotTurnOn', `The specified VSwitch "${v.id}" has no IPv6 CIDR block.`);
-        const e = this.newEni(v, sgs, n, kind);
-        if (n6 > 0) e.ipv6s.push(...this.takeIpv6s(v, n6));
-        if (p['Description']) e.description = p['Description'];
-        return {
-          NetworkInterfaceId: e.id,
-          Status: e.status,
-          Type: e.type,
-          VpcId: v.vpcId,
-          VSwitchId: v.id,
-          ZoneId: v.zoneId,
-          MacAddress: e.mac,
-          PrivateIpAddress: e.primaryIp,
-          PrivateIpSets: this.ipSets(e),
-          SecurityGroupIds: { SecurityGroupId: sgs },
-        };
-      }
-      case 'AttachNetworkInterface': {
-        this.region(p);
-        const e = this.eni(this.need(p, 'NetworkInterfaceId'));
-        const inst = this.instance(this.need(p, 'InstanceId'));
-        if (e.status !== 'Available')
-          throw new ApiError(
-            403,
-            'InvalidOperation.InvalidEniState',
-            `The current status of the ENI ${e.id} does not support this operation: ${e.status}`,
-          );
-        const t = this.instanceTypes.get(inst.type);
-        const trunkId = p['TrunkNetworkInstanceId'];
-        if (e.type === 'Trunk' && t && !t.eniTrunkSupported)
-          throw new ApiError(
-            403,
-            'InvalidOperation.InstanceTypeNotSupportTrunk',
-            `The instance type ${inst.type} does not support trunk ENIs.`,
-          );
-        if (trunkId) {
-          // A member ENI: through the instance's InUse trunk ENI, counted against EniTotalQuantity - EniQuantity.
-          const trunk = this.eni(trunkId);
-          if (trunk.type !== 'Trunk' || trunk.instanceId !== inst.id || trunk.status !== 'InUse')
-            throw new ApiError(403, 'InvalidOperation.InvalidTrunkEniState', `The ENI ${trunkId} is not an InUse trunk ENI of ${inst.id}.`);
-          if (e.type !== 'Secondary')
-            throw new ApiError(403, 'InvalidOperation.InvalidEniType', `Only a Secondary ENI can be a trunk member: ${e.id} is ${e.type}.`);
-          const room = t ? (t.eniTotalQuantity ?? t.eniQuantity) - t.eniQuantity : 0;
-          if (this.membersOf(trunkId).length >= room)
-            throw new ApiError(
-              403,
-              'EniPerInstanceLimitExceeded',
-              `The number of member ENIs of the trunk ${trunkId} exceeds the limit of ${room} for ${inst.type}.`,
-            );
-          e.trunkEniId = trunkId;
-          e.deviceIndex = 0;
-        } else {
-          if (t && this.enisOn(inst.id).length >= t.eniQuantity)
-            throw new ApiError(
-              403,
-              'EniPerInstanceLimitExceeded',
-              `The number of ENIs attached to the instance exceeds the limit of ${t.eniQuantity} for ${inst.type}.`,
-            );
-          const taken = new Set(this.enisOn(inst.id).map((x) => x.deviceIndex));
-          let idx = 1;
-          while (taken.has(idx)) idx++;
-          e.deviceIndex = idx;
-        }
-        if (t && 1 + e.secondaryIps.length > t.eniPrivateIpAddressQuantity)
-          throw new ApiError(403, 'InvalidOperation.Ipv4CountExceeded', `The ENI holds more private IPs than ${inst.type} allows per ENI.`);
-        if (t && e.ipv6s.length > (t.eniIpv6AddressQuantity ?? 0))
-          throw new ApiError(
-            403,
-            'InvalidOperation.Ipv6CountExceeded',
-            `The ENI holds more IPv6 addresses than ${inst.type} allows per ENI.`,
-          );
-        if (this.vsw(e.vswitchId).zoneId !== inst.zoneId)
-          throw new ApiError(403, 'InvalidVSwitchId.ZoneMismatch', 'The ENI and the instance are in different zones.');
-        e.status = 'Attaching';
-        e.instanceId = inst.id;
-        this.later(this.opts.attachDelayMs ?? 30, () => {
-          if (e.status !== 'Attaching') return;
-          // The NIC is plugged (hook) before the API reports InUse, as on a real instance.
-          void Promise.resolve(this.opts.onAttached?.(e)).then(
-            () => {
-              if (e.status === 'Attaching') e.status = 'InUse';
-            },
-            () => {
-              if (e.status === 'Attaching') e.status = 'InUse';
-            },
-          );
-        });
-        return {};
-      }
-      case 'DetachNetworkInterface': {
-        this.region(p);
-        const e = this.eni(this.need(p, 'NetworkInterfaceId'));
-        const instId = this.need(p, 'InstanceId');
-        this.instance(instId);
-        if (e.type === 'Primary')
-          throw new ApiError(403, 'InvalidOperation.DetachPrimaryEniNotAllowed', 'The primary ENI cannot be detached.');
-        if (e.instanceId !== instId || e.status !== 'InUse')
-          throw new ApiError(
-            403,
-            'InvalidOperation.InvalidEniState',
-            `The current status of the ENI ${e.id} does not support this operation: ${e.status}`,
-          );
-        if (e.type === 'Trunk' && this.membersOf(e.id).length > 0)
-          throw new ApiError(403, 'InvalidOperation.TrunkEniHasMembers', `The trunk ENI ${e.id} still has member ENIs.`);
-        e.status = 'Detaching';
-        this.later(this.opts.attachDelayMs ?? 30, () => {
-          if (e.status !== 'Detaching') return;
-          e.status = 'Available';
-          delete e.instanceId;
-          delete e.trunkEniId;
-          delete e.deviceIndex;
-          void this.opts.onDetached?.(e);
-        });
-        return {};
-      }
-      case 'DeleteNetworkInterface': {
-        this.region(p);
-        const e = this.eni(this.need(p, 'NetworkInterfaceId'));
-        if (e.status !== 'Available')
-          throw new ApiError(
-            403,
-            'InvalidOperation.InvalidEniState',
-            `The current status of the ENI ${e.id} does not support this operation: ${e.status}`,
-          );
-        const v = this.vswitches.get(e.vswitchId)!;
-        for (const a of [e.primaryIp, ...e.secondaryIps]) v.used.delete(a);
-        for (const a of e.ipv6s) v.used6.delete(a);
-        this.enis.delete(e.id);
-        return {};
-      }
-      case 'AssignPrivateIpAddresses': {
-        this.region(p);
-        const e = this.eni(this.need(p, 'NetworkInterfaceId'));
-        if (e.status !== 'InUse' && e.status !== 'Available')
-          throw new ApiError(
-            403,
-            'InvalidOperation.InvalidEniState',
-            `The current status of the ENI ${e.id} does not support this operation: ${e.status}`,
-          );
-        const explicit = this.list(p, 'PrivateIpAddress');
-        const n = explicit.length || this.int(p, 'SecondaryPrivateIpAddressCount', 0, 1, MAX_ASSIGN_PER_CALL);
-        if (n === 0)
-          throw new ApiError(400, 'MissingParameter', 'Either "PrivateIpAddress.N" or "SecondaryPrivateIpAddressCount" must be supplied.');
-        const inst = e.instanceId ? this.instances.get(e.instanceId) : undefined;
-        const t = inst ? this.instanceTypes.get(inst.type) : undefined;
-        if (t && 1 + e.secondaryIps.length + n > t.eniPrivateIpAddressQuantity)
-          throw new ApiError(
-            403,
-            'InvalidOperation.Ipv4CountExceeded',
-            `The ENI ${e.id} would hold more than ${t.eniPrivateIpAddressQuantity} private IPs (${inst!.type}).`,
-          );
-        const v = this.vswitches.get(e.vswitchId)!;
-        let ips: string[];
-        if (explicit.length) {
-          for (const a of explicit) {
-            if (!ip.contains(v.cidr, a))
-              throw new ApiError(400, 'InvalidPrivateIpAddress.Malformed', `The IP ${a} is not in the vSwitch CIDR ${v.cidr}.`);
-            if (v.used.has(a)) throw new ApiError(400, 'InvalidIp.IpAssigned', `The IP ${a} is already assigned.`);
-          }
-          for (const a of explicit) v.used.add(a);
-          ips = explicit;
-        } else ips = this.takeIps(v, n);
-        e.secondaryIps.push(...ips);
-        return { AssignedPrivateIpAddressesSet: { NetworkInterfaceId: e.id, PrivateIpSet: { PrivateIpAddress: ips } } };
-      }
-      case 'UnassignPrivateIpAddresses': {
-        this.region(p);
-        const e = this.eni(this.need(p, 'NetworkInterfaceId'));
-        const ips = this.list(p, 'PrivateIpAddress');
-        if (ips.length === 0)
-          throw new ApiError(
-            400,
-            'MissingParameter',
-            'The input parameter "PrivateIpAddress.N" that is mandatory for processing this request is not supplied.',
-          );
-        for (const a of ips) {
-          if (a === e.primaryIp)
-            throw new ApiError(403, 'InvalidOperation.PrimaryIpCannotBeUnassigned', `The primary IP ${a} of ${e.id} cannot be unassigned.`);
-          if (!e.secondaryIps.includes(a))
-            throw new ApiError(404, 'InvalidPrivateIpAddress.NotFound', `The IP ${a} is not assigned to ${e.id}.`);
-        }
-        const v = this.vswitches.get(e.vswitchId)!;
-        e.secondaryIps = e.secondaryIps.filter((a) => !ips.includes(a));
-        for (const a of ips) v.used.delete(a);
-        return {};
-      }
-      case 'AssignIpv6Addresses': {
-        this.region(p);
-        const e = this.eni(this.need(p, 'NetworkInterfaceId'));
-        if (e.status !== 'InUse' && e.status !== 'Available')
-          throw new ApiError(
-            403,
-            'InvalidOperation.InvalidEniState',
-            `The current status of the ENI ${e.id} does not support this operation: ${e.status}`,
-          );
-        const v = this.vswitches.get(e.vswitchId)!;
-        if (!v.ipv6Cidr) throw new ApiError(403, 'InvalidVSwitch.Ipv6NotTurnOn', `The specified VSwitch "${v.id}" has no IPv6 CIDR block.`);
-        const explicit = this.list(p, 'Ipv6Address');
-        const n = explicit.length || this.int(p, 'Ipv6AddressCount', 0, 1, MAX_ASSIGN_PER_CALL);
-        if (n === 0) throw new ApiError(400, 'MissingParameter', 'Either "Ipv6Address.N" or "Ipv6AddressCount" must be supplied.');
-        const quota = this.ipv6Quota(e);
-        if (quota !== undefined && e.ipv6s.length + n > quota)
-          throw new ApiError(403, 'InvalidOperation.Ipv6CountExceeded', `The ENI ${e.id} would hold more than ${quota} IPv6 addresses.`);
-        let ips: string[];
-        if (explicit.length) {
-          for (const a of explicit) {
-            if (!ip.contains(v.ipv6Cidr, a))
-              throw new ApiError(
-                400,
-                'InvalidIpv6Address.Malformed',
-                `The IPv6 address ${a} is not in the vSwitch IPv6 CIDR ${v.ipv6Cidr}.`,
-              );
-            if (v.used6.has(ip.canonicalIp(a)))
-              throw new ApiError(400, 'InvalidIp.IpAssigned', `The IPv6 address ${a} is already assigned.`);
-          }
-          ips = explicit.map((a) => ip.canonicalIp(a));
-          for (const a of ips) v.used6.add(a);
-        } else ips = this.takeIpv6s(v, n);
-        e.ipv6s.push(...ips);
-        return { NetworkInterfaceId: e.id, Ipv6Sets: { Ipv6Address: ips } };
-      }
-      case 'UnassignIpv6Addresses': {
-        this.region(p);
-        const e = this.eni(this.need(p, 'NetworkInterfaceId'));
-        const ips = this.list(p, 'Ipv6Address').map((a) => ip.canonicalIp(a));
-        if (ips.length === 0)
-          throw new ApiError(
-            400,
-            'MissingParameter',
-            'The input parameter "Ipv6Address.N" that is mandatory for processing this request is not supplied.',
-          );
-        for (const a of ips)
-          if (!e.ipv6s.includes(a))
-            throw new ApiError(404, 'InvalidIpv6Address.NotFound', `The IPv6 address ${a} is not assigned to ${e.id}.`);
-        const v = this.vswitches.get(e.vswitchId)!;
-        e.ipv6s = e.ipv6s.filter((a) => !ips.includes(a));
-        for (const a of ips) v.used6.delete(a);
-        return {};
-      }
-      case 'DescribeNetworkInterfaces': {
-        this.region(p);
-        const ids = this.list(p, 'NetworkInterfaceId');
-        const max = this.int(p, 'MaxResults', 10, 10, 500);
-        let all = [...this.enis.values()].filter((e) => e.status !== 'Deleting');
-        if (ids.length) all = all.filter((e) => ids.includes(e.id));
-        if (p['InstanceId']) all = all.filter((e) => e.instanceId === p['InstanceId']);
-        if (p['VSwitchId']) all = all.filter((e) => e.vswitchId === p['VSwitchId']);
-        if (p['Status']) all = all.filter((e) => e.status === p['Status']);
-        if (p['Type']) all = all.filter((e) => (e.trunkEniId ? 'Member' : e.type) === p['Type']);
-        all.sort((a, b) => a.id.localeCompare(b.id));
-        let start = 0;
-        if (p['NextToken']) {
-          const tok = Buffer.from(p['NextToken'], 'base64url').toString();
-          start = all.findIndex((e) => e.id > tok);
-          if (!/^eni-/.test(tok)) throw new ApiError(400, 'InvalidParameter.NextToken', 'The specified NextToken is not valid.');
-          if (start < 0) start = all.length;
-        }
-        const page = all.slice(start, start + max);
-        const more = start + max < all.length;
-        return {
-          NetworkInterfaceSets: { NetworkInterfaceSet: page.map((e) => this.eniView(e)) },
-          NextToken: more ? Buffer.from(page[page.length - 1]!.id).toString('base64url') : '',
-          TotalCount: all.length,
-        };
-      }
-      case 'DescribeInstanceTypes': {
-        const names = this.list(p, 'InstanceTypes');
-        const all = [...this.instanceTypes].filter(([n]) => names.length === 0 || names.includes(n));
-        return {
-          InstanceTypes: {
-            InstanceType: all.map(([n, t]) => ({
-              InstanceTypeId: n,
-              EniQuantity: t.eniQuantity,
-              EniPrivateIpAddressQuantity: t.eniPrivateIpAddressQuantity,
-              EniIpv6AddressQuantity: t.eniIpv6AddressQuantity ?? 0,
-              EniTotalQuantity: t.eniTotalQuantity ?? t.eniQuantity,
-              EniTrunkSupported: t.eniTrunkSupported ?? false,
-            })),
-          },
-          NextToken: '',
-        };
-      }
-      case 'DescribeInstances': {
-        this.region(p);
-        const ids = this.list(p, 'InstanceIds');
-        const all = [...this.instances.values()].filter((i) => ids.length === 0 || ids.includes(i.id));
-        return {
-          Instances: {
-            Instance: all.map((i) => ({
-              InstanceId: i.id,
-              InstanceType: i.type,
-              ZoneId: i.zoneId,
-              RegionId: this.regionId,
-              Status: 'Running',
-              VpcAttributes: { VSwitchId: i.vswitchId, VpcId: this.vswitches.get(i.vswitchId)?.vpcId ?? '' },
-            })),
-          },
-          TotalCount: all.length,
-          NextToken: '',
-        };
-      }
-      default:
-        throw new ApiError(404, 'InvalidAction.NotFound', `Specified api is not found, please check your url and method: ${action}`);
+  /** One handler per action, so an action's checks read top to bottom; an action missing here is InvalidAction.NotFound. */
+  private readonly ecsActions = new Map<string, ActionHandler>([
+    ['CreateNetworkInterface', (p) => this.createNetworkInterface(p)],
+    ['AttachNetworkInterface', (p) => this.attachNetworkInterface(p)],
+    ['DetachNetworkInterface', (p) => this.detachNetworkInterface(p)],
+    ['DeleteNetworkInterface', (p) => this.deleteNetworkInterface(p)],
+    ['AssignPrivateIpAddresses', (p) => this.assignPrivateIpAddresses(p)],
+    ['UnassignPrivateIpAddresses', (p) => this.unassignPrivateIpAddresses(p)],
+    ['AssignIpv6Addresses', (p) => this.assignIpv6Addresses(p)],
+    ['UnassignIpv6Addresses', (p) => this.unassignIpv6Addresses(p)],
+    ['DescribeNetworkInterfaces', (p) => this.describeNetworkInterfaces(p)],
+    ['DescribeInstanceTypes', (p) => this.describeInstanceTypes(p)],
+    ['DescribeInstances', (p) => this.describeInstances(p)],
+  ]);
+
+  private readonly vpcActions = new Map<string, ActionHandler>([['DescribeVSwitches', (p) => this.describeVSwitches(p)]]);
+
+  private dispatch(version: string, action: string, p: Params): Record<string, unknown> {
+    const handler = (version === ECS_VERSION ? this.ecsActions : this.vpcActions).get(action);
+    if (!handler)
+      throw new ApiError(404, 'InvalidAction.NotFound', `Specified api is not found, please check your url and method: ${action}`);
+    return handler(p);
+  }
+
+  private createNetworkInterface(p: Params): Record<string, unknown> {
+    this.region(p);
+    const v = this.vsw(this.need(p, 'VSwitchId'));
+    const sgs = [...this.list(p, 'SecurityGroupIds'), ...(p['SecurityGroupId'] ? [p['SecurityGroupId']] : [])];
+    if (sgs.length === 0) throw missing('SecurityGroupId');
+    const n = this.int(p, 'SecondaryPrivateIpAddressCount', 0, 0, MAX_SECONDARY_ON_CREATE);
+    // InstanceType: Secondary (default) or Trunk.
+    const kind = p['InstanceType'] ?? 'Secondary';
+    if (kind !== 'Secondary' && kind !== 'Trunk')
+      throw new ApiError(
+        400,
+        'InvalidParameter.InstanceType',
+        `The specified parameter "InstanceType" is not valid: ${kind}; expected Secondary or Trunk.`,
+      );
+    const n6 = this.int(p, 'Ipv6AddressCount', 0, 0, 10);
+    if (n6 > 0 && !v.ipv6Cidr) throw ipv6NotOn(v);
+    const e = this.newEni(v, sgs, n, kind);
+    if (n6 > 0) e.ipv6s.push(...this.takeIpv6s(v, n6));
+    if (p['Description']) e.description = p['Description'];
+    return {
+      NetworkInterfaceId: e.id,
+      Status: e.status,
+      Type: e.type,
+      VpcId: v.vpcId,
+      VSwitchId: v.id,
+      ZoneId: v.zoneId,
+      MacAddress: e.mac,
+      PrivateIpAddress: e.primaryIp,
+      PrivateIpSets: this.ipSets(e),
+      SecurityGroupIds: { SecurityGroupId: sgs },
+    };
+  }
+
+  private attachNetworkInterface(p: Params): Record<string, unknown> {
+    const e = this.targetEni(p);
+    const inst = this.instance(this.need(p, 'InstanceId'));
+    requireEniState(e, 'Available');
+    const t = this.instanceTypes.get(inst.type);
+    const trunkId = p['TrunkNetworkInstanceId'];
+    if (e.type === 'Trunk' && t && !t.eniTrunkSupported)
+      throw new ApiError(
+        403,
+        'InvalidOperation.InstanceTypeNotSupportTrunk',
+        `The instance type ${inst.type} does not support trunk ENIs.`,
+      );
+    if (trunkId) this.joinTrunk(e, inst, t, trunkId);
+    else e.deviceIndex = this.freeDeviceIndex(inst, t);
+    if (t && 1 + e.secondaryIps.length > t.eniPrivateIpAddressQuantity)
+      throw new ApiError(403, 'InvalidOperation.Ipv4CountExceeded', `The ENI holds more private IPs than ${inst.type} allows per ENI.`);
+    if (t && e.ipv6s.length > (t.eniIpv6AddressQuantity ?? 0))
+      throw new ApiError(403, 'InvalidOperation.Ipv6CountExceeded', `The ENI holds more IPv6 addresses than ${inst.type} allows per ENI.`);
+    if (this.vsw(e.vswitchId).zoneId !== inst.zoneId)
+      throw new ApiError(403, 'InvalidVSwitchId.ZoneMismatch', 'The ENI and the instance are in different zones.');
+    e.status = 'Attaching';
+    e.instanceId = inst.id;
+    this.later(this.opts.attachDelayMs ?? 30, () => {
+      if (e.status !== 'Attaching') return;
+      const inUse = (): void => {
+        if (e.status === 'Attaching') e.status = 'InUse';
+      };
+      // The NIC is plugged (hook) before the API reports InUse, as on a real instance.
+      void Promise.resolve(this.opts.onAttached?.(e)).then(inUse, inUse);
+    });
+    return {};
+  }
+
+  /** A member ENI: through the instance's InUse trunk ENI, counted against EniTotalQuantity - EniQuantity. */
+  private joinTrunk(e: FakeEni, inst: FakeInstance, t: FakeInstanceType | undefined, trunkId: string): void {
+    const trunk = this.eni(trunkId);
+    if (trunk.type !== 'Trunk' || trunk.instanceId !== inst.id || trunk.status !== 'InUse')
+      throw new ApiError(403, 'InvalidOperation.InvalidTrunkEniState', `The ENI ${trunkId} is not an InUse trunk ENI of ${inst.id}.`);
+    if (e.type !== 'Secondary')
+      throw new ApiError(403, 'InvalidOperation.InvalidEniType', `Only a Secondary ENI can be a trunk member: ${e.id} is ${e.type}.`);
+    const room = t ? (t.eniTotalQuantity ?? t.eniQuantity) - t.eniQuantity : 0;
+    if (this.membersOf(trunkId).length >= room)
+      throw new ApiError(
+        403,
+        'EniPerInstanceLimitExceeded',
+        `The number of member ENIs of the trunk ${trunkId} exceeds the limit of ${room} for ${inst.type}.`,
+      );
+    e.trunkEniId = trunkId;
+    e.deviceIndex = 0;
+  }
+
+  /** The lowest device index from 1 not taken on the instance, when one of its EniQuantity slots is free. */
+  private freeDeviceIndex(inst: FakeInstance, t: FakeInstanceType | undefined): number {
+    if (t && this.enisOn(inst.id).length >= t.eniQuantity)
+      throw new ApiError(
+        403,
+        'EniPerInstanceLimitExceeded',
+        `The number of ENIs attached to the instance exceeds the limit of ${t.eniQuantity} for ${inst.type}.`,
+      );
+    const taken = new Set(this.enisOn(inst.id).map((x) => x.deviceIndex));
+    let idx = 1;
+    while (taken.has(idx)) idx++;
+    return idx;
+  }
+
+  private detachNetworkInterface(p: Params): Record<string, unknown> {
+    const e = this.targetEni(p);
+    const instId = this.need(p, 'InstanceId');
+    this.instance(instId);
+    if (e.type === 'Primary') throw new ApiError(403, 'InvalidOperation.DetachPrimaryEniNotAllowed', 'The primary ENI cannot be detached.');
+    if (e.instanceId !== instId) throw invalidEniState(e);
+    requireEniState(e, 'InUse');
+    if (e.type === 'Trunk' && this.membersOf(e.id).length > 0)
+      throw new ApiError(403, 'InvalidOperation.TrunkEniHasMembers', `The trunk ENI ${e.id} still has member ENIs.`);
+    e.status = 'Detaching';
+    this.later(this.opts.attachDelayMs ?? 30, () => {
+      if (e.status !== 'Detaching') return;
+      e.status = 'Available';
+      delete e.instanceId;
+      delete e.trunkEniId;
+      delete e.deviceIndex;
+      void this.opts.onDetached?.(e);
+    });
+    return {};
+  }
+
+  private deleteNetworkInterface(p: Params): Record<string, unknown> {
+    const e = this.targetEni(p);
+    requireEniState(e, 'Available');
+    const v = this.vswitches.get(e.vswitchId)!;
+    for (const a of [e.primaryIp, ...e.secondaryIps]) v.used.delete(a);
+    for (const a of e.ipv6s) v.used6.delete(a);
+    this.enis.delete(e.id);
+    return {};
+  }
+
+  private assignPrivateIpAddresses(p: Params): Record<string, unknown> {
+    const e = this.targetEni(p);
+    requireEniState(e, 'InUse', 'Available');
+    const explicit = this.list(p, 'PrivateIpAddress');
+    const n = explicit.length || this.int(p, 'SecondaryPrivateIpAddressCount', 0, 1, MAX_ASSIGN_PER_CALL);
+    if (n === 0)
+      throw new ApiError(400, 'MissingParameter', 'Either "PrivateIpAddress.N" or "SecondaryPrivateIpAddressCount" must be supplied.');
+    const inst = e.instanceId ? this.instances.get(e.instanceId) : undefined;
+    const t = inst ? this.instanceTypes.get(inst.type) : undefined;
+    if (t && 1 + e.secondaryIps.length + n > t.eniPrivateIpAddressQuantity)
+      throw new ApiError(
+        403,
+        'InvalidOperation.Ipv4CountExceeded',
+        `The ENI ${e.id} would hold more than ${t.eniPrivateIpAddressQuantity} private IPs (${inst!.type}).`,
+      );
+    const v = this.vswitches.get(e.vswitchId)!;
+    const ips = explicit.length ? takeExplicitIps(v, explicit) : this.takeIps(v, n);
+    e.secondaryIps.push(...ips);
+    return { AssignedPrivateIpAddressesSet: { NetworkInterfaceId: e.id, PrivateIpSet: { PrivateIpAddress: ips } } };
+  }
+
+  private unassignPrivateIpAddresses(p: Params): Record<string, unknown> {
+    const e = this.targetEni(p);
+    const ips = this.list(p, 'PrivateIpAddress');
+    if (ips.length === 0) throw missing('PrivateIpAddress.N');
+    for (const a of ips) {
+      if (a === e.primaryIp)
+        throw new ApiError(403, 'InvalidOperation.PrimaryIpCannotBeUnassigned', `The primary IP ${a} of ${e.id} cannot be unassigned.`);
+      if (!e.secondaryIps.includes(a))
+        throw new ApiError(404, 'InvalidPrivateIpAddress.NotFound', `The IP ${a} is not assigned to ${e.id}.`);
     }
+    const v = this.vswitches.get(e.vswitchId)!;
+    e.secondaryIps = e.secondaryIps.filter((a) => !ips.includes(a));
+    for (const a of ips) v.used.delete(a);
+    return {};
+  }
+
+  private assignIpv6Addresses(p: Params): Record<string, unknown> {
+    const e = this.targetEni(p);
+    requireEniState(e, 'InUse', 'Available');
+    const v = this.vswitches.get(e.vswitchId)!;
+    if (!v.ipv6Cidr) throw ipv6NotOn(v);
+    const explicit = this.list(p, 'Ipv6Address');
+    const n = explicit.length || this.int(p, 'Ipv6AddressCount', 0, 1, MAX_ASSIGN_PER_CALL);
+    if (n === 0) throw new ApiError(400, 'MissingParameter', 'Either "Ipv6Address.N" or "Ipv6AddressCount" must be supplied.');
+    const quota = this.ipv6Quota(e);
+    if (quota !== undefined && e.ipv6s.length + n > quota)
+      throw new ApiError(403, 'InvalidOperation.Ipv6CountExceeded', `The ENI ${e.id} would hold more than ${quota} IPv6 addresses.`);
+    const ips = explicit.length ? takeExplicitIpv6s(v, v.ipv6Cidr, explicit) : this.takeIpv6s(v, n);
+    e.ipv6s.push(...ips);
+    return { NetworkInterfaceId: e.id, Ipv6Sets: { Ipv6Address: ips } };
+  }
+
+  private unassignIpv6Addresses(p: Params): Record<string, unknown> {
+    const e = this.targetEni(p);
+    const ips = this.list(p, 'Ipv6Address').map((a) => ip.canonicalIp(a));
+    if (ips.length === 0) throw missing('Ipv6Address.N');
+    for (const a of ips)
+      if (!e.ipv6s.includes(a)) throw new ApiError(404, 'InvalidIpv6Address.NotFound', `The IPv6 address ${a} is not assigned to ${e.id}.`);
+    const v = this.vswitches.get(e.vswitchId)!;
+    e.ipv6s = e.ipv6s.filter((a) => !ips.includes(a));
+    for (const a of ips) v.used6.delete(a);
+    return {};
+  }
+
+  private describeNetworkInterfaces(p: Params): Record<string, unknown> {
+    this.region(p);
+    const ids = this.list(p, 'NetworkInterfaceId');
+    const max = this.int(p, 'MaxResults', 10, 10, 500);
+    let all = [...this.enis.values()].filter((e) => e.status !== 'Deleting');
+    if (ids.length) all = all.filter((e) => ids.includes(e.id));
+    if (p['InstanceId']) all = all.filter((e) => e.instanceId === p['InstanceId']);
+    if (p['VSwitchId']) all = all.filter((e) => e.vswitchId === p['VSwitchId']);
+    if (p['Status']) all = all.filter((e) => e.status === p['Status']);
+    if (p['Type']) all = all.filter((e) => (e.trunkEniId ? 'Member' : e.type) === p['Type']);
+    all.sort((a, b) => a.id.localeCompare(b.id));
+    // NextToken: the last ENI id of the previous page (base64url); the page starts after it.
+    let start = 0;
+    if (p['NextToken']) {
+      const tok = Buffer.from(p['NextToken'], 'base64url').toString();
+      start = all.findIndex((e) => e.id > tok);
+      if (!/^eni-/.test(tok)) throw new ApiError(400, 'InvalidParameter.NextToken', 'The specified NextToken is not valid.');
+      if (start < 0) start = all.length;
+    }
+    const page = all.slice(start, start + max);
+    const more = start + max < all.length;
+    return {
+      NetworkInterfaceSets: { NetworkInterfaceSet: page.map((e) => this.eniView(e)) },
+      NextToken: more ? Buffer.from(page[page.length - 1]!.id).toString('base64url') : '',
+      TotalCount: all.length,
+    };
+  }
+
+  private describeInstanceTypes(p: Params): Record<string, unknown> {
+    const names = this.list(p, 'InstanceTypes');
+    const all = [...this.instanceTypes].filter(([n]) => names.length === 0 || names.includes(n));
+    return {
+      InstanceTypes: {
+        InstanceType: all.map(([n, t]) => ({
+          InstanceTypeId: n,
+          EniQuantity: t.eniQuantity,
+          EniPrivateIpAddressQuantity: t.eniPrivateIpAddressQuantity,
+          EniIpv6AddressQuantity: t.eniIpv6AddressQuantity ?? 0,
+          EniTotalQuantity: t.eniTotalQuantity ?? t.eniQuantity,
+          EniTrunkSupported: t.eniTrunkSupported ?? false,
+        })),
+      },
+      NextToken: '',
+    };
+  }
+
+  private describeInstances(p: Params): Record<string, unknown> {
+    this.region(p);
+    const ids = this.list(p, 'InstanceIds');
+    const all = [...this.instances.values()].filter((i) => ids.length === 0 || ids.includes(i.id));
+    return {
+      Instances: {
+        Instance: all.map((i) => ({
+          InstanceId: i.id,
+          InstanceType: i.type,
+          ZoneId: i.zoneId,
+          RegionId: this.regionId,
+          Status: 'Running',
+          VpcAttributes: { VSwitchId: i.vswitchId, VpcId: this.vswitches.get(i.vswitchId)?.vpcId ?? '' },
+        })),
+      },
+      TotalCount: all.length,
+      NextToken: '',
+    };
   }
 
   // ---- VPC ----
 
-  private vpc(action: string, p: Record<string, string>): Record<string, unknown> {
-    switch (action) {
-      case 'DescribeVSwitches': {
-        this.region(p);
-        const pageNumber = this.int(p, 'PageNumber', 1, 1, 1_000_000);
-        const pageSize = this.int(p, 'PageSize', 10, 1, 50);
-        const ids = (p['VSwitchId'] ?? '').split(',').filter(Boolean);
-        let all = [...this.vswitches.values()];
-        if (ids.length) all = all.filter((v) => ids.includes(v.id));
-        if (p['ZoneId']) all = all.filter((v) => v.zoneId === p['ZoneId']);
-        if (p['VpcId']) all = all.filter((v) => v.vpcId === p['VpcId']);
-        const page = all.slice((pageNumber - 1) * pageSize, pageNumber * pageSize);
-        return {
-          VSwitches: {
-            VSwitch: page.map((v) => ({
-              VSwitchId: v.id,
-              VpcId: v.vpcId,
-              ZoneId: v.zoneId,
-              CidrBlock: v.cidr,
-              ...(v.ipv6Cidr ? { Ipv6CidrBlock: v.ipv6Cidr } : {}),
-              AvailableIpAddressCount: this.freeCount(v),
-              Status: 'Available',
-              IsDefault: false,
-            })),
-          },
-          TotalCount: all.length,
-          PageNumber: pageNumber,
-          PageSize: pageSize,
-        };
-      }
-      default:
-        throw new ApiError(404, 'InvalidAction.NotFound', `Specified api is not found, please check your url and method: ${action}`);
-    }
+  private describeVSwitches(p: Params): Record<string, unknown> {
+    this.region(p);
+    const pageNumber = this.int(p, 'PageNumber', 1, 1, 1_000_000);
+    const pageSize = this.int(p, 'PageSize', 10, 1, 50);
+    const ids = (p['VSwitchId'] ?? '').split(',').filter(Boolean);
+    let all = [...this.vswitches.values()];
+    if (ids.length) all = all.filter((v) => ids.includes(v.id));
+    if (p['ZoneId']) all = all.filter((v) => v.zoneId === p['ZoneId']);
+    if (p['VpcId']) all = all.filter((v) => v.vpcId === p['VpcId']);
+    const page = all.slice((pageNumber - 1) * pageSize, pageNumber * pageSize);
+    return {
+      VSwitches: {
+        VSwitch: page.map((v) => ({
+          VSwitchId: v.id,
+          VpcId: v.vpcId,
+          ZoneId: v.zoneId,
+          CidrBlock: v.cidr,
+          ...(v.ipv6Cidr ? { Ipv6CidrBlock: v.ipv6Cidr } : {}),
+          AvailableIpAddressCount: this.freeCount(v),
+          Status: 'Available',
+          IsDefault: false,
+        })),
+      },
+      TotalCount: all.length,
+      PageNumber: pageNumber,
+      PageSize: pageSize,
+    };
   }
+}
+
+function missing(name: string): ApiError {
+  return new ApiError(
+    400,
+    'MissingParameter',
+    `The input parameter "${name}" that is mandatory for processing this request is not supplied.`,
+  );
+}
+
+function ipv6NotOn(v: FakeVSwitch): ApiError {
+  return new ApiError(403, 'InvalidVSwitch.Ipv6NotTurnOn', `The specified VSwitch "${v.id}" has no IPv6 CIDR block.`);
+}
+
+function invalidEniState(e: FakeEni): ApiError {
+  return new ApiError(
+    403,
+    'InvalidOperation.InvalidEniState',
+    `The current status of the ENI ${e.id} does not support this operation: ${e.status}`,
+  );
+}
+
+function requireEniState(e: FakeEni, ...allowed: EniStatus[]): void {
+  if (!allowed.includes(e.status)) throw invalidEniState(e);
+}
+
+/** PrivateIpAddress.N: each in the vSwitch's CIDR and free, all checked before any is taken. */
+function takeExplicitIps(v: FakeVSwitch, explicit: string[]): string[] {
+  for (const a of explicit) {
+    if (!ip.contains(v.cidr, a))
+      throw new ApiError(400, 'InvalidPrivateIpAddress.Malformed', `The IP ${a} is not in the vSwitch CIDR ${v.cidr}.`);
+    if (v.used.has(a)) throw new ApiError(400, 'InvalidIp.IpAssigned', `The IP ${a} is already assigned.`);
+  }
+  for (const a of explicit) v.used.add(a);
+  return explicit;
+}
+
+/** Ipv6Address.N: each in the vSwitch's IPv6 CIDR and free, all checked before any is taken; kept in canonical form. */
+function takeExplicitIpv6s(v: FakeVSwitch, ipv6Cidr: string, explicit: string[]): string[] {
+  for (const a of explicit) {
+    if (!ip.contains(ipv6Cidr, a))
+      throw new ApiError(400, 'InvalidIpv6Address.Malformed', `The IPv6 address ${a} is not in the vSwitch IPv6 CIDR ${ipv6Cidr}.`);
+    if (v.used6.has(ip.canonicalIp(a))) throw new ApiError(400, 'InvalidIp.IpAssigned', `The IPv6 address ${a} is already assigned.`);
+  }
+  const ips = explicit.map((a) => ip.canonicalIp(a));
+  for (const a of ips) v.used6.add(a);
+  return ips;
+}
+
+/** JSON answers carrying one request id; errors in the API's shape, anything unexpected as 500 InternalError. */
+function responder(res: http.ServerResponse): {
+  send: (status: number, obj: Record<string, unknown>) => void;
+  fail: (e: unknown) => void;
+} {
+  const requestId = randomBytes(16)
+    .toString('hex')
+    .toUpperCase()
+    .replace(/^(.{8})(.{4})(.{4})(.{4})/, '$1-$2-$3-$4-');
+  const send = (status: number, obj: Record<string, unknown>): void => {
+    const text = JSON.stringify({ RequestId: requestId, ...obj });
+    res.writeHead(status, { 'content-type': 'application/json;charset=utf-8', 'x-acs-request-id': requestId });
+    res.end(text);
+  };
+  const fail = (e: unknown): void => {
+    const err =
+      e instanceof ApiError
+        ? e
+        : new ApiError(
+            500,
+            'InternalError',
+            `The request processing has failed due to some unknown error. ${e instanceof Error ? e.message : ''}`,
+          );
+    send(err.status, {
+      HostId: 'ecs.aliyuncs.com',
+      Code: err.code,
+      Message: err.message,
+      Recommend: `https://api.aliyun.com/troubleshoot?q=${err.code}&product=Ecs`,
+    });
+  };
+  return { send, fail };
 }

@@ -96,23 +96,71 @@ export function ipVersionOf(address: string): '4' | '6' {
  */
 export function parseResult(raw: unknown, opts: ParseResultOptions = {}): Result {
   const field = opts.field ?? 'result';
-  const code = opts.code ?? CniCode.InvalidNetworkConfig;
+  const r = fieldReader(opts.code ?? CniCode.InvalidNetworkConfig);
+  const obj = decodeResult(raw, field);
+  if (!isObject(obj)) return r.bad(field, 'a JSON object', obj);
+  const out: Result = { cniVersion: resultVersion(r, obj, field, opts.version) };
+
+  const interfaces = r.array(obj.interfaces, `${field}.interfaces`);
+  if (interfaces) out.interfaces = interfaces.map((it, i) => parseInterface(r, it, `${field}.interfaces[${i}]`));
+  const ips = r.array(obj.ips, `${field}.ips`);
+  if (ips) {
+    const count = out.interfaces?.length ?? 0;
+    out.ips = ips.map((it, i) => parseIpConfig(r, it, `${field}.ips[${i}]`, count));
+  }
+  const routes = r.array(obj.routes, `${field}.routes`);
+  if (routes) out.routes = routes.map((it, i) => parseRoute(r, it, `${field}.routes[${i}]`));
+  if (!absent(obj.dns)) {
+    const dns = parseDns(r, obj.dns, `${field}.dns`);
+    if (Object.keys(dns).length > 0) out.dns = dns;
+  }
+  return out;
+}
+
+/**
+ * Typed reads of one field each; a wrong type throws `code` naming the field's
+ * path, the expected form and the value received. Absent (or null) reads as undefined.
+ */
+interface FieldReader {
+  bad(path: string, expected: string, got: unknown): never;
+  str(v: unknown, path: string): string | undefined;
+  uint(v: unknown, path: string): number | undefined;
+  strings(v: unknown, path: string): string[] | undefined;
+  array(v: unknown, path: string): unknown[] | undefined;
+}
+
+function fieldReader(code: number): FieldReader {
   const bad = (path: string, expected: string, got: unknown): never => {
     throw new CniError(code, `invalid ${path}`, `expected ${expected}, got ${describe(got)}`);
   };
+  return {
+    bad,
+    str: (v, path) => (absent(v) ? undefined : typeof v === 'string' ? v : bad(path, 'a string', v)),
+    uint: (v, path) =>
+      absent(v) ? undefined : Number.isSafeInteger(v) && (v as number) >= 0 ? (v as number) : bad(path, 'a non-negative integer', v),
+    strings: (v, path) => {
+      if (absent(v)) return undefined;
+      if (!Array.isArray(v)) return bad(path, 'an array of strings', v);
+      return v.map((s, i) => (typeof s === 'string' ? s : bad(`${path}[${i}]`, 'a string', s)));
+    },
+    array: (v, path) => (absent(v) ? undefined : Array.isArray(v) ? v : bad(path, 'an array', v)),
+  };
+}
 
-  let obj = raw;
-  if (typeof raw === 'string' || Buffer.isBuffer(raw)) {
-    try {
-      obj = JSON.parse(raw.toString());
-    } catch (err) {
-      throw new CniError(CniCode.DecodeFailure, `failed to decode ${field}`, (err as Error).message, { cause: err });
-    }
+/** A string or Buffer is JSON text (code 6 when it does not decode); anything else is taken as already decoded. */
+function decodeResult(raw: unknown, field: string): unknown {
+  if (typeof raw !== 'string' && !Buffer.isBuffer(raw)) return raw;
+  try {
+    return JSON.parse(raw.toString());
+  } catch (err) {
+    throw new CniError(CniCode.DecodeFailure, `failed to decode ${field}`, (err as Error).message, { cause: err });
   }
-  if (!isObject(obj)) return bad(field, 'a JSON object', obj);
+}
 
-  const version = opts.version ?? obj.cniVersion;
-  if (typeof version !== 'string') return bad(`${field}.cniVersion`, 'a version string', version);
+/** The version to read the result as (the caller's, else the result's own); code 1 when unsupported. */
+function resultVersion(r: FieldReader, obj: Json, field: string, asVersion: string | undefined): string {
+  const version = asVersion ?? obj.cniVersion;
+  if (typeof version !== 'string') return r.bad(`${field}.cniVersion`, 'a version string', version);
   if (!isSupportedVersion(version)) {
     throw new CniError(
       CniCode.IncompatibleVersion,
@@ -120,93 +168,65 @@ export function parseResult(raw: unknown, opts: ParseResultOptions = {}): Result
       `${field} is ${JSON.stringify(version)}, supported ${JSON.stringify(SUPPORTED_VERSIONS)}`,
     );
   }
+  return version;
+}
 
-  const out: Result = { cniVersion: version };
+function parseInterface(r: FieldReader, it: unknown, p: string): CniInterface {
+  if (!isObject(it)) return r.bad(p, 'an object', it);
+  if (typeof it.name !== 'string' || it.name === '') return r.bad(`${p}.name`, 'a non-empty string', it.name);
+  return prune<CniInterface>({
+    name: it.name,
+    mac: r.str(it.mac, `${p}.mac`),
+    mtu: r.uint(it.mtu, `${p}.mtu`),
+    sandbox: r.str(it.sandbox, `${p}.sandbox`),
+    socketPath: r.str(it.socketPath, `${p}.socketPath`),
+    pciID: r.str(it.pciID, `${p}.pciID`),
+  });
+}
 
-  const str = (v: unknown, path: string): string | undefined =>
-    absent(v) ? undefined : typeof v === 'string' ? v : bad(path, 'a string', v);
-  const uint = (v: unknown, path: string): number | undefined =>
-    absent(v) ? undefined : Number.isSafeInteger(v) && (v as number) >= 0 ? (v as number) : bad(path, 'a non-negative integer', v);
-  const strings = (v: unknown, path: string): string[] | undefined => {
-    if (absent(v)) return undefined;
-    if (!Array.isArray(v)) return bad(path, 'an array of strings', v);
-    return v.map((s, i) => (typeof s === 'string' ? s : bad(`${path}[${i}]`, 'a string', s)));
-  };
-  const array = (v: unknown, path: string): unknown[] | undefined =>
-    absent(v) ? undefined : Array.isArray(v) ? v : bad(path, 'an array', v);
-
-  const interfaces = array(obj.interfaces, `${field}.interfaces`);
-  if (interfaces) {
-    out.interfaces = interfaces.map((it, i) => {
-      const p = `${field}.interfaces[${i}]`;
-      if (!isObject(it)) return bad(p, 'an object', it);
-      if (typeof it.name !== 'string' || it.name === '') return bad(`${p}.name`, 'a non-empty string', it.name);
-      return prune<CniInterface>({
-        name: it.name,
-        mac: str(it.mac, `${p}.mac`),
-        mtu: uint(it.mtu, `${p}.mtu`),
-        sandbox: str(it.sandbox, `${p}.sandbox`),
-        socketPath: str(it.socketPath, `${p}.socketPath`),
-        pciID: str(it.pciID, `${p}.pciID`),
-      });
-    });
+/** `interfaceCount`: how many interfaces the result lists (an ip's `interface` indexes into them). */
+function parseIpConfig(r: FieldReader, it: unknown, p: string, interfaceCount: number): CniIpConfig {
+  if (!isObject(it)) return r.bad(p, 'an object', it);
+  if (typeof it.address !== 'string' || !isValidCidr(it.address))
+    return r.bad(`${p}.address`, 'an address in CIDR form like "10.1.0.5/24"', it.address);
+  const family = ipVersionOf(it.address);
+  const gateway = r.str(it.gateway, `${p}.gateway`);
+  if (gateway !== undefined && (!isValidIp(gateway) || ipVersionOf(gateway) !== family)) {
+    r.bad(`${p}.gateway`, `an IPv${family} address`, gateway);
   }
-
-  const ips = array(obj.ips, `${field}.ips`);
-  if (ips) {
-    const count = out.interfaces?.length ?? 0;
-    out.ips = ips.map((it, i) => {
-      const p = `${field}.ips[${i}]`;
-      if (!isObject(it)) return bad(p, 'an object', it);
-      if (typeof it.address !== 'string' || !isValidCidr(it.address))
-        return bad(`${p}.address`, 'an address in CIDR form like "10.1.0.5/24"', it.address);
-      const family = ipVersionOf(it.address);
-      const gateway = str(it.gateway, `${p}.gateway`);
-      if (gateway !== undefined && (!isValidIp(gateway) || ipVersionOf(gateway) !== family)) {
-        bad(`${p}.gateway`, `an IPv${family} address`, gateway);
-      }
-      // 0.x results carry the family twice; a contradiction means the producer is broken.
-      if (!absent(it.version) && it.version !== family) bad(`${p}.version`, `"${family}" (the family of ${it.address})`, it.version);
-      const index = uint(it.interface, `${p}.interface`);
-      if (index !== undefined && index >= count) {
-        bad(`${p}.interface`, `an index into interfaces (${count} entries)`, index);
-      }
-      return prune<CniIpConfig>({ address: it.address, gateway, interface: index });
-    });
+  // 0.x results carry the family twice; a contradiction means the producer is broken.
+  if (!absent(it.version) && it.version !== family) r.bad(`${p}.version`, `"${family}" (the family of ${it.address})`, it.version);
+  const index = r.uint(it.interface, `${p}.interface`);
+  if (index !== undefined && index >= interfaceCount) {
+    r.bad(`${p}.interface`, `an index into interfaces (${interfaceCount} entries)`, index);
   }
+  return prune<CniIpConfig>({ address: it.address, gateway, interface: index });
+}
 
-  const routes = array(obj.routes, `${field}.routes`);
-  if (routes) {
-    out.routes = routes.map((it, i) => {
-      const p = `${field}.routes[${i}]`;
-      if (!isObject(it)) return bad(p, 'an object', it);
-      if (typeof it.dst !== 'string' || !isValidCidr(it.dst)) return bad(`${p}.dst`, 'a CIDR like "0.0.0.0/0"', it.dst);
-      const gw = str(it.gw, `${p}.gw`);
-      if (gw !== undefined && !isValidIp(gw)) bad(`${p}.gw`, 'an IP address', gw);
-      return prune<CniRoute>({
-        dst: it.dst,
-        gw,
-        mtu: uint(it.mtu, `${p}.mtu`),
-        advmss: uint(it.advmss, `${p}.advmss`),
-        priority: uint(it.priority, `${p}.priority`),
-        table: uint(it.table, `${p}.table`),
-        scope: uint(it.scope, `${p}.scope`),
-      });
-    });
-  }
+function parseRoute(r: FieldReader, it: unknown, p: string): CniRoute {
+  if (!isObject(it)) return r.bad(p, 'an object', it);
+  if (typeof it.dst !== 'string' || !isValidCidr(it.dst)) return r.bad(`${p}.dst`, 'a CIDR like "0.0.0.0/0"', it.dst);
+  const gw = r.str(it.gw, `${p}.gw`);
+  if (gw !== undefined && !isValidIp(gw)) r.bad(`${p}.gw`, 'an IP address', gw);
+  return prune<CniRoute>({
+    dst: it.dst,
+    gw,
+    mtu: r.uint(it.mtu, `${p}.mtu`),
+    advmss: r.uint(it.advmss, `${p}.advmss`),
+    priority: r.uint(it.priority, `${p}.priority`),
+    table: r.uint(it.table, `${p}.table`),
+    scope: r.uint(it.scope, `${p}.scope`),
+  });
+}
 
-  if (!absent(obj.dns)) {
-    const d = obj.dns;
-    if (!isObject(d)) return bad(`${field}.dns`, 'an object', d);
-    const dns = prune<CniDns>({
-      nameservers: strings(d.nameservers, `${field}.dns.nameservers`),
-      domain: str(d.domain, `${field}.dns.domain`),
-      search: strings(d.search, `${field}.dns.search`),
-      options: strings(d.options, `${field}.dns.options`),
-    });
-    if (Object.keys(dns).length > 0) out.dns = dns;
-  }
-  return out;
+function parseDns(r: FieldReader, d: unknown, p: string): CniDns {
+  if (!isObject(d)) return r.bad(p, 'an object', d);
+  return prune<CniDns>({
+    nameservers: r.strings(d.nameservers, `${p}.nameservers`),
+    domain: r.str(d.domain, `${p}.domain`),
+    search: r.strings(d.search, `${p}.search`),
+    options: r.strings(d.options, `${p}.options`),
+  });
 }
 
 /**

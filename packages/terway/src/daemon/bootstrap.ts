@@ -7,8 +7,8 @@
  * netns was destroyed without CNI DEL) are released, and the datapath repaired.
  */
 import { hostNetns, link, type Netns } from '@cnikit/netlib';
-import { AliyunEniCloud, memberEniQuota } from '../cloud/aliyun';
-import { fetchInstanceMeta, fetchIpv6Gateway, METADATA_URL } from '../cloud/metadata';
+import { AliyunEniCloud, memberEniQuota, type EniView, type InstanceQuota } from '../cloud/aliyun';
+import { fetchInstanceMeta, fetchIpv6Gateway, METADATA_URL, type InstanceMeta } from '../cloud/metadata';
 import { realClock, type Clock } from '../clock';
 import { hostVethName, repair, type LivePod } from '../datapath/eniip-veth';
 import { repairIpvlan } from '../datapath/eniip-ipvlan';
@@ -16,7 +16,7 @@ import { ipvlanLeaseGc } from './ipvlan-gc';
 import { watchEniConfigMap, type EniConfigWatch } from './eni-config-watch';
 import type { HealthServer, KubeTransport } from '@cnikit/kube';
 import { TerwayMetrics } from './metrics';
-import { DualStackSource, EniIpPool, parsePoolConfig, type EniInfo, type PoolConfig } from '../pool';
+import { DualStackSource, EniIpPool, parsePoolConfig, type EniInfo, type EniQuota, type PoolConfig } from '../pool';
 import { ENI_RESOURCE, EniDevicePlugin, MEMBER_ENI_RESOURCE } from '../deviceplugin/plugin';
 import { ensureTrunkEni } from './trunk';
 import { TerwayDaemon, type PodSource } from './daemon';
@@ -24,6 +24,8 @@ import { ExclusiveEniAllocator } from './exclusive';
 import { VpcRouteAllocator } from './vpc-route';
 import { TerwayServer } from './server';
 import { LeaseStore } from './store';
+
+type Log = (msg: string, fields?: Record<string, unknown>) => void;
 
 export interface TerwaydOptions {
   /** The `eni_conf` JSON of the eni-config ConfigMap (anchor keys, plus access_key/access_secret). */
@@ -49,7 +51,7 @@ export interface TerwaydOptions {
   configMap?: { transport: KubeTransport; namespace: string; name: string; cniConfDir?: string; initialCniConf?: string };
   /** Serve Prometheus metrics on host:port (/metrics); the metrics are collected either way. */
   metricsAddress?: string;
-  log?: (msg: string, fields?: Record<string, unknown>) => void;
+  log?: Log;
 }
 
 export interface Terwayd {
@@ -72,25 +74,79 @@ export interface Terwayd {
 
 export async function startTerwayd(o: TerwaydOptions): Promise<Terwayd> {
   const log = o.log ?? (() => undefined);
+  const inst = await discoverInstance(o, log);
+  const { config, meta, metrics, cloud, instQuota, clock, hostNs, trunk, quota } = inst;
+  const { pool, dual } = newPool({ o, config, quota, cloud, clock, meta, metadataUrl: inst.metadataUrl, log });
+  const exclusive =
+    o.mode === 'ENIOnly'
+      ? new ExclusiveEniAllocator({ cloud, config, quota, zone: meta.zoneId, defaultVSwitches: [meta.vswitchId] })
+      : undefined;
+  const store = new LeaseStore(o.stateFile);
+  await restoreLeases({ cloud, store, pool, dual, exclusive, views: inst.allViews, log });
+
+  // ipvlan L2 pods have no host veth and no policy rules: their repair is of the host slaves'
+  // /32 routes and of slaves no pod uses any more; their GC looks into the pods' netns.
+  const ipvlan = !exclusive && config.virtualType === 'ipvlan';
+  const doRepair = datapathRepair({ exclusive: !!exclusive, ipvlan, hostNs, livePods: livePodsOf(exclusive, dual ?? pool), metrics, log });
+  await doRepair();
+
+  const { daemon, server } = await serveDaemon(o, config, store, exclusive ?? dual ?? pool, metrics, log);
+  if (!exclusive) {
+    pool.start();
+    metrics.watchPool(pool);
+  }
+  const plugins = await startDevicePlugins(o.devicePluginDir, quota.eniQuantity, trunk ? memberEniQuota(instQuota) : undefined);
+
+  const gcOnce = leaseGc({ daemon, clock, hostNs, mode: exclusive ? 'eni' : ipvlan ? 'ipvlan' : 'veth', metrics, doRepair, log });
+  const stopGc = startGcLoop(clock, o.gcIntervalMs, gcOnce);
+  const metricsServer = o.metricsAddress ? await metrics.serve(o.metricsAddress) : undefined;
+  const configWatch = o.configMap ? await watchConfig(o, o.configMap, exclusive ?? pool, daemon, log) : undefined;
+  return {
+    daemon,
+    pool,
+    get config() {
+      return exclusive ? config : pool.config;
+    },
+    gcOnce,
+    ...plugins,
+    trunkEniId: trunk?.eniId,
+    configWatch,
+    metrics,
+    metricsServer,
+    async stop() {
+      stopGc();
+      await configWatch?.stop();
+      await metricsServer?.close();
+      await plugins.devicePlugin?.stop();
+      await plugins.memberDevicePlugin?.stop();
+      pool.stop();
+      await server.stop();
+    },
+  };
+}
+
+/** Everything start-up learns from the metadata service and the cloud before anything local is touched. */
+async function discoverInstance(
+  o: TerwaydOptions,
+  log: Log,
+): Promise<{
+  config: PoolConfig;
+  metadataUrl: string;
+  meta: InstanceMeta;
+  metrics: TerwayMetrics;
+  cloud: AliyunEniCloud;
+  instQuota: InstanceQuota;
+  clock: Clock;
+  hostNs: Netns;
+  allViews: EniView[];
+  trunk: { eniId: string } | undefined;
+  quota: EniQuota;
+}> {
   const config = parsePoolConfig(o.eniConf);
   const metadataUrl = o.metadataUrl ?? METADATA_URL;
   const meta = await fetchInstanceMeta(metadataUrl);
-  // Set once the pool (whose events it follows) exists.
-  let dual: DualStackSource | undefined;
-  const accessKeyId = o.accessKeyId ?? (o.eniConf['access_key'] as string | undefined) ?? process.env['ALIBABA_CLOUD_ACCESS_KEY_ID'] ?? '';
-  const accessKeySecret =
-    o.accessKeySecret ?? (o.eniConf['access_secret'] as string | undefined) ?? process.env['ALIBABA_CLOUD_ACCESS_KEY_SECRET'] ?? '';
   const metrics = new TerwayMetrics();
-  const cloud = new AliyunEniCloud({
-    onCall: (api, ms, error) => metrics.openApiLatency.observe({ api, error }, ms),
-    regionId: meta.regionId,
-    instanceId: meta.instanceId,
-    accessKeyId,
-    accessKeySecret,
-    ...(o.ecsEndpoint ? { ecsEndpoint: o.ecsEndpoint } : {}),
-    ...(o.vpcEndpoint ? { vpcEndpoint: o.vpcEndpoint } : {}),
-    ...(o.protocol ? { protocol: o.protocol } : {}),
-  });
+  const cloud = newCloudClient(o, meta, metrics);
   const instQuota = await cloud.instanceQuota(meta.instanceType);
   const clock = o.clock ?? realClock;
   const hostNs = o.hostNs ?? hostNetns();
@@ -107,76 +163,153 @@ export async function startTerwayd(o: TerwaydOptions): Promise<Terwayd> {
   });
   // The trunk ENI takes one of the instance's EniQuantity slots: the pool and exclusive ENIs get the rest.
   const quota = { eniQuantity: instQuota.eniQuantity - (trunk ? 1 : 0), ipsPerEni: instQuota.ipsPerEni };
+  return { config, metadataUrl, meta, metrics, cloud, instQuota, clock, hostNs, allViews, trunk, quota };
+}
+
+/**
+ * One GC pass: release the leases of pods gone without DEL (ipvlan pods have no host veth, so the
+ * veth-based GC would free live pods' IPs: they are looked for in their netns), then repair the datapath.
+ */
+function leaseGc(a: {
+  daemon: TerwayDaemon;
+  clock: Clock;
+  hostNs: Netns;
+  mode: 'eni' | 'ipvlan' | 'veth';
+  metrics: TerwayMetrics;
+  doRepair: () => Promise<void>;
+  log: Log;
+}): () => Promise<string[]> {
+  const gcLeases = a.mode === 'ipvlan' ? ipvlanLeaseGc(a.daemon, a.clock, a.log) : vethLeaseGc(a.daemon, a.hostNs, a.clock, a.log, false);
+  return async () => {
+    const gone = await gcLeases();
+    if (gone.length) a.metrics.gcReleased.inc({ mode: a.mode }, gone.length);
+    await a.doRepair();
+    return gone;
+  };
+}
+
+/** The ECS/VPC client: keys from the options, else eni_conf, else the SDK's environment variables; every call timed. */
+function newCloudClient(o: TerwaydOptions, meta: InstanceMeta, metrics: TerwayMetrics): AliyunEniCloud {
+  const accessKeyId = o.accessKeyId ?? (o.eniConf['access_key'] as string | undefined) ?? process.env['ALIBABA_CLOUD_ACCESS_KEY_ID'] ?? '';
+  const accessKeySecret =
+    o.accessKeySecret ?? (o.eniConf['access_secret'] as string | undefined) ?? process.env['ALIBABA_CLOUD_ACCESS_KEY_SECRET'] ?? '';
+  return new AliyunEniCloud({
+    onCall: (api, ms, error) => metrics.openApiLatency.observe({ api, error }, ms),
+    regionId: meta.regionId,
+    instanceId: meta.instanceId,
+    accessKeyId,
+    accessKeySecret,
+    ...(o.ecsEndpoint ? { ecsEndpoint: o.ecsEndpoint } : {}),
+    ...(o.vpcEndpoint ? { vpcEndpoint: o.vpcEndpoint } : {}),
+    ...(o.protocol ? { protocol: o.protocol } : {}),
+  });
+}
+
+/** The IPv4 pool of secondary IPs, and with ip_stack dual the IPv6 source that follows it per ENI (see pool/dual-stack.ts). */
+function newPool(a: {
+  o: TerwaydOptions;
+  config: PoolConfig;
+  quota: EniQuota;
+  cloud: AliyunEniCloud;
+  clock: Clock;
+  meta: InstanceMeta;
+  metadataUrl: string;
+  log: Log;
+}): { pool: EniIpPool; dual: DualStackSource | undefined } {
+  const { config, cloud, log } = a;
+  // Set once the pool (whose events it follows) exists.
+  let dual: DualStackSource | undefined;
   const pool = new EniIpPool({
     config,
-    quota,
+    quota: a.quota,
     cloud,
-    clock,
-    zone: meta.zoneId,
-    defaultVSwitches: [meta.vswitchId],
+    clock: a.clock,
+    zone: a.meta.zoneId,
+    defaultVSwitches: [a.meta.vswitchId],
     onEvent: (e) => {
       log('pool', { ...e });
       dual?.onPoolEvent(e);
     },
   });
-  // ip_stack dual: IPv6 follows the IPv4 pool per ENI (see pool/dual-stack.ts).
   dual =
-    config.ipStack === 'dual' && o.mode !== 'ENIOnly'
-      ? new DualStackSource({ pool, cloud, gateway6: (mac) => fetchIpv6Gateway(metadataUrl, mac), log })
+    config.ipStack === 'dual' && a.o.mode !== 'ENIOnly'
+      ? new DualStackSource({ pool, cloud, gateway6: (mac) => fetchIpv6Gateway(a.metadataUrl, mac), log })
       : undefined;
+  return { pool, dual };
+}
 
-  // Reconcile: cloud ENIs, local leases, kernel.
-  const views = allViews.filter((e) => e.type === 'Secondary' && e.status === 'InUse');
+/**
+ * Reconciles the cloud's InUse secondary ENIs with the stored leases: a lease is kept only when its IP is
+ * still on one of those ENIs. In ENIOnly mode an ENI no kept lease holds leaked and is deleted.
+ */
+async function restoreLeases(a: {
+  cloud: AliyunEniCloud;
+  store: LeaseStore;
+  pool: EniIpPool;
+  dual: DualStackSource | undefined;
+  exclusive: ExclusiveEniAllocator | undefined;
+  views: EniView[];
+  log: Log;
+}): Promise<void> {
+  const { cloud, log } = a;
+  const views = a.views.filter((e) => e.type === 'Secondary' && e.status === 'InUse');
   const enis: EniInfo[] = [];
   for (const v of views) enis.push(await cloud.eniInfo(v));
-  const store = new LeaseStore(o.stateFile);
   const onEni = new Map<string, EniInfo>();
-  for (const e of enis) for (const a of e.ips) onEni.set(a, e);
-  const stored = store.load();
+  for (const e of enis) for (const ip of e.ips) onEni.set(ip, e);
+  const stored = a.store.load();
   const kept = stored.filter((l) => onEni.has(l.ip));
-  const exclusive =
-    o.mode === 'ENIOnly'
-      ? new ExclusiveEniAllocator({ cloud, config, quota, zone: meta.zoneId, defaultVSwitches: [meta.vswitchId] })
-      : undefined;
-  if (exclusive) {
+  if (a.exclusive) {
     // Whole ENIs: a stored lease keeps its ENI; an ENI nobody holds leaked (pod gone while terwayd was down).
-    const leaked = exclusive.restore(
+    const leaked = a.exclusive.restore(
       enis,
       kept.map((l) => ({ key: l.key, eniId: l.eniId })),
     );
     for (const id of leaked)
       await cloud.deleteEni(id).catch((e: unknown) => log('delete leaked ENI failed', { eni: id, error: String(e) }));
     log('restored', { mode: 'ENIOnly', enis: enis.length, leases: kept.length, leakedDeleted: leaked.length });
-  } else {
-    pool.restore(
-      enis,
-      kept.map((l) => ({ key: l.key, ip: l.ip })),
-    );
-    await dual?.restore(
-      enis,
-      kept.map((l) => ({ key: l.key, eniId: l.eniId, ...(l.ip6 ? { ip6: l.ip6 } : {}) })),
-    );
-    log('restored', { enis: enis.length, leases: kept.length, dropped: stored.length - kept.length });
+    return;
   }
+  a.pool.restore(
+    enis,
+    kept.map((l) => ({ key: l.key, ip: l.ip })),
+  );
+  await a.dual?.restore(
+    enis,
+    kept.map((l) => ({ key: l.key, eniId: l.eniId, ...(l.ip6 ? { ip6: l.ip6 } : {}) })),
+  );
+  log('restored', { enis: enis.length, leases: kept.length, dropped: stored.length - kept.length });
+}
 
-  const livePods = (): LivePod[] =>
+/** The pods the datapath must serve, from the pool's leases (none in ENIOnly mode: no policy routing there). */
+function livePodsOf(exclusive: ExclusiveEniAllocator | undefined, source: EniIpPool | DualStackSource): () => LivePod[] {
+  return () =>
     exclusive
       ? []
-      : (dual ?? pool).leases().flatMap(({ key, lease, reservedUntil }) => {
+      : source.leases().flatMap(({ key, lease, reservedUntil }) => {
           if (reservedUntil !== undefined) return [];
           const [ns, name] = key.split('/');
           const v6 = lease.ip6 && lease.gateway6 ? { ip6: lease.ip6, gateway6: lease.gateway6 } : {};
           return ns && name ? [{ podNamespace: ns, podName: name, ip: lease.ip, eniMac: lease.mac, gateway: lease.gateway, ...v6 }] : [];
         });
-  // ipvlan L2 pods have no host veth and no policy rules: their repair is of the host slaves'
-  // /32 routes and of slaves no pod uses any more; their GC looks into the pods' netns.
-  const ipvlan = !exclusive && config.virtualType === 'ipvlan';
+}
+
+/** Repairs the kernel's rules and routes for the live pods (at start-up and after each GC); a failure is logged, not thrown. */
+function datapathRepair(a: {
+  exclusive: boolean;
+  ipvlan: boolean;
+  hostNs: Netns;
+  livePods: () => LivePod[];
+  metrics: TerwayMetrics;
+  log: Log;
+}): () => Promise<void> {
+  const { hostNs, livePods, log } = a;
   const countRepairs = (rep: Record<string, unknown[]>): void => {
-    for (const [kind, list] of Object.entries(rep)) if (list.length) metrics.repairs.inc({ kind }, list.length);
+    for (const [kind, list] of Object.entries(rep)) if (list.length) a.metrics.repairs.inc({ kind }, list.length);
   };
-  const doRepair = async (): Promise<void> => {
-    if (exclusive) return; // no policy routing in this mode
-    if (ipvlan) {
+  return async () => {
+    if (a.exclusive) return; // no policy routing in this mode
+    if (a.ipvlan) {
       const rep = await repairIpvlan(
         hostNs,
         livePods().map((p) => ({ ip: p.ip, eniMac: p.eniMac })),
@@ -197,84 +330,66 @@ export async function startTerwayd(o: TerwaydOptions): Promise<Terwayd> {
         routesRemoved: rep.routesRemoved,
       });
   };
-  await doRepair();
+}
 
+/** The daemon over the mode's address source (ENIOnly: whole ENIs, typed TypeVPCENI), served on the gRPC socket. */
+async function serveDaemon(
+  o: TerwaydOptions,
+  config: PoolConfig,
+  store: LeaseStore,
+  source: ExclusiveEniAllocator | DualStackSource | EniIpPool,
+  metrics: TerwayMetrics,
+  log: Log,
+): Promise<{ daemon: TerwayDaemon; server: TerwayServer }> {
   const daemon = new TerwayDaemon({
-    pool: exclusive ?? dual ?? pool,
+    pool: source,
     store,
-    ...(exclusive ? { ipType: 'TypeVPCENI' as const } : {}),
+    ...(source instanceof ExclusiveEniAllocator ? { ipType: 'TypeVPCENI' as const } : {}),
     ...(o.pods ? { pods: o.pods } : {}),
     ...(config.serviceCidr ? { serviceCidr: config.serviceCidr } : {}),
     log,
   });
   const server = new TerwayServer(daemon, o.socket, (method, ms, error) => metrics.rpcLatency.observe({ method, error }, ms));
   await server.start();
-  if (!exclusive) {
-    pool.start();
-    metrics.watchPool(pool);
-  }
-  let devicePlugin: EniDevicePlugin | undefined;
-  let memberDevicePlugin: EniDevicePlugin | undefined;
-  if (o.devicePluginDir) {
-    devicePlugin = new EniDevicePlugin({ resourceName: ENI_RESOURCE, dir: o.devicePluginDir, count: Math.max(0, quota.eniQuantity - 1) });
-    await devicePlugin.start();
-    if (trunk) {
-      // Member ENIs ride on the trunk: their quota is EniTotalQuantity - EniQuantity, apart from aliyun/eni's.
-      memberDevicePlugin = new EniDevicePlugin({
-        resourceName: MEMBER_ENI_RESOURCE,
-        dir: o.devicePluginDir,
-        count: memberEniQuota(instQuota),
-      });
-      await memberDevicePlugin.start();
-    }
-  }
+  return { daemon, server };
+}
 
-  // ipvlan pods have no host veth: the veth-based GC would free live pods' IPs.
-  const gcLeases = ipvlan ? ipvlanLeaseGc(daemon, clock, log) : vethLeaseGc(daemon, hostNs, clock, log, false);
-  const gcOnce = async (): Promise<string[]> => {
-    const gone = await gcLeases();
-    if (gone.length) metrics.gcReleased.inc({ mode: exclusive ? 'eni' : ipvlan ? 'ipvlan' : 'veth' }, gone.length);
-    await doRepair();
-    return gone;
-  };
-  const stopGc = startGcLoop(clock, o.gcIntervalMs, gcOnce);
-  const metricsServer = o.metricsAddress ? await metrics.serve(o.metricsAddress) : undefined;
-  let configWatch: EniConfigWatch | undefined;
-  if (o.configMap) {
-    configWatch = await watchEniConfigMap({
-      ...o.configMap,
-      initial: o.eniConf,
-      apply: (next) => {
-        if (exclusive) exclusive.updateConfig(next);
-        else pool.updateConfig(next);
-        daemon.setServiceCidr(next.serviceCidr);
-      },
-      log,
-    });
-  }
-  return {
-    daemon,
-    pool,
-    get config() {
-      return exclusive ? config : pool.config;
+/**
+ * `aliyun/eni` with the ENI quota (the primary ENI excluded) when the kubelet's device-plugin directory is given,
+ * and `aliyun/member-eni` beside it when there is a trunk (`memberQuota`).
+ */
+async function startDevicePlugins(
+  dir: string | undefined,
+  eniQuantity: number,
+  memberQuota: number | undefined,
+): Promise<{ devicePlugin: EniDevicePlugin | undefined; memberDevicePlugin: EniDevicePlugin | undefined }> {
+  if (!dir) return { devicePlugin: undefined, memberDevicePlugin: undefined };
+  const devicePlugin = new EniDevicePlugin({ resourceName: ENI_RESOURCE, dir, count: Math.max(0, eniQuantity - 1) });
+  await devicePlugin.start();
+  if (memberQuota === undefined) return { devicePlugin, memberDevicePlugin: undefined };
+  // Member ENIs ride on the trunk: their quota is EniTotalQuantity - EniQuantity, apart from aliyun/eni's.
+  const memberDevicePlugin = new EniDevicePlugin({ resourceName: MEMBER_ENI_RESOURCE, dir, count: memberQuota });
+  await memberDevicePlugin.start();
+  return { devicePlugin, memberDevicePlugin };
+}
+
+/** Live eni-config changes go to whichever allocator serves the mode, and the service CIDR to the daemon. */
+function watchConfig(
+  o: TerwaydOptions,
+  configMap: NonNullable<TerwaydOptions['configMap']>,
+  allocator: { updateConfig(next: PoolConfig): void },
+  daemon: TerwayDaemon,
+  log: Log,
+): Promise<EniConfigWatch> {
+  return watchEniConfigMap({
+    ...configMap,
+    initial: o.eniConf,
+    apply: (next) => {
+      allocator.updateConfig(next);
+      daemon.setServiceCidr(next.serviceCidr);
     },
-    gcOnce,
-    devicePlugin,
-    memberDevicePlugin,
-    trunkEniId: trunk?.eniId,
-    configWatch,
-    metrics,
-    metricsServer,
-    async stop() {
-      stopGc();
-      await configWatch?.stop();
-      await metricsServer?.close();
-      await devicePlugin?.stop();
-      await memberDevicePlugin?.stop();
-      pool.stop();
-      await server.stop();
-    },
-  };
+    log,
+  });
 }
 
 export interface VpcRouteTerwaydOptions {
@@ -287,7 +402,7 @@ export interface VpcRouteTerwaydOptions {
   clock?: Clock;
   hostNs?: Netns;
   gcIntervalMs?: number;
-  log?: (msg: string, fields?: Record<string, unknown>) => void;
+  log?: Log;
 }
 
 export interface VpcRouteTerwayd {
@@ -339,13 +454,7 @@ export async function startVpcRouteTerwayd(o: VpcRouteTerwaydOptions): Promise<V
  * Leases younger than a minute are left alone (an ADD may be between AllocIP and the veth).
  * With `keepAll` (modes without a host veth) nothing is released.
  */
-function vethLeaseGc(
-  daemon: TerwayDaemon,
-  hostNs: Netns,
-  clock: Clock,
-  log: (msg: string, fields?: Record<string, unknown>) => void,
-  keepAll: boolean,
-): () => Promise<string[]> {
+function vethLeaseGc(daemon: TerwayDaemon, hostNs: Netns, clock: Clock, log: Log, keepAll: boolean): () => Promise<string[]> {
   const firstSeen = new Map<string, number>();
   return async () => {
     const names = new Set((await link.list(hostNs)).map((l) => l.name));
