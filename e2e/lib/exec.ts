@@ -83,4 +83,5 @@ export async function runOk(argv: readonly string[], opts: RunOptions = {}): Pro
   return (await run(argv, { ...opts, check: true })).stdout;
 }
 
-export const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
+// the repository's one sleep (docs/conventions.md)
+export { sleep } from '@cnikit/netlib/retry';

@@ -1,6 +1,6 @@
 /**
  * Pod IP live migration. The destination pod carries live.cast.ai/ip (the IP it wants) and
- * live.cast.ai/original-instance (the VM the IP is attached to). Unlike the anchor, the claim is verified
+ * live.cast.ai/original-instance (the VM the IP is attached to). Unlike CAST AI's gcp-cni, the claim is verified
  * against the API server before anything moves:
  *   - the IP is a valid host address of this pool, and allocated;
  *   - the allocation sits on the named instance, in the destination pod's namespace;

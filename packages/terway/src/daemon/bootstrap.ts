@@ -1,5 +1,5 @@
 /**
- * terwayd start-up, in the anchor's order: metadata -> ENI quota of the
+ * terwayd start-up, in Terway's order: metadata -> ENI quota of the
  * instance type -> the instance's secondary ENIs from the cloud -> local
  * leases (kept only when their IP is still on one of those ENIs) -> kernel
  * repair of rules and routes for the surviving leases -> pool and gRPC server.
@@ -28,7 +28,7 @@ import { LeaseStore } from './store';
 type Log = (msg: string, fields?: Record<string, unknown>) => void;
 
 export interface TerwaydOptions {
-  /** The `eni_conf` JSON of the eni-config ConfigMap (anchor keys, plus access_key/access_secret). */
+  /** The `eni_conf` JSON of the eni-config ConfigMap (Terway's keys, plus access_key/access_secret). */
   eniConf: Record<string, unknown>;
   socket: string;
   stateFile: string;
