@@ -37,6 +37,7 @@ module.exports = {
   moduleNameMapper: {
     '^@cnikit/netlib$': path.join(__dirname, 'packages/netlib/src/index.ts'),
     '^@cnikit/meta$': path.join(__dirname, 'packages/meta/src/index.ts'),
+    '^@cnikit/unary-grpc$': path.join(__dirname, 'packages/unary-grpc/src/index.ts'),
     '^@cnikit/kube$': path.join(__dirname, 'packages/kube/src/index.ts'),
     '^@cnikit/terway$': path.join(__dirname, 'packages/terway/src/index.ts'),
     '^@cnikit/terway/cni-plugin$': path.join(__dirname, 'packages/terway/src/cni/plugin.ts'),
