@@ -3,14 +3,7 @@
  * requests it encodes decode on the server as sent, and replies the server encodes decode here to the
  * very objects proto-loader makes of them, defaults and absent messages included.
  */
-import {
-  decodeAllocIPReply,
-  decodeEventReply,
-  decodeGetInfoReply,
-  decodeReleaseIPReply,
-  encodeEventRequest,
-  encodePodRef,
-} from '../src/rpc/codec';
+import * as codec from '../src/rpc/codec';
 import { terwayService } from '../src/rpc/service';
 import type { AllocIPReply, GetInfoReply, NetConf, PodRef } from '../src/rpc/proto';
 
@@ -46,13 +39,16 @@ function both<T>(method: string, rep: unknown, ours: (b: Buffer) => T): { ours: 
 
 describe('rpc.TerwayBackend codec vs proto-loader', () => {
   it('requests: PodRef (AllocIP, GetIPInfo), ReleaseIP with Reason, RecordEvent with enums', () => {
-    expect(service['AllocIP']!.requestDeserialize(encodePodRef(ref))).toEqual(ref);
-    expect(service['GetIPInfo']!.requestDeserialize(encodePodRef({ ...ref, Netns: '', IfName: '' }))).toEqual({
+    expect(service['AllocIP']!.requestDeserialize(codec.encodePodRef(ref))).toEqual(ref);
+    expect(service['GetIPInfo']!.requestDeserialize(codec.encodePodRef({ ...ref, Netns: '', IfName: '' }))).toEqual({
       ...ref,
       Netns: '',
       IfName: '',
     });
-    expect(service['ReleaseIP']!.requestDeserialize(encodePodRef({ ...ref, Reason: 'cni del' }))).toEqual({ ...ref, Reason: 'cni del' });
+    expect(service['ReleaseIP']!.requestDeserialize(codec.encodePodRef({ ...ref, Reason: 'cni del' }))).toEqual({
+      ...ref,
+      Reason: 'cni del',
+    });
     const event = {
       EventTarget: 'EventTargetPod',
       K8sPodName: 'p',
@@ -61,7 +57,7 @@ describe('rpc.TerwayBackend codec vs proto-loader', () => {
       Reason: 'r',
       Message: 'ü',
     };
-    expect(service['RecordEvent']!.requestDeserialize(encodeEventRequest(event))).toEqual(event);
+    expect(service['RecordEvent']!.requestDeserialize(codec.encodeEventRequest(event))).toEqual(event);
   });
 
   it('AllocIPReply with every field set, several NetConfs, a 64-bit rate', () => {
@@ -72,7 +68,7 @@ describe('rpc.TerwayBackend codec vs proto-loader', () => {
       IPv6: true,
       NetConfs: [fullNetConf, { ...fullNetConf, IfName: 'eth1' }],
     };
-    const r = both('AllocIP', rep, decodeAllocIPReply);
+    const r = both('AllocIP', rep, codec.decodeAllocIPReply);
     expect(r.ours).toEqual(r.protoLoader);
     expect(r.ours).toEqual(rep);
   });
@@ -80,7 +76,7 @@ describe('rpc.TerwayBackend codec vs proto-loader', () => {
   it('GetInfoReply with messages left out: null as proto-loader gives them', () => {
     const sparse = { BasicInfo: { PodIP: ipSet('192.168.0.10') }, ENIInfo: { MAC: 'aa:bb:cc:dd:ee:ff' }, IfName: 'eth0' };
     const rep = { IPType: 'TypeVPCENI', Success: true, NetConfs: [sparse, {}], Error: 'x', ContainerId: 'cid-b' };
-    const r = both('GetIPInfo', rep, decodeGetInfoReply);
+    const r = both('GetIPInfo', rep, codec.decodeGetInfoReply);
     expect(r.ours).toEqual(r.protoLoader);
     const ours = r.ours as GetInfoReply;
     expect(ours.NetConfs[0]!.BasicInfo).toEqual({ PodIP: ipSet('192.168.0.10'), PodCIDR: null, GatewayIP: null, ServiceCIDR: null });
@@ -89,21 +85,21 @@ describe('rpc.TerwayBackend codec vs proto-loader', () => {
 
   it('empty replies: every field at its default', () => {
     for (const [method, decode] of [
-      ['AllocIP', decodeAllocIPReply],
-      ['GetIPInfo', decodeGetInfoReply],
-      ['ReleaseIP', decodeReleaseIPReply],
-      ['RecordEvent', decodeEventReply],
+      ['AllocIP', codec.decodeAllocIPReply],
+      ['GetIPInfo', codec.decodeGetInfoReply],
+      ['ReleaseIP', codec.decodeReleaseIPReply],
+      ['RecordEvent', codec.decodeEventReply],
     ] as const) {
       expect(decode(Buffer.alloc(0))).toEqual(service[method]!.responseDeserialize(Buffer.alloc(0)));
     }
-    const r = both('ReleaseIP', { Success: true, IPv6: true }, decodeReleaseIPReply);
+    const r = both('ReleaseIP', { Success: true, IPv6: true }, codec.decodeReleaseIPReply);
     expect(r.ours).toEqual(r.protoLoader);
-    const e = both('RecordEvent', { Succeed: true, Error: 'no such pod' }, decodeEventReply);
+    const e = both('RecordEvent', { Succeed: true, Error: 'no such pod' }, codec.decodeEventReply);
     expect(e.ours).toEqual(e.protoLoader);
   });
 
   it('a cut-short reply is an error, not a half-read one', () => {
     const bytes = service['AllocIP']!.responseSerialize({ Success: true, NetConfs: [fullNetConf] });
-    expect(() => decodeAllocIPReply(bytes.subarray(0, bytes.length - 3))).toThrow(RangeError);
+    expect(() => codec.decodeAllocIPReply(bytes.subarray(0, bytes.length - 3))).toThrow(RangeError);
   });
 });
