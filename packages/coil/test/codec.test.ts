@@ -7,7 +7,6 @@ import {
   encodeCNIArgs,
   encodeCNIError,
   encodeStatusWithCNIError,
-  frame,
 } from '../src/rpc/codec';
 
 describe('pkg.cnirpc codec', () => {
@@ -42,46 +41,7 @@ describe('pkg.cnirpc codec', () => {
     expect(cniErrorFromStatus(encodeStatusWithCNIError(13, 'x', e))).toEqual(e);
     expect(cniErrorFromStatus(Buffer.alloc(0))).toBeUndefined();
   });
-  it('frames with a 5-byte prefix', () => {
-    expect(frame(Buffer.from([1, 2])).toString('hex')).toBe('00000000020102');
-  });
   it('rejects truncated input', () => {
     expect(() => decodeCNIArgs(Buffer.from([0x0a, 0x05, 0x61]))).toThrow(RangeError);
-  });
-});
-
-describe('hpack', () => {
-  // RFC 7541 C.4.1: "www.example.com" Huffman-coded.
-  it('decodes the RFC example Huffman string', () => {
-    const { huffmanDecodeForTest } = jest.requireActual('../src/rpc/hpack');
-    expect(huffmanDecodeForTest(Buffer.from('f1e3c2e5f23a6ba0ab90f4ff', 'hex'))).toBe('www.example.com');
-  });
-  it('decodes RFC 7541 C.4 requests with the dynamic table', () => {
-    const { HpackDecoder } = jest.requireActual('../src/rpc/hpack');
-    const d = new HpackDecoder();
-    expect(d.decode(Buffer.from('828684418cf1e3c2e5f23a6ba0ab90f4ff', 'hex'))).toEqual([
-      [':method', 'GET'],
-      [':scheme', 'http'],
-      [':path', '/'],
-      [':authority', 'www.example.com'],
-    ]);
-    expect(d.decode(Buffer.from('828684be5886a8eb10649cbf', 'hex'))).toEqual([
-      [':method', 'GET'],
-      [':scheme', 'http'],
-      [':path', '/'],
-      [':authority', 'www.example.com'],
-      ['cache-control', 'no-cache'],
-    ]);
-  });
-  it('round-trips its own literal encoding', () => {
-    const { HpackDecoder, encodeHeaders } = jest.requireActual('../src/rpc/hpack');
-    const h = [
-      [':method', 'POST'],
-      [':path', '/pkg.cnirpc.CNI/Add'],
-      ['content-type', 'application/grpc'],
-      ['te', 'trailers'],
-      ['x-long', 'y'.repeat(300)],
-    ];
-    expect(new HpackDecoder().decode(encodeHeaders(h))).toEqual(h);
   });
 });

@@ -1,10 +1,10 @@
 /**
- * A minimal gRPC client for the thin `coil` CNI binary: unary calls over a hand-framed HTTP/2 connection
- * (h2.ts) on a UNIX socket, no compression, messages from codec.ts. Loading @grpc/grpc-js (or even
- * node:http2) costs more start-up than a whole ADD round trip should; see docs/coil.md for the figures.
+ * The thin `coil` CNI binary's calls to coild: @cnikit/unary-grpc's unary call (no gRPC library to load;
+ * docs/build.md has the figures) on pkg.cnirpc.CNI, messages from codec.ts, and coild's CNIError read back
+ * from the google.rpc.Status in `grpc-status-details-bin`.
  */
-import { H2Error, h2Post } from './h2';
-import { cniErrorFromStatus, frame, SERVICE, type CNIErrorMsg } from './codec';
+import { GrpcConnectError, GrpcError, unaryCall as grpcUnaryCall } from '@cnikit/unary-grpc';
+import { cniErrorFromStatus, SERVICE, type CNIErrorMsg } from './codec';
 
 export class RpcError extends Error {
   constructor(
@@ -27,37 +27,13 @@ export class UnavailableError extends RpcError {
 }
 
 export async function unaryCall(socketPath: string, method: string, request: Buffer, timeoutMs: number): Promise<Buffer> {
-  let res;
   try {
-    res = await h2Post(
-      socketPath,
-      `/${SERVICE}/${method}`,
-      [
-        ['content-type', 'application/grpc'],
-        ['te', 'trailers'],
-        ['grpc-timeout', `${timeoutMs}m`],
-      ],
-      frame(request),
-      timeoutMs,
-    );
+    return await grpcUnaryCall(socketPath, `/${SERVICE}/${method}`, request, timeoutMs);
   } catch (err) {
-    if (err instanceof H2Error && err.connect) throw new UnavailableError(socketPath, err);
-    throw new RpcError(14, `${method}: ${(err as Error).message}`, undefined, { cause: err });
+    if (err instanceof GrpcConnectError) throw new UnavailableError(socketPath, err.cause);
+    if (!(err instanceof GrpcError)) throw err;
+    if (err.local) throw new RpcError(err.code, `${method}: ${err.message}`, undefined, { cause: err });
+    const details = err.metadata['grpc-status-details-bin'];
+    throw new RpcError(err.code, err.message, details ? cniErrorFromStatus(Buffer.from(details, 'base64')) : undefined);
   }
-  const h = res.headers;
-  const status = Number(h['grpc-status'] ?? 2);
-  if (status !== 0) {
-    let message = h['grpc-message'] ?? `gRPC status ${status}`;
-    try {
-      message = decodeURIComponent(message);
-    } catch {
-      // not percent-encoded
-    }
-    const details = h['grpc-status-details-bin'];
-    const cniError = details ? cniErrorFromStatus(Buffer.from(details, 'base64')) : undefined;
-    throw new RpcError(Number.isNaN(status) ? 2 : status, message, cniError);
-  }
-  const body = res.body;
-  if (body.length < 5) throw new RpcError(13, `${method}: empty response`);
-  return body.subarray(5, 5 + body.readUInt32BE(1));
 }

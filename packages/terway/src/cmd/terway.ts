@@ -4,7 +4,7 @@
  */
 import { pluginMain } from '@cnikit/netlib';
 
-// The plugin module (grpc-js, HTTP/2, TLS, the datapaths) loads on the first command that needs it, so
+// The plugin module (the gRPC client, the datapaths) loads on the first command that needs it, so
 // VERSION costs no more than the runtime's bare start (it took 2.1x with the module loaded up front).
 const plugin = (): typeof import('../cni/plugin') => require('../cni/plugin') as typeof import('../cni/plugin');
 

@@ -1,73 +1,65 @@
 /**
- * The terway binary's side of rpc.TerwayBackend: one grpc-js client on the
- * daemon's UNIX socket, a deadline per call (120 s as the anchor), and
- * "try again later" statuses (UNAVAILABLE, DEADLINE_EXCEEDED,
- * RESOURCE_EXHAUSTED, daemon not listening) turned into CNI code 11.
+ * The terway binary's side of rpc.TerwayBackend: @cnikit/unary-grpc's unary call on the daemon's UNIX
+ * socket (no gRPC library to load; docs/build.md has the figures), messages from rpc/codec.ts, a deadline
+ * per call (120 s as the anchor), and "try again later" statuses (UNAVAILABLE, DEADLINE_EXCEEDED,
+ * RESOURCE_EXHAUSTED, daemon not listening) turned into CNI code 11. Each call has its own connection.
  */
-import * as grpc from '@grpc/grpc-js';
 import { CniCode, CniError, TransientError } from '@cnikit/netlib';
+import { GrpcError, GrpcStatus, unaryCall } from '@cnikit/unary-grpc';
 import {
-  terwayService,
-  type AllocIPReply,
-  type EventReply,
-  type EventRequest,
-  type GetInfoReply,
-  type PodRef,
-  type ReleaseIPReply,
-} from '../rpc/proto';
+  decodeAllocIPReply,
+  decodeEventReply,
+  decodeGetInfoReply,
+  decodeReleaseIPReply,
+  encodeEventRequest,
+  encodePodRef,
+} from '../rpc/codec';
+import type { AllocIPReply, EventReply, EventRequest, GetInfoReply, PodRef, ReleaseIPReply } from '../rpc/proto';
 
 export const CLIENT_TIMEOUT_MS = 120_000;
 
-const TRY_AGAIN = new Set([grpc.status.UNAVAILABLE, grpc.status.DEADLINE_EXCEEDED, grpc.status.RESOURCE_EXHAUSTED]);
+const TRY_AGAIN = new Set<number>([GrpcStatus.UNAVAILABLE, GrpcStatus.DEADLINE_EXCEEDED, GrpcStatus.RESOURCE_EXHAUSTED]);
 
 export class TerwayClient {
-  private readonly client: grpc.Client;
-
   constructor(
-    socketPath: string,
+    private readonly socketPath: string,
     private readonly timeoutMs = CLIENT_TIMEOUT_MS,
-  ) {
-    const Ctor = grpc.makeGenericClientConstructor(terwayService(), 'TerwayBackend');
-    this.client = new Ctor(`unix://${socketPath}`, grpc.credentials.createInsecure());
-  }
+  ) {}
 
-  private call<Req, Rep>(method: string, req: Req): Promise<Rep> {
-    const fn = (
-      this.client as unknown as Record<
-        string,
-        (r: Req, md: grpc.Metadata, o: grpc.CallOptions, cb: (e: grpc.ServiceError | null, rep: Rep) => void) => void
-      >
-    )[method]!;
-    return new Promise<Rep>((resolve, reject) => {
-      fn.call(this.client, req, new grpc.Metadata(), { deadline: Date.now() + this.timeoutMs }, (e, rep) => {
-        if (!e) return resolve(rep);
-        const msg = `terway: ${method}: ${e.details || e.message}`;
-        reject(
-          TRY_AGAIN.has(e.code)
-            ? new TransientError(msg, `grpc status ${e.code}`, { cause: e })
-            : new CniError(CniCode.Internal, msg, `grpc status ${e.code}`, { cause: e }),
-        );
+  private async call<Rep>(method: string, request: Buffer, decode: (b: Buffer) => Rep): Promise<Rep> {
+    let reply: Buffer;
+    try {
+      reply = await unaryCall(this.socketPath, `/rpc.TerwayBackend/${method}`, request, this.timeoutMs);
+    } catch (e) {
+      if (!(e instanceof GrpcError)) throw e;
+      const msg = `terway: ${method}: ${e.message}`;
+      throw TRY_AGAIN.has(e.code)
+        ? new TransientError(msg, `grpc status ${e.code}`, { cause: e })
+        : new CniError(CniCode.Internal, msg, `grpc status ${e.code}`, { cause: e });
+    }
+    try {
+      return decode(reply);
+    } catch (e) {
+      // grpc-js answered INTERNAL for a reply it could not parse: the same here.
+      throw new CniError(CniCode.Internal, `terway: ${method}: ${(e as Error).message}`, `grpc status ${GrpcStatus.INTERNAL}`, {
+        cause: e,
       });
-    });
+    }
   }
 
   allocIP(r: PodRef): Promise<AllocIPReply> {
-    return this.call('AllocIP', r);
+    return this.call('AllocIP', encodePodRef(r), decodeAllocIPReply);
   }
 
   releaseIP(r: PodRef & { Reason: string }): Promise<ReleaseIPReply> {
-    return this.call('ReleaseIP', r);
+    return this.call('ReleaseIP', encodePodRef(r), decodeReleaseIPReply);
   }
 
   getIPInfo(r: PodRef): Promise<GetInfoReply> {
-    return this.call('GetIPInfo', r);
+    return this.call('GetIPInfo', encodePodRef(r), decodeGetInfoReply);
   }
 
   recordEvent(e: EventRequest): Promise<EventReply> {
-    return this.call('RecordEvent', e);
-  }
-
-  close(): void {
-    this.client.close();
+    return this.call('RecordEvent', encodeEventRequest(e), decodeEventReply);
   }
 }

@@ -144,7 +144,6 @@ export async function add(a: CmdArgs): Promise<Result> {
     throw e;
   } finally {
     podNs.close();
-    client.close();
   }
 }
 
@@ -178,8 +177,6 @@ export async function del(a: CmdArgs): Promise<void> {
   } catch (e) {
     if (e instanceof NetnsNotFoundError || isNotFoundError(e)) return;
     throw e;
-  } finally {
-    client.close();
   }
 }
 
@@ -258,8 +255,6 @@ export async function status(a: CmdArgs): Promise<void> {
       e instanceof Error ? e.message : String(e),
       { cause: e },
     );
-  } finally {
-    client.close();
   }
 }
 
@@ -318,7 +313,6 @@ export async function check(a: CmdArgs): Promise<void> {
       );
   } finally {
     podNs.close();
-    client.close();
   }
 }
 

@@ -7,7 +7,7 @@
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import * as grpc from '@grpc/grpc-js';
-import { terwayService } from '../rpc/proto';
+import { terwayService } from '../rpc/service';
 import { isTransient, type TerwayDaemon } from './daemon';
 
 function statusOf(e: unknown): grpc.status {

@@ -3,8 +3,8 @@
  * services `v1beta1.Registration` (kubelet side) and `v1beta1.DevicePlugin` (plugin side), as a
  * protobuf JSON descriptor with the upstream field names and numbers.
  */
-import * as grpc from '@grpc/grpc-js';
-import * as protoLoader from '@grpc/proto-loader';
+import type * as grpc from '@grpc/grpc-js';
+import { loadGrpcPackage } from '../rpc/service';
 
 export const API_VERSION = 'v1beta1';
 export const DEVICE_PLUGIN_DIR = '/var/lib/kubelet/device-plugins';
@@ -79,22 +79,11 @@ export interface Device {
   health: string;
 }
 
-let cached: { Registration: grpc.ServiceClientConstructor; DevicePlugin: grpc.ServiceClientConstructor } | undefined;
+type DeviceApi = { Registration: grpc.ServiceClientConstructor; DevicePlugin: grpc.ServiceClientConstructor };
+let cached: DeviceApi | undefined;
 
 /** The two services' constructors (service definitions at `.service`). */
-export function deviceApi(): { Registration: grpc.ServiceClientConstructor; DevicePlugin: grpc.ServiceClientConstructor } {
-  if (!cached) {
-    const def = protoLoader.fromJSON(DEVICE_PLUGIN_DESCRIPTOR as unknown as Parameters<typeof protoLoader.fromJSON>[0], {
-      keepCase: true,
-      longs: Number,
-      enums: String,
-      defaults: true,
-    });
-    cached = (
-      grpc.loadPackageDefinition(def) as unknown as {
-        v1beta1: { Registration: grpc.ServiceClientConstructor; DevicePlugin: grpc.ServiceClientConstructor };
-      }
-    ).v1beta1;
-  }
+export function deviceApi(): DeviceApi {
+  cached ??= loadGrpcPackage<{ v1beta1: DeviceApi }>(DEVICE_PLUGIN_DESCRIPTOR).v1beta1;
   return cached;
 }

@@ -9,9 +9,10 @@
  *     rpc GetIPInfo (GetInfoRequest) returns (GetInfoReply);
  *     rpc RecordEvent (EventRequest) returns (EventReply);
  *   }
+ *
+ * No gRPC library here: the terway binary reads the descriptor and the types (codec.ts), terwayd loads
+ * them into grpc-js (service.ts).
  */
-import * as grpc from '@grpc/grpc-js';
-import * as protoLoader from '@grpc/proto-loader';
 
 type Fields = Record<string, string>;
 
@@ -145,22 +146,4 @@ export interface EventRequest {
 export interface EventReply {
   Succeed: boolean;
   Error: string;
-}
-
-let cached: grpc.ServiceDefinition | undefined;
-
-/** The service definition for grpc-js servers and clients. */
-export function terwayService(): grpc.ServiceDefinition {
-  if (!cached) {
-    const def = protoLoader.fromJSON(TERWAY_DESCRIPTOR as unknown as Parameters<typeof protoLoader.fromJSON>[0], {
-      keepCase: true,
-      longs: Number,
-      enums: String,
-      defaults: true,
-      oneofs: true,
-    });
-    const pkg = grpc.loadPackageDefinition(def) as unknown as { rpc: { TerwayBackend: grpc.ServiceClientConstructor } };
-    cached = pkg.rpc.TerwayBackend.service;
-  }
-  return cached;
 }

@@ -1,5 +1,5 @@
 /**
- * The HPACK (RFC 7541) subset `coil` needs: encoding request headers as literals (no Huffman, no dynamic
+ * The HPACK (RFC 7541) subset the unary client needs: encoding request headers as literals (no Huffman, no dynamic
  * table), decoding response headers completely (static + dynamic table, Huffman for printable ASCII, which
  * is all gRPC response headers carry: status digits, percent-encoded messages, base64 details).
  */
