@@ -224,11 +224,13 @@ describeNodes(
 
     /** Links and pod routes of each node before a test's pods (Coil's own pods, e.g. coil-egress-controller, have some). */
     const before = new Map<string, { links: string[]; podRoutes: string; rules: string }>();
+    // Coil's table 116 exists only while the node has a pod: the scheduler may put both of Coil's own pods on one node
+    const podRoutes = (node: LabNode): string => nodeRun(node, ['sh', '-c', 'ip route show table 116 2>/dev/null || true']);
     const snapshot = (): void => {
       for (const node of e().lab.nodes)
         before.set(node.name, {
           links: nodeNetState(node).links,
-          podRoutes: nodeRun(node, ['ip', 'route', 'show', 'table', '116']),
+          podRoutes: podRoutes(node),
           rules: nodeRun(node, ['ip', 'rule']),
         });
     };
@@ -240,7 +242,7 @@ describeNodes(
         if (extra.length === 0) return true;
         throw new Error(extra.join(' '));
       });
-      expect(nodeRun(node, ['ip', 'route', 'show', 'table', '116'])).toBe(was.podRoutes);
+      expect(podRoutes(node)).toBe(was.podRoutes);
       expect(nodeRun(node, ['ip', 'rule'])).toBe(was.rules);
     };
 
@@ -310,6 +312,65 @@ describeNodes(
       expect(await k(e(), ['exec', 'mr', '--', 'ip', 'route', 'get', '203.0.113.1'])).toMatch(/dev net1/);
       expect((await ping(e(), { name: 'mr' } as PodInfo, '198.51.100.1')).stdout).toMatch(/2 packets received/);
       expect((await ping(e(), { name: 'mr' } as PodInfo, '10.0.0.1')).stdout).toMatch(/2 packets received/);
+    });
+
+    test('doctor node: the running pods healthy; a leak, a lost lease and a stray host veth planted by hand each named', async () => {
+      const node = e().lab.nodes[0]!;
+      const doctor = (): {
+        ok: boolean;
+        rows: { containerId: string; pod?: string; state: string; objects: string[]; problems: string[] }[];
+      } => {
+        const r = nodeTryRun(node, ['/opt/cni/bin/cnikit-coil', 'doctor', 'node', '-o', 'json', '--cri-socket', node.containerdSocket]);
+        return { ok: r.ok, rows: (JSON.parse(r.stdout) as { attachments: [] }).attachments };
+      };
+      const clean = doctor();
+      expect(clean.rows.filter((r) => r.state !== 'healthy')).toEqual([]);
+      expect(clean.ok).toBe(true);
+      const mv = clean.rows.find((r) => r.pod === 'default/mv')!;
+      // Multus's caches: the runtime's entry for its own network, and one per delegate; veth's host end; the lease
+      expect(mv.objects).toEqual(
+        expect.arrayContaining([
+          expect.stringMatching(/^cache multus-cni-network\/eth0 10\.100\./),
+          expect.stringMatching(/^cache k8s-pod-network\/eth0 10\.100\./),
+          expect.stringMatching(/^cache macvlan-veth\/net1 198\.51\.100\./),
+          expect.stringMatching(/^lease macvlan-veth 198\.51\.100\./),
+          expect.stringMatching(/^veth veth\w+ \(macvlan-veth\)$/),
+        ]),
+      );
+      // planted: what a pod gone behind the runtime's back leaves (cache entry, lease, host veth), and mv's lease lost
+      const gone = 'deadbeef'.repeat(8);
+      const cacheFile = `/var/lib/cni/results/k8s-pod-network-${gone}-eth0`;
+      const entry = { kind: 'cniCacheV1', containerId: gone, ifName: 'eth0', networkName: 'k8s-pod-network', result: { ips: [] } };
+      const mvLease = mv.objects.find((o) => o.startsWith('lease '))!.split(' ')[2]!;
+      const leaseDir = '/var/lib/cni/networks/macvlan-veth';
+      nodeRun(node, ['sh', '-ec', `echo '${JSON.stringify(entry)}' > ${cacheFile}; printf '${gone}\\nnet1' > ${leaseDir}/198.51.100.149`]);
+      nodeRun(node, ['sh', '-ec', `mv ${leaseDir}/${mvLease} /tmp/doctor-lease`]);
+      nodeRun(node, [
+        'sh',
+        '-ec',
+        `ip link add vethdoctor type veth peer name vethdoctor1; ip link set vethdoctor alias cnikit-veth:macvlan-veth:${gone}`,
+      ]);
+      try {
+        const found = doctor();
+        expect(found.ok).toBe(false);
+        const leaked = found.rows.find((r) => r.containerId === gone)!;
+        expect(leaked).toMatchObject({ state: 'leaked', problems: ['the runtime has no such sandbox'] });
+        expect(leaked.objects.sort()).toEqual(
+          ['cache k8s-pod-network/eth0', 'lease macvlan-veth 198.51.100.149', 'veth vethdoctor (macvlan-veth)'].sort(),
+        );
+        expect(found.rows.find((r) => r.pod === 'default/mv')).toMatchObject({
+          state: 'broken',
+          problems: [`macvlan-veth/net1: ${mvLease} has no host-local lease (another pod may be given it)`],
+        });
+        expect(found.rows.filter((r) => r.state !== 'healthy').length).toBe(2);
+      } finally {
+        nodeRun(node, [
+          'sh',
+          '-c',
+          `rm -f ${cacheFile} ${leaseDir}/198.51.100.149; mv /tmp/doctor-lease ${leaseDir}/${mvLease}; ip link del vethdoctor`,
+        ]);
+      }
+      expect(doctor().ok).toBe(true);
     });
 
     test('deleting the Multus pods leaves no link, rule or lease on the node', async () => {

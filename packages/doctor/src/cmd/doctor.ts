@@ -1,11 +1,15 @@
 /**
  * doctor: explains a node's pod networking (docs/doctor.md). `doctor conf` lints the CNI conf dir as the
  * runtime will read it, and Multus's NetworkAttachmentDefinitions as Multus will run them on this node: exit 0
- * when nothing will fail, 1 when something will.
+ * when nothing will fail, 1 when something will. `doctor node` joins the runtime's sandboxes with what pod
+ * networking holds on the node: exit 0 when every attachment is healthy, 1 when one is leaked, broken or
+ * conflicting, 2 when a source cannot be read.
  */
 import { Command } from 'commander';
 import { formatReports, hasErrors, lintConfDir, lintNads, type FileReport } from '../conf';
 import { listNads } from '../nads';
+import { formatNode, joinNode } from '../node/join';
+import { criSandboxes, hostVeths, readCache, readHostLocalLeases } from '../node/sources';
 
 interface ConfOptions {
   confDir: string;
@@ -52,6 +56,35 @@ program
       );
     }
     process.exitCode = hasErrors(files) || nads.reports.some((r) => r.findings.some((f) => f.severity === 'error')) ? 1 : 0;
+  });
+
+interface NodeOptions {
+  criSocket: string;
+  cacheDir: string;
+  hostLocalDir: string;
+  output: string;
+}
+
+program
+  .command('node')
+  .description(
+    "join the runtime's sandboxes with the node's CNI result caches, host-local leases and host veths: each attachment healthy, leaked, broken or conflicting",
+  )
+  .option('--cri-socket <path>', "the runtime's CRI socket", '/run/containerd/containerd.sock')
+  .option('--cache-dir <dirs>', "libcni cache dirs, colon-separated (the runtime's, Multus's)", '/var/lib/cni:/var/lib/cni/multus')
+  .option('--host-local-dir <dir>', "host-local's data dir", '/var/lib/cni/networks')
+  .option('-o, --output <format>', 'table or json', 'table')
+  .action(async (o: NodeOptions) => {
+    if (!['table', 'json'].includes(o.output)) program.error(`doctor: --output must be table or json, not ${o.output}`, { exitCode: 2 });
+    const sandboxes = await criSandboxes(o.criSocket);
+    const cache = readCache(o.cacheDir.split(':').filter(Boolean));
+    const rows = joinNode({ sandboxes, cached: cache.attachments, leases: readHostLocalLeases(o.hostLocalDir), veths: await hostVeths() });
+    if (o.output === 'json') process.stdout.write(`${JSON.stringify({ attachments: rows, unreadable: cache.unreadable }, null, 2)}\n`);
+    else {
+      process.stdout.write(formatNode(rows));
+      for (const f of cache.unreadable) process.stdout.write(`not a libcni cache entry: ${f}\n`);
+    }
+    process.exitCode = rows.every((r) => r.state === 'healthy') ? 0 : 1;
   });
 
 program.parseAsync().catch((err: unknown) => {

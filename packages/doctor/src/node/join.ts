@@ -1,0 +1,134 @@
+/**
+ * The join of `doctor node`: every container ID that any source names becomes one row, judged against the
+ * sandbox the runtime has for it:
+ *   healthy      a ready sandbox, and every object its cached attachments imply is there;
+ *   leaked       objects (cache entries, leases, host veths) of a sandbox that is gone or stopped;
+ *   broken       a ready sandbox missing an object: a cached veth attachment without its host veth, a cached
+ *                host-local address without its lease (CHECK would fail);
+ *   conflicting  one IP held by two ready sandboxes.
+ * Pure: the sources are read by sources.ts.
+ */
+import type { CachedAttachment, HostVeth, Lease, Sandbox } from './sources';
+
+export type AttachmentState = 'healthy' | 'leaked' | 'broken' | 'conflicting';
+
+export interface NodeRow {
+  containerId: string;
+  /** namespace/name of the pod, when the runtime still knows the sandbox. */
+  pod?: string;
+  sandbox: 'ready' | 'stopped' | 'gone';
+  state: AttachmentState;
+  /** What this container holds on the node: `cache <network>/<ifname> <ips>`, `lease <network> <ip>`, `veth <name>`. */
+  objects: string[];
+  problems: string[];
+}
+
+export interface NodeSources {
+  sandboxes: Sandbox[];
+  cached: CachedAttachment[];
+  leases: Lease[];
+  veths: HostVeth[];
+}
+
+interface Held {
+  cached: CachedAttachment[];
+  leases: Lease[];
+  veths: HostVeth[];
+}
+
+function byContainer(s: NodeSources): Map<string, Held> {
+  const held = new Map<string, Held>();
+  const of = (id: string): Held => {
+    let h = held.get(id);
+    if (!h) held.set(id, (h = { cached: [], leases: [], veths: [] }));
+    return h;
+  };
+  for (const c of s.cached) of(c.containerId).cached.push(c);
+  for (const l of s.leases) of(l.containerId).leases.push(l);
+  for (const v of s.veths) of(v.containerId).veths.push(v);
+  return held;
+}
+
+function objectsOf(h: Held): string[] {
+  return [
+    ...h.cached.map((c) => `cache ${c.network}/${c.ifName}${c.ips.length ? ` ${c.ips.join(',')}` : ''}`),
+    ...h.leases.map((l) => `lease ${l.network} ${l.ip}`),
+    ...h.veths.map((v) => `veth ${v.name} (${v.network})`),
+  ];
+}
+
+/** What a ready sandbox's cached attachments imply and the node lacks. */
+function missingObjects(h: Held): string[] {
+  const problems: string[] = [];
+  for (const c of h.cached) {
+    if (c.plugins.includes('veth') && !h.veths.some((v) => v.network === c.network))
+      problems.push(`${c.network}/${c.ifName}: no host veth (the veth plugin's CHECK fails)`);
+    if (c.ipam.includes('host-local')) {
+      for (const ip of c.ips)
+        if (!h.leases.some((l) => l.network === c.network && l.ip === ip))
+          problems.push(`${c.network}/${c.ifName}: ${ip} has no host-local lease (another pod may be given it)`);
+    }
+  }
+  return problems;
+}
+
+/** Every sandbox has its own loopback (the runtime's cni-loopback network caches 127.0.0.1 and ::1 for each). */
+const isLoopback = (ip: string): boolean => ip === '::1' || ip.startsWith('127.');
+
+/** IPs held by more than one ready sandbox (from cached results and leases). */
+function conflicts(s: NodeSources, ready: Set<string>): Map<string, string[]> {
+  const holders = new Map<string, Set<string>>();
+  const hold = (ip: string, id: string): void => {
+    if (!ready.has(id) || isLoopback(ip)) return;
+    if (!holders.has(ip)) holders.set(ip, new Set());
+    holders.get(ip)!.add(id);
+  };
+  for (const c of s.cached) for (const ip of c.ips) hold(ip, c.containerId);
+  for (const l of s.leases) hold(l.ip, l.containerId);
+  const byContainerId = new Map<string, string[]>();
+  for (const [ip, ids] of holders) {
+    if (ids.size < 2) continue;
+    for (const id of ids)
+      byContainerId.set(id, [...(byContainerId.get(id) ?? []), `${ip} is also held by ${[...ids].filter((x) => x !== id).join(', ')}`]);
+  }
+  return byContainerId;
+}
+
+export function joinNode(s: NodeSources): NodeRow[] {
+  const sandboxes = new Map(s.sandboxes.map((x) => [x.id, x]));
+  const ready = new Set(s.sandboxes.filter((x) => x.ready).map((x) => x.id));
+  const clashes = conflicts(s, ready);
+  const rows: NodeRow[] = [];
+  for (const [containerId, held] of byContainer(s)) {
+    const sb = sandboxes.get(containerId);
+    const sandbox = !sb ? 'gone' : sb.ready ? 'ready' : 'stopped';
+    const row: NodeRow = { containerId, sandbox, state: 'healthy', objects: objectsOf(held), problems: [] };
+    if (sb) row.pod = `${sb.namespace}/${sb.name}`;
+    if (sandbox !== 'ready') {
+      row.state = 'leaked';
+      row.problems.push(sandbox === 'gone' ? 'the runtime has no such sandbox' : 'the sandbox is stopped: its network should be gone');
+    } else if (clashes.has(containerId)) {
+      row.state = 'conflicting';
+      row.problems.push(...clashes.get(containerId)!);
+    } else {
+      row.problems.push(...missingObjects(held));
+      if (row.problems.length) row.state = 'broken';
+    }
+    rows.push(row);
+  }
+  const order: AttachmentState[] = ['conflicting', 'broken', 'leaked', 'healthy'];
+  // worst first; within a state, pods by name, then the IDs of sandboxes the runtime no longer knows
+  const key = (r: NodeRow): string => `${order.indexOf(r.state)}${r.pod ? `0${r.pod}` : `1${r.containerId}`}`;
+  return rows.sort((a, b) => (key(a) < key(b) ? -1 : key(a) > key(b) ? 1 : 0));
+}
+
+export function formatNode(rows: NodeRow[]): string {
+  if (rows.length === 0) return 'no pod network attachments on this node\n';
+  const lines = rows.map((r) => {
+    const head = `${r.state.padEnd(11)} ${(r.pod ?? '-').padEnd(30)} ${r.containerId.slice(0, 13).padEnd(13)} ${r.sandbox.padEnd(7)}`;
+    return [head, ...r.objects.map((o) => `    ${o}`), ...r.problems.map((p) => `    ! ${p}`)].join('\n');
+  });
+  const count = (st: AttachmentState): number => rows.filter((r) => r.state === st).length;
+  const summary = `${count('healthy')} healthy, ${count('leaked')} leaked, ${count('broken')} broken, ${count('conflicting')} conflicting`;
+  return `${'STATE'.padEnd(11)} ${'POD'.padEnd(30)} ${'CONTAINER'.padEnd(13)} SANDBOX\n${lines.join('\n')}\n${summary}\n`;
+}

@@ -1,0 +1,153 @@
+/**
+ * What `doctor node` reads, each from where its owner keeps it, read-only:
+ *   - the sandboxes the CRI knows (ListPodSandbox on the runtime's socket, as crictl asks it);
+ *   - the attachments libcni cached (`<cacheDir>/results/<network>-<containerID>-<ifname>`: the runtime's in
+ *     /var/lib/cni, Multus's for each delegate in /var/lib/cni/multus);
+ *   - host-local leases (`<dataDir>/<network>/<ip>`: the container ID, then the ifname);
+ *   - host veths the veth plugin left (alias `cnikit-veth:<network>:<containerID>`).
+ */
+import * as fs from 'node:fs';
+import * as path from 'node:path';
+import { hostNetns, link, type Netns } from '@cnikit/netlib';
+import { protoFields, unaryCall } from '@cnikit/unary-grpc';
+
+export interface Sandbox {
+  id: string;
+  namespace: string;
+  name: string;
+  uid: string;
+  /** SANDBOX_READY: its network is set up; NOTREADY: stopped (its network torn down, or being). */
+  ready: boolean;
+}
+
+export interface CachedAttachment {
+  file: string;
+  network: string;
+  containerId: string;
+  ifName: string;
+  /** Plugin types of the cached network config, in chain order, and the IPAM types they delegate to. */
+  plugins: string[];
+  ipam: string[];
+  ips: string[];
+}
+
+export interface Lease {
+  network: string;
+  ip: string;
+  containerId: string;
+  ifName?: string;
+}
+
+export interface HostVeth {
+  name: string;
+  network: string;
+  containerId: string;
+}
+
+const text = (v: number | Buffer): string => (Buffer.isBuffer(v) ? v.toString('utf8') : '');
+
+/** runtime.v1 PodSandbox: id = 1, metadata = 2 { name = 1, uid = 2, namespace = 3 }, state = 3 (0 READY). */
+function decodeSandbox(buf: Buffer): Sandbox {
+  const s: Sandbox = { id: '', namespace: '', name: '', uid: '', ready: true };
+  for (const f of protoFields(buf)) {
+    if (f.field === 1) s.id = text(f.value);
+    else if (f.field === 3) s.ready = f.value === 0;
+    else if (f.field === 2 && Buffer.isBuffer(f.value)) {
+      for (const m of protoFields(f.value)) {
+        if (m.field === 1) s.name = text(m.value);
+        else if (m.field === 2) s.uid = text(m.value);
+        else if (m.field === 3) s.namespace = text(m.value);
+      }
+    }
+  }
+  return s;
+}
+
+/** Every sandbox the runtime knows (ListPodSandbox without a filter: ListPodSandboxResponse.items = 1). */
+export async function criSandboxes(socket: string, timeoutMs = 10_000): Promise<Sandbox[]> {
+  const res = await unaryCall(socket, '/runtime.v1.RuntimeService/ListPodSandbox', Buffer.alloc(0), timeoutMs);
+  const out: Sandbox[] = [];
+  for (const f of protoFields(res)) if (f.field === 1 && Buffer.isBuffer(f.value)) out.push(decodeSandbox(f.value));
+  return out;
+}
+
+interface CacheFile {
+  kind?: string;
+  containerId?: string;
+  ifName?: string;
+  networkName?: string;
+  config?: string;
+  result?: { ips?: { address?: string }[] };
+}
+
+interface PluginConf {
+  type?: string;
+  ipam?: { type?: string };
+}
+
+/** Plugin and IPAM types of a cached config (base64 of a conflist or of a single plugin's conf). */
+function chainOf(config: string | undefined): { plugins: string[]; ipam: string[] } {
+  try {
+    const conf = JSON.parse(Buffer.from(config ?? '', 'base64').toString('utf8')) as PluginConf & { plugins?: PluginConf[] };
+    const chain = conf.plugins ?? [conf];
+    return { plugins: chain.map((p) => p.type ?? '?'), ipam: chain.flatMap((p) => (p.ipam?.type ? [p.ipam.type] : [])) };
+  } catch {
+    return { plugins: [], ipam: [] };
+  }
+}
+
+/** libcni's result caches; files that are not a cniCacheV1 entry are left out (and listed in `unreadable`). */
+export function readCache(cacheDirs: string[]): { attachments: CachedAttachment[]; unreadable: string[] } {
+  const attachments: CachedAttachment[] = [];
+  const unreadable: string[] = [];
+  const files = cacheDirs.flatMap((d) => {
+    const dir = path.join(d, 'results');
+    return fs.existsSync(dir)
+      ? fs
+          .readdirSync(dir)
+          .sort()
+          .map((n) => path.join(dir, n))
+      : [];
+  });
+  for (const file of files) {
+    let c: CacheFile;
+    try {
+      c = JSON.parse(fs.readFileSync(file, 'utf8')) as CacheFile;
+    } catch {
+      unreadable.push(file);
+      continue;
+    }
+    if (c.kind !== 'cniCacheV1' || !c.containerId || !c.networkName || !c.ifName) {
+      unreadable.push(file);
+      continue;
+    }
+    const ips = (c.result?.ips ?? []).map((i) => (i.address ?? '').split('/')[0]!).filter(Boolean);
+    attachments.push({ file, network: c.networkName, containerId: c.containerId, ifName: c.ifName, ...chainOf(c.config), ips });
+  }
+  return { attachments, unreadable };
+}
+
+/** host-local's leases: one file per IP, named by the IP, holding the container ID and (since 0.7) the ifname. */
+export function readHostLocalLeases(dataDir: string): Lease[] {
+  const leases: Lease[] = [];
+  for (const network of fs.existsSync(dataDir) ? fs.readdirSync(dataDir).sort() : []) {
+    const dir = path.join(dataDir, network);
+    if (!fs.statSync(dir).isDirectory()) continue;
+    for (const ip of fs.readdirSync(dir).sort()) {
+      if (ip === 'lock' || ip.startsWith('last_reserved_ip')) continue;
+      const [containerId, ifName] = fs.readFileSync(path.join(dir, ip), 'utf8').split(/\r?\n/);
+      if (containerId) leases.push({ network, ip, containerId: containerId.trim(), ...(ifName?.trim() ? { ifName: ifName.trim() } : {}) });
+    }
+  }
+  return leases;
+}
+
+/** Host ends the veth plugin made, found by the alias it sets (`cnikit-veth:<network>:<containerID>`). */
+export async function hostVeths(ns: Netns = hostNetns()): Promise<HostVeth[]> {
+  const out: HostVeth[] = [];
+  for (const l of await link.list(ns)) {
+    const m = /^cnikit-veth:(.+):([^:]+)$/.exec(l.alias ?? '');
+    if (m) out.push({ name: l.name, network: m[1]!, containerId: m[2]! });
+  }
+  return out;
+}

@@ -1,0 +1,159 @@
+// doctor node: the readers against files laid out as libcni and host-local write them, the host-veth scan in a
+// real network namespace, and the join's verdicts.
+import * as fs from 'node:fs';
+import * as os from 'node:os';
+import * as path from 'node:path';
+import { link } from '@cnikit/netlib';
+import { cleanupAll, newNs, sh } from '@cnikit/netlib-testing';
+import { joinNode, formatNode, type NodeSources } from '../src/node/join';
+import { hostVeths, readCache, readHostLocalLeases, type Sandbox } from '../src/node/sources';
+
+let dir: string;
+beforeEach(() => {
+  dir = fs.mkdtempSync(path.join(os.tmpdir(), 'doctor-node-'));
+});
+afterEach(() => fs.rmSync(dir, { recursive: true, force: true }));
+afterAll(() => cleanupAll());
+
+const b64 = (o: unknown): string => Buffer.from(JSON.stringify(o)).toString('base64');
+
+/** A cache entry as libcni writes it (`results/<network>-<containerID>-<ifname>`). */
+function cacheEntry(cacheDir: string, network: string, containerId: string, ifName: string, conf: unknown, ips: string[]): void {
+  fs.mkdirSync(path.join(cacheDir, 'results'), { recursive: true });
+  const entry = {
+    kind: 'cniCacheV1',
+    containerId,
+    config: b64(conf),
+    ifName,
+    networkName: network,
+    netns: `/var/run/netns/cni-${containerId.slice(0, 8)}`,
+    result: { cniVersion: '1.1.0', ips: ips.map((address) => ({ address: `${address}/24` })) },
+  };
+  fs.writeFileSync(path.join(cacheDir, 'results', `${network}-${containerId}-${ifName}`), JSON.stringify(entry));
+}
+
+function lease(dataDir: string, network: string, ip: string, containerId: string, ifName: string): void {
+  fs.mkdirSync(path.join(dataDir, network), { recursive: true });
+  fs.writeFileSync(path.join(dataDir, network, ip), `${containerId}\n${ifName}`);
+}
+
+const vethChain = {
+  cniVersion: '1.1.0',
+  name: 'macvlan-veth',
+  plugins: [{ type: 'macvlan', ipam: { type: 'host-local' } }, { type: 'veth' }],
+};
+const sandbox = (id: string, name: string, ready = true): Sandbox => ({ id, name, namespace: 'default', uid: `uid-${name}`, ready });
+
+test('readCache: cniCacheV1 entries of every cache dir, with the chain and IPAM types; other files listed as unreadable', () => {
+  cacheEntry(dir, 'macvlan-veth', 'c1', 'net1', vethChain, ['10.9.0.5']);
+  cacheEntry(path.join(dir, 'multus'), 'k8s-pod-network', 'c1', 'eth0', { cniVersion: '1.1.0', name: 'k8s-pod-network', type: 'coil' }, [
+    '10.1.0.2',
+  ]);
+  fs.writeFileSync(path.join(dir, 'results', 'garbage'), '{');
+  const { attachments, unreadable } = readCache([dir, path.join(dir, 'multus')]);
+  expect(attachments.map(({ file: _file, ...a }) => a)).toEqual([
+    { network: 'macvlan-veth', containerId: 'c1', ifName: 'net1', plugins: ['macvlan', 'veth'], ipam: ['host-local'], ips: ['10.9.0.5'] },
+    { network: 'k8s-pod-network', containerId: 'c1', ifName: 'eth0', plugins: ['coil'], ipam: [], ips: ['10.1.0.2'] },
+  ]);
+  expect(unreadable).toEqual([path.join(dir, 'results', 'garbage')]);
+  expect(readCache([path.join(dir, 'absent')])).toEqual({ attachments: [], unreadable: [] });
+});
+
+test('readHostLocalLeases: one lease per IP file, the lock and last_reserved_ip files left out', () => {
+  lease(dir, 'macvlan-veth', '10.9.0.5', 'c1', 'net1');
+  fs.writeFileSync(path.join(dir, 'macvlan-veth', 'lock'), '');
+  fs.writeFileSync(path.join(dir, 'macvlan-veth', 'last_reserved_ip.0'), '10.9.0.5');
+  fs.writeFileSync(path.join(dir, 'macvlan-veth', '10.9.0.6'), 'c2'); // host-local before 0.7: the ID alone
+  expect(readHostLocalLeases(dir)).toEqual([
+    { network: 'macvlan-veth', ip: '10.9.0.5', containerId: 'c1', ifName: 'net1' },
+    { network: 'macvlan-veth', ip: '10.9.0.6', containerId: 'c2' },
+  ]);
+});
+
+test('hostVeths: links with the veth plugin alias, by network and container; other links ignored', async () => {
+  const t = newNs('doc');
+  sh(
+    t.name,
+    'ip link add vethaaaa type veth peer name vethbbbb && ip link add vethcccc type veth peer name vethdddd && ip link set vethcccc alias someone-else',
+  );
+  const [a] = (await link.list(t.ns)).filter((l) => l.name === 'vethaaaa');
+  await link.setAlias(t.ns, a!.index, 'cnikit-veth:macvlan-veth:c1');
+  expect(await hostVeths(t.ns)).toEqual([{ name: 'vethaaaa', network: 'macvlan-veth', containerId: 'c1' }]);
+});
+
+describe('joinNode', () => {
+  const healthy: NodeSources = {
+    sandboxes: [sandbox('c1', 'web')],
+    cached: [
+      {
+        file: 'f',
+        network: 'macvlan-veth',
+        containerId: 'c1',
+        ifName: 'net1',
+        plugins: ['macvlan', 'veth'],
+        ipam: ['host-local'],
+        ips: ['10.9.0.5'],
+      },
+    ],
+    leases: [{ network: 'macvlan-veth', ip: '10.9.0.5', containerId: 'c1', ifName: 'net1' }],
+    veths: [{ name: 'vethc1', network: 'macvlan-veth', containerId: 'c1' }],
+  };
+
+  test('a ready sandbox holding every object its attachments imply is healthy', () => {
+    const rows = joinNode(healthy);
+    expect(rows).toEqual([
+      expect.objectContaining({ containerId: 'c1', pod: 'default/web', sandbox: 'ready', state: 'healthy', problems: [] }),
+    ]);
+    expect(rows[0]!.objects).toEqual(['cache macvlan-veth/net1 10.9.0.5', 'lease macvlan-veth 10.9.0.5', 'veth vethc1 (macvlan-veth)']);
+    expect(formatNode(rows)).toContain('1 healthy, 0 leaked, 0 broken, 0 conflicting');
+  });
+
+  test('objects of a gone or stopped sandbox are leaked', () => {
+    const rows = joinNode({
+      ...healthy,
+      sandboxes: [sandbox('c2', 'old', false)],
+      leases: [...healthy.leases, { network: 'macvlan-veth', ip: '10.9.0.6', containerId: 'c2' }],
+    });
+    expect(rows.map((r) => [r.containerId, r.sandbox, r.state])).toEqual([
+      ['c2', 'stopped', 'leaked'],
+      ['c1', 'gone', 'leaked'],
+    ]);
+    expect(rows[1]!.problems).toEqual(['the runtime has no such sandbox']);
+  });
+
+  test('a ready sandbox missing its host veth or its lease is broken, with each missing object named', () => {
+    const rows = joinNode({ ...healthy, leases: [], veths: [] });
+    expect(rows[0]!.state).toBe('broken');
+    expect(rows[0]!.problems).toEqual([
+      "macvlan-veth/net1: no host veth (the veth plugin's CHECK fails)",
+      'macvlan-veth/net1: 10.9.0.5 has no host-local lease (another pod may be given it)',
+    ]);
+  });
+
+  test('one IP held by two ready sandboxes: both conflicting; a gone holder and loopback addresses do not count', () => {
+    const lo = (id: string) => ({
+      file: 'lo',
+      network: 'cni-loopback',
+      containerId: id,
+      ifName: 'lo',
+      plugins: ['loopback'],
+      ipam: [],
+      ips: ['127.0.0.1', '::1'],
+    });
+    const rows = joinNode({
+      ...healthy,
+      cached: [...healthy.cached, lo('c1'), lo('c3')],
+      sandboxes: [sandbox('c1', 'web'), sandbox('c3', 'other')],
+      leases: [
+        ...healthy.leases,
+        { network: 'macvlan-veth', ip: '10.9.0.5', containerId: 'c3' },
+        { network: 'macvlan-veth', ip: '10.9.0.5', containerId: 'gone' },
+      ],
+    });
+    const byId = Object.fromEntries(rows.map((r) => [r.containerId, r]));
+    expect(byId.c1!.state).toBe('conflicting');
+    expect(byId.c1!.problems).toEqual(['10.9.0.5 is also held by c3']);
+    expect(byId.c3!.state).toBe('conflicting');
+    expect(byId.gone!.state).toBe('leaked');
+  });
+});
