@@ -1,7 +1,7 @@
 /**
  * The terway binary's side of rpc.TerwayBackend: @cnikit/unary-grpc's unary call on the daemon's UNIX
  * socket (no gRPC library to load; docs/build.md has the figures), messages from rpc/codec.ts, a deadline
- * per call (120 s as the anchor), and "try again later" statuses (UNAVAILABLE, DEADLINE_EXCEEDED,
+ * per call (120 s as Terway), and "try again later" statuses (UNAVAILABLE, DEADLINE_EXCEEDED,
  * RESOURCE_EXHAUSTED, daemon not listening) turned into CNI code 11. Each call has its own connection.
  */
 import { CniCode, CniError, TransientError } from '@cnikit/netlib';

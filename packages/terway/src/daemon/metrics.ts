@@ -1,5 +1,5 @@
 /**
- * terwayd's Prometheus metrics, named after the anchor's (`terway_resource_pool_*`,
+ * terwayd's Prometheus metrics, named after Terway's (`terway_resource_pool_*`,
  * `terway_aliyun_openapi_latency`, `terway_rpc_latency`) so its dashboards read them;
  * latencies in milliseconds as there. Pool gauges are read from the pool when
  * scraped (no bookkeeping on the allocation path). Served with @cnikit/kube's

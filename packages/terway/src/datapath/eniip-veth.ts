@@ -39,7 +39,7 @@ export function eniTable(eniIndex: number): number {
   return ENI_TABLE_BASE + eniIndex;
 }
 
-/** The host link of an ENI, found by its MAC (names change across reboots: anchor #141). */
+/** The host link of an ENI, found by its MAC (names change across reboots: Terway issue #141). */
 export async function findEniLink(hostNs: Netns, mac: string): Promise<link.Link> {
   const want = mac.toLowerCase();
   const l = (await link.list(hostNs)).find((x) => x.mac.toLowerCase() === want && !x.name.startsWith('cali'));
@@ -216,7 +216,7 @@ export interface RepairReport {
 /**
  * Makes the host match the live pods: removes Terway rules (prefs 512/2048)
  * and cali* host routes of IPs no live pod holds (pods gone without DEL,
- * anchor PR #171/#746), rewrites rules pointing at the wrong ENI table, and
+ * Terway PRs #171/#746), rewrites rules pointing at the wrong ENI table, and
  * puts back missing rules, host routes and ENI tables of live pods.
  */
 export async function repair(hostNs: Netns, live: LivePod[]): Promise<RepairReport> {

@@ -1,7 +1,7 @@
 /**
  * The terway binary's protobuf codec for rpc.TerwayBackend, hand-written on @cnikit/unary-grpc's wire
  * primitives: the requests it sends and the replies it reads, field numbers as in proto.ts's descriptor
- * (the anchor's rpc.proto). Replies decode to the shapes terwayd's proto-loader gives (keepCase, enums as
+ * (Terway's rpc.proto). Replies decode to the shapes terwayd's proto-loader gives (keepCase, enums as
  * their names, 64-bit integers as numbers, absent messages as null, absent lists as []), so the CNI side
  * reads them exactly as it read grpc-js's. test/rpc-codec.test.ts checks both against proto-loader.
  */

@@ -1,7 +1,7 @@
 /**
- * The TerwayBackend gRPC service of the anchor (package `rpc`), as a
+ * The TerwayBackend gRPC service of Terway (package `rpc`), as a
  * protobuf JSON descriptor so no .proto file has to ship next to the
- * executables. Field names and numbers follow the anchor's rpc.proto:
+ * executables. Field names and numbers follow Terway's rpc.proto:
  *
  *   service TerwayBackend {
  *     rpc AllocIP (AllocIPRequest) returns (AllocIPReply);
