@@ -5,7 +5,7 @@
  * networking holds on the node: exit 0 when every attachment is healthy, 1 when one is leaked, broken or
  * conflicting, 2 when a source cannot be read.
  */
-import { Command } from 'commander';
+import { Command, Option } from 'commander';
 import { formatReports, hasErrors, lintConfDir, lintNads, type FileReport } from '../conf';
 import { listNads } from '../nads';
 import { formatNode, joinNode } from '../node/join';
@@ -30,7 +30,11 @@ async function nadReports(o: ConfOptions, binDirs: string[]): Promise<{ reports:
   return { reports: await lintNads(nads, binDirs), note: nads.length ? undefined : 'none in the cluster' };
 }
 
-const program = new Command('doctor').description("explain a node's pod networking");
+// bad usage (an unknown option, an --output that is not table or json) exits 2, as the docs say; --help 0
+const program = new Command('doctor')
+  .description("explain a node's pod networking")
+  .exitOverride((err) => process.exit(err.exitCode === 0 ? 0 : 2));
+const outputOption = (): Option => new Option('-o, --output <format>', 'table or json').choices(['table', 'json']).default('table');
 
 program
   .command('conf')
@@ -41,9 +45,8 @@ program
   .option('--bin-dir <dirs>', 'the CNI bin dirs, colon-separated', '/opt/cni/bin')
   .option('--kubeconfig <file>', 'read NetworkAttachmentDefinitions with this kubeconfig (default: $KUBECONFIG or in-cluster)')
   .option('--no-nads', 'do not read NetworkAttachmentDefinitions')
-  .option('-o, --output <format>', 'table or json', 'table')
+  .addOption(outputOption())
   .action(async (o: ConfOptions) => {
-    if (!['table', 'json'].includes(o.output)) program.error(`doctor: --output must be table or json, not ${o.output}`, { exitCode: 2 });
     const binDirs = o.binDir.split(':').filter(Boolean);
     const files = await lintConfDir({ confDir: o.confDir, binDirs });
     const nads = await nadReports(o, binDirs);
@@ -73,9 +76,8 @@ program
   .option('--cri-socket <path>', "the runtime's CRI socket", '/run/containerd/containerd.sock')
   .option('--cache-dir <dirs>', "libcni cache dirs, colon-separated (the runtime's, Multus's)", '/var/lib/cni:/var/lib/cni/multus')
   .option('--host-local-dir <dir>', "host-local's data dir", '/var/lib/cni/networks')
-  .option('-o, --output <format>', 'table or json', 'table')
+  .addOption(outputOption())
   .action(async (o: NodeOptions) => {
-    if (!['table', 'json'].includes(o.output)) program.error(`doctor: --output must be table or json, not ${o.output}`, { exitCode: 2 });
     const sandboxes = await criSandboxes(o.criSocket);
     const cache = readCache(o.cacheDir.split(':').filter(Boolean));
     const rows = joinNode({ sandboxes, cached: cache.attachments, leases: readHostLocalLeases(o.hostLocalDir), veths: await hostVeths() });
