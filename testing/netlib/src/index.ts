@@ -12,6 +12,8 @@ import { randomBytes } from 'node:crypto';
 import * as path from 'node:path';
 import { NETNS_RUN_DIR, execInNetns, openNetns, sysctl, withHostNetns, type Netns } from '@cnikit/netlib';
 
+export { rejectedWith, thrownBy } from './errors';
+
 /** Runs `fn` with hostNetns() answering `ns`: a plugin handler in-process against a test "host". */
 export const useHostNetns = withHostNetns;
 
