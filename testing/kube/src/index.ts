@@ -6,3 +6,4 @@ export * from './cluster';
 export * from './tcp-proxy';
 export * from './kit';
 export * from './eventually';
+export * from './jest-global';
