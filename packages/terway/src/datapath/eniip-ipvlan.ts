@@ -20,7 +20,7 @@
  * the `tc` and `nsenter` programs for the clsact filter.
  */
 import { execFileSync } from 'node:child_process';
-import { addr, isExistsError, isNotFoundError, link, route, sysctl, tunnel, UndoStack, withFileLock, type Netns } from '@cnikit/netlib';
+import { addr, ignoreExists, ignoreNotFound, link, route, sysctl, tunnel, UndoStack, withFileLock, type Netns } from '@cnikit/netlib';
 import { setRate, type BandwidthLimits } from './bandwidth';
 
 /** The ENI by MAC; its ipvlan slaves share the MAC, so they are skipped. */
@@ -49,22 +49,6 @@ function tc(ns: Netns, args: string[]): string {
   } catch (e) {
     const x = e as { stderr?: string; status?: number };
     throw new Error(`tc ${args.join(' ')}: exit ${x.status}: ${(x.stderr ?? '').trim()}`, { cause: e });
-  }
-}
-
-async function ignoreMissing(p: Promise<unknown>): Promise<void> {
-  try {
-    await p;
-  } catch (e) {
-    if (!isNotFoundError(e)) throw e;
-  }
-}
-
-async function ignoreExists(p: Promise<unknown>): Promise<void> {
-  try {
-    await p;
-  } catch (e) {
-    if (!isExistsError(e)) throw e;
   }
 }
 
@@ -164,7 +148,7 @@ async function setupIpvlanPodLocked(
       ...(p.mtu ? { mtu: p.mtu } : {}),
     });
     const old = await link.find(podNs, p.ifName);
-    if (old?.kind === 'ipvlan') await ignoreMissing(link.del(podNs, old.index));
+    if (old?.kind === 'ipvlan') await ignoreNotFound(link.del(podNs, old.index));
     const s = await tunnel.addIpvlan(hostNs, {
       name: p.ifName,
       parentIndex: eni.index,
@@ -172,7 +156,7 @@ async function setupIpvlanPodLocked(
       targetNs: podNs,
       ...(p.mtu ? { mtu: p.mtu } : {}),
     });
-    undo.push(`delete pod ${p.ifName}`, () => ignoreMissing(link.del(podNs, p.ifName)));
+    undo.push(`delete pod ${p.ifName}`, () => ignoreNotFound(link.del(podNs, p.ifName)));
     await link.setUp(podNs, 'lo').catch(() => undefined);
     await addr.add(podNs, s.index, `${p.ip}/${p.eni.prefix}`);
     await link.setUp(podNs, s.index);
@@ -180,7 +164,7 @@ async function setupIpvlanPodLocked(
     await route.replace(podNs, { dst: 'default', gw: p.eni.gateway, oif: s.index });
     for (const cidr of p.serviceCidrs) await route.replace(podNs, { dst: cidr, gw: p.nodeIp, oif: s.index });
     await route.replace(hostNs, { dst: `${p.ip}/32`, oif: eni.hostSlaveIndex, scope: SCOPE_LINK });
-    undo.push(`route ${p.ip}/32`, () => ignoreMissing(route.del(hostNs, { dst: `${p.ip}/32`, oif: eni.hostSlaveIndex })));
+    undo.push(`route ${p.ip}/32`, () => ignoreNotFound(route.del(hostNs, { dst: `${p.ip}/32`, oif: eni.hostSlaveIndex })));
     if (p.bandwidth?.egressBps) await setRate(podNs, s.index, p.bandwidth.egressBps);
     undo.commit();
     return { hostSlave: eni.hostSlave, eniIndex: eni.index, podMac: s.mac };
@@ -203,14 +187,14 @@ export async function teardownIpvlanPod(hostNs: Netns, podNs: Netns | undefined,
         if (r.dst !== `${p.ip}/32` || r.oif === undefined) continue;
         const l = links.find((x) => x.index === r.oif);
         if (!l?.name.startsWith('ipvl_')) continue;
-        await ignoreMissing(route.del(hostNs, { dst: r.dst, oif: r.oif }));
+        await ignoreNotFound(route.del(hostNs, { dst: r.dst, oif: r.oif }));
         if ((await podRoutesVia(hostNs, l.index)).length === 0) await releaseIpvlanEni(hostNs, l);
       }
     });
   }
   if (podNs) {
     const l = await link.find(podNs, p.ifName);
-    if (l?.kind === 'ipvlan') await ignoreMissing(link.del(podNs, l.index));
+    if (l?.kind === 'ipvlan') await ignoreNotFound(link.del(podNs, l.index));
   }
 }
 
@@ -241,7 +225,7 @@ function masterIndexOf(slave: link.Link): number | undefined {
 /** Removes an ENI's host slave and our Service filters on the ENI's egress (the clsact too when it is left empty). */
 export async function releaseIpvlanEni(hostNs: Netns, slave: link.Link): Promise<void> {
   const master = masterIndexOf(slave);
-  await ignoreMissing(link.del(hostNs, slave.index));
+  await ignoreNotFound(link.del(hostNs, slave.index));
   const eni = master === undefined ? undefined : (await link.list(hostNs)).find((l) => l.index === master);
   if (!eni) return;
   const egress = tc(hostNs, ['filter', 'show', 'dev', eni.name, 'egress']);
@@ -292,7 +276,7 @@ export async function repairIpvlan(hostNs: Netns, live: IpvlanLivePod[]): Promis
     for (const s of slaves) {
       for (const r of await podRoutesVia(hostNs, s.index)) {
         if (liveIps.has(r.dst!.slice(0, -3))) continue;
-        await ignoreMissing(route.del(hostNs, { dst: r.dst!, oif: s.index }));
+        await ignoreNotFound(route.del(hostNs, { dst: r.dst!, oif: s.index }));
         rep.routesRemoved.push(`${r.dst} dev ${s.name}`);
       }
       if (!used.has(s.index)) {
