@@ -7,6 +7,7 @@ import { runPlugin, type PluginOutput } from '@cnikit/netlib';
 import { installCrd, ResourceClient, Pods, Namespaces, isAlreadyExists, type KubeTransport, type Pod } from '@cnikit/kube';
 import { testCluster, transportFor, uniqueName } from '@cnikit/kube-testing';
 import { crds } from '../src/crds';
+import { GceClient } from '../src/gce';
 import { add, check, del, gc, status } from '../src/plugin';
 import { API_VERSION, type IPAllocation, type IPPool } from '../src/types';
 import { FakeGce } from './fake-gce';
@@ -165,6 +166,20 @@ export function parseOut(out: PluginOutput): {
   details?: string;
 } {
   return out.stdout ? JSON.parse(out.stdout) : {};
+}
+
+/** A fake GCE with the VMs vm-a and vm-b in ZONE, and a compute client of it (retrying rate limits after `rateLimitBackoffMs`). */
+export async function startGce(opDurationMs: number, rateLimitBackoffMs: number): Promise<{ fake: FakeGce; gce: GceClient }> {
+  const fake = new FakeGce({ opDurationMs });
+  await fake.start();
+  fake.addInstance(ZONE, 'vm-a');
+  fake.addInstance(ZONE, 'vm-b');
+  return { fake, gce: new GceClient({ project: fake.project, endpoint: fake.computeEndpoint, rateLimitBackoffMs }) };
+}
+
+export async function stopGce(fake: FakeGce, gce: GceClient): Promise<void> {
+  gce.close();
+  await fake.stop();
 }
 
 export async function newFake(opts: ConstructorParameters<typeof FakeGce>[0] = {}): Promise<FakeGce> {
