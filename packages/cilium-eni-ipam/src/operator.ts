@@ -18,8 +18,9 @@ import {
   type Pod,
   type ReconcileResult,
   type ResourceClient,
+  MetricsIn,
 } from '@cnikit/kube';
-import { Counter, Gauge, Registry } from 'prom-client';
+import { Registry, type Counter, type Gauge } from 'prom-client';
 import type { Ec2Api } from './ec2';
 import type { LimitsTable } from './limits';
 import { NodeSyncer, TAG_CLUSTER, ipamParams, newMemory, type NodeMemory, type NodeSyncResult } from './node-sync';
@@ -56,39 +57,18 @@ export class OperatorMetrics {
   readonly gcDeleted: Counter;
   readonly cleanupErrors: Counter<'operation'>;
   constructor(readonly registry: Registry) {
-    const registers = [registry];
-    this.available = new Gauge({
-      name: 'cilium_operator_ipam_available_ips',
-      help: 'IPs in the node pool',
-      labelNames: ['node'],
-      registers,
-    });
-    this.used = new Gauge({ name: 'cilium_operator_ipam_used_ips', help: 'IPs handed out on the node', labelNames: ['node'], registers });
-    this.needed = new Gauge({
-      name: 'cilium_operator_ipam_needed_ips',
-      help: 'Deficit against the watermark',
-      labelNames: ['node'],
-      registers,
-    });
-    this.allocations = new Counter({
-      name: 'cilium_operator_ipam_ec2_actions_total',
-      help: 'EC2 allocation actions (assign, create, unassign)',
-      labelNames: ['type'],
-      registers,
-    });
-    this.errors = new Counter({
-      name: 'cilium_operator_ipam_node_errors_total',
-      help: 'Node syncs that ended with an error',
-      labelNames: ['node'],
-      registers,
-    });
-    this.gcDeleted = new Counter({ name: 'cilium_operator_eni_gc_deleted_total', help: 'Dangling ENIs deleted by the GC', registers });
-    this.cleanupErrors = new Counter({
-      name: 'cilium_operator_ipam_cleanup_errors_total',
-      help: 'Clean-up calls that failed (ENI deletes after a failed attach, ENI GC)',
-      labelNames: ['operation'],
-      registers,
-    });
+    const m = new MetricsIn(registry);
+    this.available = m.gauge('cilium_operator_ipam_available_ips', 'IPs in the node pool', ['node']);
+    this.used = m.gauge('cilium_operator_ipam_used_ips', 'IPs handed out on the node', ['node']);
+    this.needed = m.gauge('cilium_operator_ipam_needed_ips', 'Deficit against the watermark', ['node']);
+    this.allocations = m.counter('cilium_operator_ipam_ec2_actions_total', 'EC2 allocation actions (assign, create, unassign)', ['type']);
+    this.errors = m.counter('cilium_operator_ipam_node_errors_total', 'Node syncs that ended with an error', ['node']);
+    this.gcDeleted = m.counter('cilium_operator_eni_gc_deleted_total', 'Dangling ENIs deleted by the GC');
+    this.cleanupErrors = m.counter(
+      'cilium_operator_ipam_cleanup_errors_total',
+      'Clean-up calls that failed (ENI deletes after a failed attach, ENI GC)',
+      ['operation'],
+    );
   }
 }
 

@@ -4,16 +4,9 @@ import * as http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { CliError, instanceFromImds, parseAgentFlags, parseOperatorFlags } from '../src/cli';
 import { LimitsTable } from '../src/limits';
+import { thrownBy } from '@cnikit/netlib-testing';
 
-function cliError(f: () => unknown): CliError {
-  try {
-    f();
-  } catch (e) {
-    if (e instanceof CliError) return e;
-    throw e;
-  }
-  throw new Error('expected a CliError');
-}
+const cliError = (f: () => unknown): CliError => thrownBy(CliError, f);
 
 describe('cilium-eni-operator flags', () => {
   test("defaults (Cilium's: 4 QPS / burst 20, 50 workers, 180 s release delay, GC every 300 s)", () => {

@@ -5,8 +5,8 @@ import { Nodes, ResourceClient, isInvalid, type KubeTransport } from '@cnikit/ku
 import { Registry } from 'prom-client';
 import { FINALIZER, LABEL_NODE, LABEL_POOL, requestName, requestOutcome, type AddressPool, type BlockRequest } from '../src/api/types';
 import { IpamController } from '../src/controller/ipam-controller';
-import { LeaderRunner, ipamLeaderTask } from '../src/controller/leader';
-import { clients, createNode, eventually, installCoilCrds, transport, uname } from './support';
+import { ipamLeaderTask, type LeaderRunner } from '../src/controller/leader';
+import { clients, createNode, eventually, installCoilCrds, testRunner, transport, uname } from './support';
 
 let t: KubeTransport;
 let c: ReturnType<typeof clients>;
@@ -187,19 +187,7 @@ describe('leader election', () => {
     const lost: string[] = [];
     const make = (id: string): { ctl: IpamController; runner: LeaderRunner } => {
       const ctl = new IpamController({ transport: t, registry: new Registry() });
-      const runner = new LeaderRunner(ipamLeaderTask(ctl), {
-        transport: t,
-        namespace: 'default',
-        name: lease,
-        identity: id,
-        leaseDurationMs: 4000,
-        renewDeadlineMs: 3000,
-        retryPeriodMs: 500,
-        onLost: () => lost.push(id),
-        onStartFailed: (err) => {
-          throw err;
-        },
-      });
+      const runner = testRunner(ipamLeaderTask(ctl), t, lease, id, () => lost.push(id));
       return { ctl, runner };
     };
     const a = make('a');

@@ -31,8 +31,8 @@ import {
   type EgressSpec,
 } from '../src/api/egress';
 import { EgressController } from '../src/egress-controller/egress-controller';
-import { LeaderRunner } from '../src/controller/leader';
-import { eventually, installCoilCrds, transport, uname } from './support';
+import type { LeaderRunner } from '../src/controller/leader';
+import { eventually, installCoilCrds, testRunner, transport, uname } from './support';
 
 jest.setTimeout(90_000);
 
@@ -303,20 +303,8 @@ describe('leader election', () => {
     const lease = uname('coil-egress-leader');
     const make = (id: string): { ctl: EgressController; runner: LeaderRunner } => {
       const c = new EgressController({ transport: t, image: `img-${id}` });
-      const runner = new LeaderRunner(c, {
-        transport: t,
-        namespace: 'default',
-        name: lease,
-        identity: id,
-        leaseDurationMs: 4000,
-        renewDeadlineMs: 3000,
-        retryPeriodMs: 500,
-        onLost: () => {
-          throw new Error(`${id} lost the lease`);
-        },
-        onStartFailed: (err) => {
-          throw err;
-        },
+      const runner = testRunner(c, t, lease, id, () => {
+        throw new Error(`${id} lost the lease`);
       });
       return { ctl: c, runner };
     };

@@ -3,6 +3,7 @@ import { Nodes, ResourceClient, installCrd, type KubeTransport, type Node } from
 import { testCluster, transportFor } from '@cnikit/kube-testing';
 import { coilCrds } from '../src/api/crds';
 import { AddressBlocks, AddressPools, BlockRequests, type AddressBlock, type AddressPool, type BlockRequest } from '../src/api/types';
+import { LeaderRunner, type Startable } from '../src/controller/leader';
 
 export const cluster = testCluster();
 
@@ -46,4 +47,24 @@ let seq = 0;
 export function uname(prefix: string): string {
   seq++;
   return `${prefix}${process.pid.toString(36)}${Date.now().toString(36).slice(-3)}${seq}`;
+}
+
+/**
+ * A LeaderRunner for the leader-election tests: a short lease (4 s, renew deadline 3 s, retry 0.5 s) so a
+ * standby takes over within seconds; a failed start fails the test.
+ */
+export function testRunner(task: Startable, t: KubeTransport, lease: string, id: string, onLost: () => void): LeaderRunner {
+  return new LeaderRunner(task, {
+    transport: t,
+    namespace: 'default',
+    name: lease,
+    identity: id,
+    leaseDurationMs: 4000,
+    renewDeadlineMs: 3000,
+    retryPeriodMs: 500,
+    onLost,
+    onStartFailed: (err) => {
+      throw err;
+    },
+  });
 }

@@ -18,6 +18,7 @@ import * as path from 'node:path';
 import { randomUUID } from 'node:crypto';
 import { acquireFileLock, LockTimeoutError, TransientError, CniError } from '@cnikit/netlib';
 import { GceClient, GceError, type AliasIpRange } from './gce';
+import { sleep } from '@cnikit/netlib/retry';
 
 export interface AliasChange {
   op: 'add' | 'remove';
@@ -175,7 +176,7 @@ export class AliasCoalescer {
       const until = Date.now() + 20 * window;
       let seen = count();
       for (;;) {
-        await new Promise((r) => setTimeout(r, window));
+        await sleep(window);
         const now = count();
         if (now === seen || Date.now() >= until) break;
         seen = now;

@@ -9,6 +9,7 @@ import { isAlreadyExists, isNotFound, type KubeLite } from '@cnikit/kube/lite';
 import { crds } from './crds';
 import { poolPath, refreshPoolStatus } from './allocator';
 import { API_VERSION, POOL_PLURAL, type IPPool } from './types';
+import { sleep } from '@cnikit/netlib/retry';
 
 export interface ProvisionOptions {
   gce: GceClient;
@@ -45,7 +46,7 @@ export async function ensureCrds(kube: KubeLite, timeoutMs = 30_000): Promise<vo
       const cur = await kube.request<{ status?: { conditions?: { type: string; status: string }[] } }>('GET', `${p}/${crd.metadata.name}`);
       if (cur.status?.conditions?.some((c) => c.type === 'Established' && c.status === 'True')) break;
       if (Date.now() > deadline) throw new Error(`provisioner: CRD ${crd.metadata.name} not Established after ${timeoutMs} ms`);
-      await new Promise((r) => setTimeout(r, 100));
+      await sleep(100);
     }
   }
 }

@@ -3,11 +3,10 @@
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { AliasCoalescer, applyChanges } from '../src/coalescer';
-import { GceClient } from '../src/gce';
-import { FakeGce } from './fake-gce';
-import { tmpDir } from './support';
+import type { GceClient } from '../src/gce';
+import type { FakeGce } from './fake-gce';
+import { startGce, stopGce, tmpDir, ZONE } from './support';
 
-const ZONE = 'europe-west1-b';
 let fake: FakeGce;
 let gce: GceClient;
 let stateDir: string;
@@ -16,17 +15,10 @@ const coalescer = (window = 25): AliasCoalescer =>
 const pendingDir = (): string => path.join(stateDir, 'alias', 'vm-a.nic0', 'pending');
 
 beforeEach(async () => {
-  fake = new FakeGce({ opDurationMs: 200 });
-  await fake.start();
-  fake.addInstance(ZONE, 'vm-a');
-  fake.addInstance(ZONE, 'vm-b');
-  gce = new GceClient({ project: fake.project, endpoint: fake.computeEndpoint, rateLimitBackoffMs: 10 });
+  ({ fake, gce } = await startGce(200, 10));
   stateDir = tmpDir('gcp-ipam-coal-');
 });
-afterEach(async () => {
-  gce.close();
-  await fake.stop();
-});
+afterEach(() => stopGce(fake, gce));
 
 test('applyChanges: idempotent adds and removes, undefined when nothing changes', () => {
   const cur = [{ ipCidrRange: '10.1.0.5/32', subnetworkRangeName: 'live' }];

@@ -1,22 +1,15 @@
 // The compute REST client against the fake, and the fake against the API reference's rules.
 import { GceClient, GceError, GceOperationError } from '../src/gce';
 import { FakeGce } from './fake-gce';
+import { startGce, stopGce, ZONE } from './support';
 
-const ZONE = 'europe-west1-b';
 let fake: FakeGce;
 let gce: GceClient;
 
 beforeEach(async () => {
-  fake = new FakeGce({ opDurationMs: 100 });
-  await fake.start();
-  fake.addInstance(ZONE, 'vm-a');
-  fake.addInstance(ZONE, 'vm-b');
-  gce = new GceClient({ project: fake.project, endpoint: fake.computeEndpoint, rateLimitBackoffMs: 20 });
+  ({ fake, gce } = await startGce(100, 20));
 });
-afterEach(async () => {
-  gce.close();
-  await fake.stop();
-});
+afterEach(() => stopGce(fake, gce));
 
 test('updateNetworkInterface without a fingerprint is refused with 400', async () => {
   const err = await gce.updateNetworkInterface(ZONE, 'vm-a', { name: 'nic0', aliasIpRanges: [] }).catch((e: unknown) => e);

@@ -3,19 +3,17 @@
 // a consistent owner.
 import { API_VERSION, ANN_IP, ANN_MOVE_OUT_IP, ANN_ORIGINAL_INSTANCE, allocationName, type IPAllocation, type IPPool } from '../src/types';
 import {
+  addNode,
   annotatePod,
   callPlugin,
-  closeKube,
   createPod,
   createPool,
-  installCrds,
-  ipamConf,
   kube,
-  netConf,
   newFake,
+  nodeConf,
   parseOut,
-  tmpDir,
   uniqueName,
+  useCrds,
   ZONE,
   type NodeSetup,
 } from './support';
@@ -27,18 +25,11 @@ let dst: NodeSetup;
 let pool: IPPool;
 let ns: string;
 
-beforeAll(async () => {
-  await installCrds();
-});
-afterAll(() => closeKube());
+useCrds();
 beforeEach(async () => {
   fake = await newFake({ opDurationMs: 100 });
-  src = { node: uniqueName('vm-src'), instance: '', stateDir: tmpDir() };
-  src.instance = src.node;
-  dst = { node: uniqueName('vm-dst'), instance: '', stateDir: tmpDir() };
-  dst.instance = dst.node;
-  fake.addInstance(ZONE, src.instance);
-  fake.addInstance(ZONE, dst.instance);
+  src = addNode(fake, uniqueName('vm-src'));
+  dst = addNode(fake, uniqueName('vm-dst'));
   pool = await createPool('10.115.0.0/24');
   ns = uniqueName('mig');
 });
@@ -46,7 +37,7 @@ afterEach(async () => {
   await fake.stop();
 });
 
-const conf = (n: NodeSetup): string => netConf(ipamConf(fake, pool.metadata.name, n));
+const conf = (n: NodeSetup): string => nodeConf(fake, pool.metadata.name, n);
 const getAlloc = (ip: string): Promise<IPAllocation> =>
   kube().request<IPAllocation>('GET', `/apis/${API_VERSION}/ipallocations/${allocationName(pool.metadata.name, ip)}`);
 

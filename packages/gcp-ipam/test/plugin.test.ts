@@ -1,29 +1,27 @@
 // The IPAM plugin's verbs, run in-process through netlib's dispatcher against a real API server and the fake
 // GCE: ADD/DEL/CHECK/GC/STATUS in every CNI version that has them, coalescing, cloud errors, rollback.
-import { API_VERSION, type IPAllocation } from '../src/types';
+import { API_VERSION } from '../src/types';
 import {
+  addNode,
+  allocations,
   callPlugin,
-  closeKube,
   createPod,
   createPool,
-  installCrds,
   ipamConf,
   kube,
   netConf,
   newFake,
+  nodeConf,
   parseOut,
-  tmpDir,
   uniqueName,
+  useCrds,
   ZONE,
   type NodeSetup,
 } from './support';
 import type { FakeGce } from './fake-gce';
 
 let fake: FakeGce;
-beforeAll(async () => {
-  await installCrds();
-});
-afterAll(() => closeKube());
+useCrds();
 beforeEach(async () => {
   fake = await newFake({ opDurationMs: 100 });
 });
@@ -31,15 +29,7 @@ afterEach(async () => {
   await fake.stop();
 });
 
-function node(name = uniqueName('node')): NodeSetup {
-  fake.addInstance(ZONE, name);
-  return { node: name, instance: name, stateDir: tmpDir() };
-}
-
-async function allocations(pool: string): Promise<IPAllocation[]> {
-  const list = await kube().request<{ items: IPAllocation[] }>('GET', `/apis/${API_VERSION}/ipallocations`);
-  return list.items.filter((a) => a.spec.pool === pool);
-}
+const node = (name?: string): NodeSetup => addNode(fake, name);
 
 for (const v of ['0.4.0', '1.0.0', '1.1.0']) {
   test(`[${v}] ADD returns ip/gateway/route and attaches the alias; CHECK passes; DEL releases both`, async () => {
@@ -84,7 +74,7 @@ for (const v of ['0.4.0', '1.0.0', '1.1.0']) {
 test('CHECK fails when the alias disappeared from the VM', async () => {
   const pool = await createPool('10.111.1.0/24');
   const n = node();
-  const stdin = netConf(ipamConf(fake, pool.metadata.name, n));
+  const stdin = nodeConf(fake, pool.metadata.name, n);
   const o = { containerId: uniqueName('c') };
   expect((await callPlugin('ADD', stdin, o)).exitCode).toBe(0);
   fake.instances.get(`${ZONE}/${n.instance}`)!.networkInterfaces[0]!.aliasIpRanges = [];
@@ -97,7 +87,7 @@ test('30 concurrent ADDs on one node coalesce into a few updateNetworkInterface 
   fake.opDurationMs = 1000;
   const pool = await createPool('10.111.2.0/24');
   const n = node();
-  const stdin = netConf(ipamConf(fake, pool.metadata.name, n));
+  const stdin = nodeConf(fake, pool.metadata.name, n);
   fake.resetCounters();
   const t0 = Date.now();
   const outs = await Promise.all(Array.from({ length: 30 }, (_, i) => callPlugin('ADD', stdin, { containerId: `c30-${i}` })));
@@ -123,7 +113,7 @@ test('30 concurrent ADDs on one node coalesce into a few updateNetworkInterface 
 test('cloud errors: 403 rateLimitExceeded and 412 are retried; a 400 fails ADD and frees the IP', async () => {
   const pool = await createPool('10.111.3.0/24');
   const n = node();
-  const stdin = netConf(ipamConf(fake, pool.metadata.name, n));
+  const stdin = nodeConf(fake, pool.metadata.name, n);
   fake.inject('instances.updateNetworkInterface', { status: 403, reason: 'rateLimitExceeded' }, 1);
   const ok = await callPlugin('ADD', stdin, { containerId: 'rl-1' });
   expect(ok.stdout).not.toMatch(/"code"/);
@@ -154,7 +144,7 @@ test('rate limits that persist give code 11 (try again later) and leave nothing 
 test('GC releases allocations the runtime no longer knows, keeps the valid ones, updates pool status', async () => {
   const pool = await createPool('10.111.5.0/29');
   const n = node();
-  const stdin = netConf(ipamConf(fake, pool.metadata.name, n));
+  const stdin = nodeConf(fake, pool.metadata.name, n);
   for (const id of ['g1', 'g2', 'g3']) expect((await callPlugin('ADD', stdin, { containerId: id })).exitCode).toBe(0);
   const gcConf = netConf(ipamConf(fake, pool.metadata.name, n), '1.1.0', {
     'cni.dev/valid-attachments': [{ containerID: 'g2', ifname: 'eth0' }],
@@ -192,7 +182,7 @@ test('GC of one network leaves the attachments of another network sharing the st
 test('a /29 pool hands out its 5 addresses, then ADD fails with code 110; STATUS reports 50 when the pool is gone', async () => {
   const pool = await createPool('10.111.6.0/29');
   const n = node();
-  const stdin = netConf(ipamConf(fake, pool.metadata.name, n));
+  const stdin = nodeConf(fake, pool.metadata.name, n);
   const outs = await Promise.all(['e1', 'e2', 'e3', 'e4', 'e5'].map((id) => callPlugin('ADD', stdin, { containerId: id })));
   const ips = outs.map((o) => parseOut(o).ips![0]!.address.split('/')[0]);
   expect(new Set(ips).size).toBe(5);

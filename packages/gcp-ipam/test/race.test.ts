@@ -1,44 +1,35 @@
 // Allocation races: 200 ADDs across 20 nodes at once must hand out 200 distinct IPs, each attached to exactly
-// one VM. Also measures the design choice: one IPAllocation object per IP versus the anchor's single IPPool
+// one VM. Also measures the design choice: one IPAllocation object per IP versus gcp-cni's single IPPool
 // object updated under optimistic locking (10 retries, backoff from 100 ms) for the same 200 concurrent claims.
 import { claim, type Owner } from '../src/allocator';
 import { kubeFromFile, isConflict } from '@cnikit/kube/lite';
-import { API_VERSION, type IPAllocation } from '../src/types';
+import { API_VERSION } from '../src/types';
 import {
+  addNode,
+  allocations,
   callPlugin,
-  closeKube,
   createPool,
-  installCrds,
-  ipamConf,
-  kube,
   kubeconfig,
-  netConf,
   newFake,
+  nodeConf,
   parseOut,
-  tmpDir,
   uniqueName,
+  useCrds,
   ZONE,
 } from './support';
 
-beforeAll(async () => {
-  await installCrds();
-});
-afterAll(() => closeKube());
+useCrds();
 
 test('200 ADDs across 20 nodes at once: no duplicate IP, every alias on exactly one VM', async () => {
   const fake = await newFake({ opDurationMs: 200 });
   try {
     const pool = await createPool('10.112.0.0/24'); // 253 usable for 200 pods: collisions are frequent
-    const nodes = Array.from({ length: 20 }, (_, i) => {
-      const name = `race-${i}-${uniqueName('n')}`;
-      fake.addInstance(ZONE, name);
-      return { node: name, instance: name, stateDir: tmpDir() };
-    });
+    const nodes = Array.from({ length: 20 }, (_, i) => addNode(fake, `race-${i}-${uniqueName('n')}`));
     const t0 = Date.now();
     const outs = await Promise.all(
       Array.from({ length: 200 }, (_, i) => {
         const n = nodes[i % 20]!;
-        return callPlugin('ADD', netConf(ipamConf(fake, pool.metadata.name, n)), { containerId: `race-${i}` });
+        return callPlugin('ADD', nodeConf(fake, pool.metadata.name, n), { containerId: `race-${i}` });
       }),
     );
     const ms = Date.now() - t0;
@@ -49,8 +40,7 @@ test('200 ADDs across 20 nodes at once: no duplicate IP, every alias on exactly 
     const attached = nodes.flatMap((n) => fake.aliasesOf(ZONE, n.instance));
     expect(attached).toHaveLength(200);
     expect(new Set(attached).size).toBe(200);
-    const list = await kube().request<{ items: IPAllocation[] }>('GET', `/apis/${API_VERSION}/ipallocations`);
-    expect(list.items.filter((a) => a.spec.pool === pool.metadata.name)).toHaveLength(200);
+    expect(await allocations(pool.metadata.name)).toHaveLength(200);
     process.stderr.write(
       `race: 200 ADDs on 20 nodes (200 ms operations): ${ms} ms, ${fake.calls['instances.updateNetworkInterface']} updateNetworkInterface calls\n`,
     );

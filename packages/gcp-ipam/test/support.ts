@@ -7,8 +7,9 @@ import { runPlugin, type PluginOutput } from '@cnikit/netlib';
 import { installCrd, ResourceClient, Pods, Namespaces, isAlreadyExists, type KubeTransport, type Pod } from '@cnikit/kube';
 import { testCluster, transportFor, uniqueName } from '@cnikit/kube-testing';
 import { crds } from '../src/crds';
+import { GceClient } from '../src/gce';
 import { add, check, del, gc, status } from '../src/plugin';
-import { API_VERSION, type IPPool } from '../src/types';
+import { API_VERSION, type IPAllocation, type IPPool } from '../src/types';
 import { FakeGce } from './fake-gce';
 
 export const cluster = testCluster();
@@ -25,6 +26,18 @@ export function closeKube(): void {
 
 export async function installCrds(): Promise<void> {
   for (const c of crds) await installCrd(kube(), c);
+}
+
+/** The hooks every API-server test file starts with: CRDs installed before its first test, the connection closed after its last. */
+export function useCrds(): void {
+  beforeAll(installCrds);
+  afterAll(closeKube);
+}
+
+/** Every IPAllocation of `pool`. */
+export async function allocations(pool: string): Promise<IPAllocation[]> {
+  const list = await kube().request<{ items: IPAllocation[] }>('GET', `/apis/${API_VERSION}/ipallocations`);
+  return list.items.filter((a) => a.spec.pool === pool);
 }
 
 export const ZONE = 'europe-west1-b';
@@ -80,6 +93,17 @@ export interface NodeSetup {
   node: string;
   instance: string;
   stateDir: string;
+}
+
+/** A VM `name` in ZONE of `fake`, run as the node of the same name with a state dir of its own. */
+export function addNode(fake: FakeGce, name = uniqueName('node')): NodeSetup {
+  fake.addInstance(ZONE, name);
+  return { node: name, instance: name, stateDir: tmpDir() };
+}
+
+/** The network config of the plugin on node `n` allocating from `pool` (CNI 1.1.0). */
+export function nodeConf(fake: FakeGce, pool: string, n: NodeSetup): string {
+  return netConf(ipamConf(fake, pool, n));
 }
 
 export function ipamConf(fake: FakeGce, pool: string, n: NodeSetup, extra: Record<string, unknown> = {}): Record<string, unknown> {
@@ -142,6 +166,20 @@ export function parseOut(out: PluginOutput): {
   details?: string;
 } {
   return out.stdout ? JSON.parse(out.stdout) : {};
+}
+
+/** A fake GCE with the VMs vm-a and vm-b in ZONE, and a compute client of it (retrying rate limits after `rateLimitBackoffMs`). */
+export async function startGce(opDurationMs: number, rateLimitBackoffMs: number): Promise<{ fake: FakeGce; gce: GceClient }> {
+  const fake = new FakeGce({ opDurationMs });
+  await fake.start();
+  fake.addInstance(ZONE, 'vm-a');
+  fake.addInstance(ZONE, 'vm-b');
+  return { fake, gce: new GceClient({ project: fake.project, endpoint: fake.computeEndpoint, rateLimitBackoffMs }) };
+}
+
+export async function stopGce(fake: FakeGce, gce: GceClient): Promise<void> {
+  gce.close();
+  await fake.stop();
 }
 
 export async function newFake(opts: ConstructorParameters<typeof FakeGce>[0] = {}): Promise<FakeGce> {

@@ -12,6 +12,46 @@ export interface KubeMetricsOptions {
   processMetrics?: boolean;
 }
 
+/**
+ * Metrics registered in one Registry, each declared in one line: its name, help and labels (and a histogram's
+ * buckets). Every metric set of the repository (this kit's, coil's, terway's, the Cilium operator's) is built
+ * with it. A gauge may be read when scraped (`collect`) rather than kept up to date on a hot path.
+ */
+export class MetricsIn {
+  private readonly registers: Registry[];
+  /** `buckets`: what a histogram declared without its own uses. */
+  constructor(
+    registry: Registry,
+    private readonly buckets?: number[],
+  ) {
+    this.registers = [registry];
+  }
+
+  counter<L extends string = string>(name: string, help: string, labelNames: readonly L[] = []): Counter<L> {
+    return new Counter<L>({ name, help, labelNames, registers: this.registers });
+  }
+
+  gauge<L extends string = string>(name: string, help: string, labelNames: readonly L[] = [], collect?: (g: Gauge<L>) => void): Gauge<L> {
+    return new Gauge<L>({
+      name,
+      help,
+      labelNames,
+      registers: this.registers,
+      ...(collect
+        ? {
+            collect(this: Gauge<L>) {
+              collect(this);
+            },
+          }
+        : {}),
+    });
+  }
+
+  histogram<L extends string>(name: string, help: string, labelNames: readonly L[], buckets = this.buckets): Histogram<L> {
+    return new Histogram<L>({ name, help, labelNames, buckets, registers: this.registers });
+  }
+}
+
 const DURATION_BUCKETS = [0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60];
 
 export class KubeMetrics {
@@ -34,103 +74,31 @@ export class KubeMetrics {
   readonly restLatency: Histogram<'method'>;
 
   constructor(opts: KubeMetricsOptions = {}) {
-    const registers = [(this.registry = opts.registry ?? new Registry())];
+    this.registry = opts.registry ?? new Registry();
     if (opts.processMetrics) collectDefaultMetrics({ register: this.registry });
-    this.workqueueDepth = new Gauge({ name: 'workqueue_depth', help: 'Current depth of the work queue', labelNames: ['name'], registers });
-    this.workqueueAdds = new Counter({
-      name: 'workqueue_adds_total',
-      help: 'Keys added to the work queue',
-      labelNames: ['name'],
-      registers,
-    });
-    this.workqueueRetries = new Counter({
-      name: 'workqueue_retries_total',
-      help: 'Rate-limited re-adds (retries)',
-      labelNames: ['name'],
-      registers,
-    });
-    this.workqueueQueueDuration = new Histogram({
-      name: 'workqueue_queue_duration_seconds',
-      help: 'Time a key waits in the queue before being processed',
-      labelNames: ['name'],
-      buckets: DURATION_BUCKETS,
-      registers,
-    });
-    this.workqueueWorkDuration = new Histogram({
-      name: 'workqueue_work_duration_seconds',
-      help: 'Time processing a key takes',
-      labelNames: ['name'],
-      buckets: DURATION_BUCKETS,
-      registers,
-    });
-    this.reconcileTotal = new Counter({
-      name: 'controller_runtime_reconcile_total',
-      help: 'Reconciliations by result (success, error, requeue, requeue_after)',
-      labelNames: ['controller', 'result'],
-      registers,
-    });
-    this.reconcileErrors = new Counter({
-      name: 'controller_runtime_reconcile_errors_total',
-      help: 'Reconciliations that failed',
-      labelNames: ['controller'],
-      registers,
-    });
-    this.reconcileTime = new Histogram({
-      name: 'controller_runtime_reconcile_time_seconds',
-      help: 'Time per reconciliation',
-      labelNames: ['controller'],
-      buckets: DURATION_BUCKETS,
-      registers,
-    });
-    this.informerEvents = new Counter({
-      name: 'informer_events_total',
-      help: 'Watch events applied to the cache',
-      labelNames: ['resource', 'type'],
-      registers,
-    });
-    this.informerLists = new Counter({
-      name: 'informer_lists_total',
-      help: 'Full lists (initial, or re-list after 410 Gone)',
-      labelNames: ['resource', 'reason'],
-      registers,
-    });
-    this.informerWatches = new Counter({
-      name: 'informer_watches_total',
-      help: 'Watch requests opened (resumes included)',
-      labelNames: ['resource'],
-      registers,
-    });
-    this.informerCacheSize = new Gauge({
-      name: 'informer_cache_objects',
-      help: 'Objects in the informer cache',
-      labelNames: ['resource'],
-      registers,
-    });
-    this.leaderStatus = new Gauge({
-      name: 'leader_election_master_status',
-      help: '1 while this process leads the lease',
-      labelNames: ['name'],
-      registers,
-    });
-    this.leaderTransitions = new Counter({
-      name: 'leader_election_transitions_total',
-      help: 'Times this process acquired or lost leadership',
-      labelNames: ['name'],
-      registers,
-    });
-    this.restRequests = new Counter({
-      name: 'rest_client_requests_total',
-      help: 'API requests by HTTP status code and method',
-      labelNames: ['code', 'method'],
-      registers,
-    });
-    this.restLatency = new Histogram({
-      name: 'rest_client_request_duration_seconds',
-      help: 'API request latency',
-      labelNames: ['method'],
-      buckets: DURATION_BUCKETS,
-      registers,
-    });
+    const m = new MetricsIn(this.registry, DURATION_BUCKETS);
+    this.workqueueDepth = m.gauge('workqueue_depth', 'Current depth of the work queue', ['name']);
+    this.workqueueAdds = m.counter('workqueue_adds_total', 'Keys added to the work queue', ['name']);
+    this.workqueueRetries = m.counter('workqueue_retries_total', 'Rate-limited re-adds (retries)', ['name']);
+    this.workqueueQueueDuration = m.histogram('workqueue_queue_duration_seconds', 'Time a key waits in the queue before being processed', [
+      'name',
+    ]);
+    this.workqueueWorkDuration = m.histogram('workqueue_work_duration_seconds', 'Time processing a key takes', ['name']);
+    this.reconcileTotal = m.counter(
+      'controller_runtime_reconcile_total',
+      'Reconciliations by result (success, error, requeue, requeue_after)',
+      ['controller', 'result'],
+    );
+    this.reconcileErrors = m.counter('controller_runtime_reconcile_errors_total', 'Reconciliations that failed', ['controller']);
+    this.reconcileTime = m.histogram('controller_runtime_reconcile_time_seconds', 'Time per reconciliation', ['controller']);
+    this.informerEvents = m.counter('informer_events_total', 'Watch events applied to the cache', ['resource', 'type']);
+    this.informerLists = m.counter('informer_lists_total', 'Full lists (initial, or re-list after 410 Gone)', ['resource', 'reason']);
+    this.informerWatches = m.counter('informer_watches_total', 'Watch requests opened (resumes included)', ['resource']);
+    this.informerCacheSize = m.gauge('informer_cache_objects', 'Objects in the informer cache', ['resource']);
+    this.leaderStatus = m.gauge('leader_election_master_status', '1 while this process leads the lease', ['name']);
+    this.leaderTransitions = m.counter('leader_election_transitions_total', 'Times this process acquired or lost leadership', ['name']);
+    this.restRequests = m.counter('rest_client_requests_total', 'API requests by HTTP status code and method', ['code', 'method']);
+    this.restLatency = m.histogram('rest_client_request_duration_seconds', 'API request latency', ['method']);
   }
 
   /** A transport observer feeding rest_client_* (pass to KubeTransport's observer). */

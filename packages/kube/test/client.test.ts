@@ -7,7 +7,6 @@ import {
   ConfigMaps,
   ResourceClient,
   crdManifest,
-  defineResource,
   installCrd,
   isConflict,
   isInvalid,
@@ -16,17 +15,8 @@ import {
   type KubeTransport,
 } from '@cnikit/kube';
 import { transportFor, uniqueName } from '@cnikit/kube-testing';
-import { SAMPLE_CRD_FILE, cluster, sampleCrd, type AddressPool } from './support';
-
-const AddressPools = defineResource<AddressPool>({
-  group: 'kit.cnikit.io',
-  version: 'v1alpha1',
-  kind: 'AddressPool',
-  plural: 'addresspools',
-  namespaced: false,
-  shortNames: ['apool'],
-  categories: ['cnikit'],
-});
+import { rejectedWith } from '@cnikit/netlib-testing';
+import { AddressPools, SAMPLE_CRD_FILE, cluster, sampleCrd, type AddressPool } from './support';
 
 let transport: KubeTransport;
 let pools: ResourceClient<AddressPool>;
@@ -43,15 +33,7 @@ const pool = (name: string, spec: Partial<AddressPool['spec']> = {}): AddressPoo
   spec: { cidr: '10.100.0.0/16', blockSizeBits: 5, ...spec },
 });
 
-async function rejection(p: Promise<unknown>): Promise<ApiError> {
-  try {
-    await p;
-  } catch (err) {
-    if (err instanceof ApiError) return err;
-    throw err;
-  }
-  throw new Error('expected the API server to reject the request');
-}
+const rejection = (p: Promise<unknown>): Promise<ApiError> => rejectedWith(ApiError, p);
 
 describe('resource definitions and CRD manifests', () => {
   test('the YAML manifest and the TypeScript definition name the same resource', () => {

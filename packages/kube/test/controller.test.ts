@@ -9,7 +9,6 @@ import {
   Secrets,
   addFinalizer,
   controllerOf,
-  defineResource,
   hasFinalizer,
   installCrd,
   isBeingDeleted,
@@ -23,15 +22,8 @@ import {
   type Secret,
 } from '@cnikit/kube';
 import { transportFor, uniqueName } from '@cnikit/kube-testing';
-import { cluster, eventually, sampleCrd, type AddressPool } from './support';
+import { AddressPools, cluster, eventually, sampleCrd, type AddressPool } from './support';
 
-const AddressPools = defineResource<AddressPool>({
-  group: 'kit.cnikit.io',
-  version: 'v1alpha1',
-  kind: 'AddressPool',
-  plural: 'addresspools',
-  namespaced: false,
-});
 const FINALIZER = 'kit.cnikit.io/release-blocks';
 
 let transport: KubeTransport;

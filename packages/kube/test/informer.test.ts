@@ -7,7 +7,6 @@ import {
   ResourceClient,
   byField,
   byLabel,
-  defineResource,
   installCrd,
   type ConfigMap,
   type KubeObject,
@@ -15,7 +14,7 @@ import {
   type Pod,
 } from '@cnikit/kube';
 import { TcpProxy, compactEtcd, transportFor, uniqueName } from '@cnikit/kube-testing';
-import { cluster, eventually, sampleCrd, type AddressPool } from './support';
+import { AddressPools, cluster, eventually, sampleCrd } from './support';
 
 let direct: KubeTransport;
 const cleanups: (() => Promise<unknown> | void)[] = [];
@@ -145,13 +144,6 @@ test('informer re-lists on 410 Gone after etcd compaction and reconciles its cac
 
 test('bookmarks advance the resume point while nothing changes', async () => {
   await installCrd(direct, sampleCrd());
-  const AddressPools = defineResource<AddressPool>({
-    group: 'kit.cnikit.io',
-    version: 'v1alpha1',
-    kind: 'AddressPool',
-    plural: 'addresspools',
-    namespaced: false,
-  });
   const label = uniqueName('bm');
   const inf = new Informer(new ResourceClient(direct, AddressPools), { labelSelector: `test=${label}`, watchTimeoutSeconds: 4 });
   cleanups.push(() => inf.stop());

@@ -1,7 +1,7 @@
 // Shared by the kube test files: the cluster started by globalSetup, and typed definitions for the sample CRD.
 import * as fs from 'node:fs';
 import * as path from 'node:path';
-import { crdsIn, parseManifests, type CustomObject, type CustomResourceDefinition } from '@cnikit/kube';
+import { crdsIn, defineResource, parseManifests, type CustomObject, type CustomResourceDefinition } from '@cnikit/kube';
 import { testCluster } from '@cnikit/kube-testing';
 
 export const cluster = testCluster();
@@ -23,5 +23,16 @@ export interface AddressPoolStatus {
   conditions?: { type: string; status: 'True' | 'False' | 'Unknown'; reason?: string; message?: string; lastTransitionTime?: string }[];
 }
 export type AddressPool = CustomObject<AddressPoolSpec, AddressPoolStatus>;
+
+/** The sample CRD's resource as code defines it (client.test checks it against the YAML manifest). */
+export const AddressPools = defineResource<AddressPool>({
+  group: 'kit.cnikit.io',
+  version: 'v1alpha1',
+  kind: 'AddressPool',
+  plural: 'addresspools',
+  namespaced: false,
+  shortNames: ['apool'],
+  categories: ['cnikit'],
+});
 
 export { eventually } from '@cnikit/kube-testing';

@@ -106,6 +106,24 @@ export function isNotFoundError(err: unknown): boolean {
   );
 }
 
+/** Awaits a kernel change whose object may be gone already (isNotFoundError): done either way. For idempotent DEL. */
+export async function ignoreNotFound(p: Promise<unknown>): Promise<void> {
+  try {
+    await p;
+  } catch (err) {
+    if (!isNotFoundError(err)) throw err;
+  }
+}
+
+/** Awaits a kernel change whose object may be there already (isExistsError): done either way. For a repeated ADD. */
+export async function ignoreExists(p: Promise<unknown>): Promise<void> {
+  try {
+    await p;
+  } catch (err) {
+    if (!isExistsError(err)) throw err;
+  }
+}
+
 /**
  * No executable named by a plugin type (ipam.type) in any CNI_PATH directory.
  * Code 7: the configuration names a plugin this node cannot run.

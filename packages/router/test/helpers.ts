@@ -306,4 +306,11 @@ export function diff(before: string[], after: string[]): string[] {
   return [...after.filter((l) => !b.has(l)).map((l) => `+ ${l}`), ...before.filter((l) => !a.has(l)).map((l) => `- ${l}`)];
 }
 
+/** Snapshots host and pod now; the returned function tells what each has changed since ([] and [] when restored). */
+export function changesSince(t: Topo): () => { host: string[]; pod: string[] } {
+  const host = snapshot(t.host);
+  const pod = snapshot(t.pod);
+  return () => ({ host: diff(host, snapshot(t.host)), pod: diff(pod, snapshot(t.pod)) });
+}
+
 export type { IpRoute, IpRule, IpNeigh };

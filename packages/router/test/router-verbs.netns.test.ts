@@ -9,6 +9,7 @@ import { newNs } from '@cnikit/netlib-testing';
 import {
   bridgePod,
   call,
+  changesSince,
   diff,
   json,
   macvlanNic,
@@ -182,8 +183,7 @@ describe('router options', () => {
 
   it('sriov: no neighbour entries anywhere, traffic still flows (ARP through proxy_arp)', async () => {
     t = makeTopo();
-    const hostBefore = snapshot(t.host);
-    const podBefore = snapshot(t.pod);
+    const changes = changesSince(t);
     const add = await call(t, { command: 'ADD', conf: routerConf(v, prevResult(v, t), { sriov: true }) });
     expect(add.code).toBe(0);
     expect(json<IpNeigh[]>(t.host, 'ip -j neigh show nud permanent')).toEqual([]);
@@ -192,27 +192,23 @@ describe('router options', () => {
     expect(pings(t.host, '10.6.1.5')).toBe(true);
     expect((await call(t, { command: 'CHECK', conf: routerConf(v, add.out, { sriov: true }) })).raw).toBe('');
     expect((await call(t, { command: 'DEL', conf: routerConf(v, add.out, { sriov: true }) })).code).toBe(0);
-    expect(diff(hostBefore, snapshot(t.host))).toEqual([]);
-    expect(diff(podBefore, snapshot(t.pod))).toEqual([]);
+    expect(changes()).toEqual({ host: [], pod: [] });
   });
 
   it('skip_call: prevResult passes through, nothing changes', async () => {
     t = makeTopo();
-    const hostBefore = snapshot(t.host);
-    const podBefore = snapshot(t.pod);
+    const changes = changesSince(t);
     const prev = prevResult(v, t);
     const add = await call(t, { command: 'ADD', conf: routerConf(v, prev, { skip_call: true }) });
     expect(add.out).toEqual(prev);
     expect((await call(t, { command: 'CHECK', conf: routerConf(v, add.out, { skip_call: true }) })).raw).toBe('');
     expect((await call(t, { command: 'DEL', conf: routerConf(v, add.out, { skip_call: true }) })).raw).toBe('');
-    expect(diff(hostBefore, snapshot(t.host))).toEqual([]);
-    expect(diff(podBefore, snapshot(t.pod))).toEqual([]);
+    expect(changes()).toEqual({ host: [], pod: [] });
   });
 
   it('migrate_route 1: net1 keeps table 100, eth0 keeps main', async () => {
     t = makeTopo();
-    const hostBefore = snapshot(t.host);
-    const podBefore = snapshot(t.pod);
+    const changes = changesSince(t);
     const conf = (p: Record<string, unknown> | undefined): Record<string, unknown> => routerConf(v, p, { migrate_route: 1 });
     const add = await call(t, { command: 'ADD', conf: conf(prevResult(v, t)) });
     expect(add.code).toBe(0);
@@ -225,8 +221,7 @@ describe('router options', () => {
     expect(pings(t.host, '10.6.1.5')).toBe(true);
     expect((await call(t, { command: 'CHECK', conf: conf(add.out) })).raw).toBe('');
     expect((await call(t, { command: 'DEL', conf: conf(add.out) })).code).toBe(0);
-    expect(diff(hostBefore, snapshot(t.host))).toEqual([]);
-    expect(diff(podBefore, snapshot(t.pod))).toEqual([]);
+    expect(changes()).toEqual({ host: [], pod: [] });
   });
 
   it('migrate_route 0 and additional_hijack_subnet', async () => {
@@ -247,16 +242,13 @@ describe('router options', () => {
 
 describe('router bad input changes nothing', () => {
   const v = '1.1.0';
-  let hostBefore: string[];
-  let podBefore: string[];
+  let changes: () => { host: string[]; pod: string[] };
   beforeEach(() => {
     t = makeTopo();
-    hostBefore = snapshot(t.host);
-    podBefore = snapshot(t.pod);
+    changes = changesSince(t);
   });
   afterEach(() => {
-    expect(diff(hostBefore, snapshot(t.host))).toEqual([]);
-    expect(diff(podBefore, snapshot(t.pod))).toEqual([]);
+    expect(changes()).toEqual({ host: [], pod: [] });
   });
 
   const prev = (): Record<string, unknown> => prevResult(v, t);

@@ -9,10 +9,11 @@ import * as path from 'node:path';
 import { ConfigMaps, Nodes, clientFor, type KubeTransport } from '@cnikit/kube';
 import { eventually, startCluster, stopCluster, transportFor, uniqueName, type ClusterInfo } from '@cnikit/kube-testing';
 import { newNs, type TestNs } from '@cnikit/netlib-testing';
-import { FakeOpenApi } from '@cnikit/terway-testing';
+import type { FakeOpenApi } from '@cnikit/terway-testing';
 import { startTerwayd, type Terwayd } from '../src/daemon/bootstrap';
 import { loadEniConfigMap } from '../src/daemon/eni-config';
 import { nodePodCidr } from '../src/daemon/node-cidr';
+import { cleanUp, nodeDaemon, startNodeApi } from './support';
 
 jest.setTimeout(120_000);
 
@@ -42,20 +43,19 @@ describe('eni-config ConfigMap watch', () => {
   beforeEach(async () => {
     host = newNs('tkh');
     dir = fs.mkdtempSync(path.join(os.tmpdir(), 'terway-cmw-'));
-    api = new FakeOpenApi({ attachDelayMs: 20 });
-    api.addVSwitch('vsw-node', 'cn-hangzhou-i', '192.168.0.0/24');
-    api.addVSwitch('vsw-pods', 'cn-hangzhou-i', '192.168.8.0/24');
-    api.addInstanceType('ecs.g7.large', { eniQuantity: 4, eniPrivateIpAddressQuantity: 10 });
-    api.addInstance('i-node1', 'ecs.g7.large', 'vsw-node');
-    await api.listen();
+    api = await startNodeApi(
+      { attachDelayMs: 20 },
+      {
+        vswitches: { 'vsw-node': '192.168.0.0/24', 'vsw-pods': '192.168.8.0/24' },
+        instanceType: 'ecs.g7.large',
+        quota: { eniQuantity: 4, eniPrivateIpAddressQuantity: 10 },
+      },
+    );
   });
 
   afterEach(async () => {
-    await d?.stop();
+    await cleanUp(d, api, host, dir);
     d = undefined;
-    await api.close();
-    host.cleanup();
-    fs.rmSync(dir, { recursive: true, force: true });
   });
 
   const cniConf = (mtu: number): string => JSON.stringify({ cniVersion: '1.0.0', name: 'terway', type: 'terway', mtu });
@@ -82,14 +82,7 @@ describe('eni-config ConfigMap watch', () => {
     const logs: string[] = [];
     d = await startTerwayd({
       eniConf: loaded.eniConf,
-      socket: path.join(dir, 'eni.socket'),
-      stateFile: path.join(dir, 'pod.json'),
-      metadataUrl: `http://${api.endpoint}`,
-      ecsEndpoint: api.endpoint,
-      vpcEndpoint: api.endpoint,
-      protocol: 'http',
-      hostNs: host.ns,
-      gcIntervalMs: 0,
+      ...nodeDaemon(api, dir, host.ns),
       configMap: {
         transport,
         namespace: 'kube-system',

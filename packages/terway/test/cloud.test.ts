@@ -3,38 +3,28 @@
  * local fake OpenAPI: signatures, async attach states, paging, quotas,
  * Throttling retries, injected failures and latency; then the pool on top.
  */
-import { FakeOpenApi } from '@cnikit/terway-testing';
+import type { FakeOpenApi } from '@cnikit/terway-testing';
 import { AliyunEniCloud, CloudError, gatewayOf, memberEniQuota } from '../src/cloud';
 import { realClock } from '../src/clock';
 import { EniIpPool, parsePoolConfig } from '../src/pool';
+import { cloudFor, startNodeApi, type CloudOptions } from './support';
 
 jest.setTimeout(30_000);
 
 let api: FakeOpenApi;
 let cloud: AliyunEniCloud;
 
-function client(over: Partial<ConstructorParameters<typeof AliyunEniCloud>[0]> = {}): AliyunEniCloud {
-  return new AliyunEniCloud({
-    regionId: 'cn-hangzhou',
-    instanceId: 'i-node1',
-    accessKeyId: 'LTAI-test',
-    accessKeySecret: 'test-secret',
-    ecsEndpoint: api.endpoint,
-    vpcEndpoint: api.endpoint,
-    protocol: 'http',
-    pollIntervalMs: 10,
-    retryBaseMs: 5,
-    ...over,
-  });
-}
+const client = (over: Partial<CloudOptions> = {}): AliyunEniCloud => cloudFor(api, { retryBaseMs: 5, ...over });
 
 beforeEach(async () => {
-  api = new FakeOpenApi({ attachDelayMs: 60 });
-  api.addVSwitch('vsw-a', 'cn-hangzhou-i', '192.168.0.0/24');
-  api.addVSwitch('vsw-b', 'cn-hangzhou-i', '192.168.1.0/28');
-  api.addInstanceType('ecs.g6.large', { eniQuantity: 3, eniPrivateIpAddressQuantity: 6 });
-  api.addInstance('i-node1', 'ecs.g6.large', 'vsw-a');
-  await api.listen();
+  api = await startNodeApi(
+    { attachDelayMs: 60 },
+    {
+      vswitches: { 'vsw-a': '192.168.0.0/24', 'vsw-b': '192.168.1.0/28' },
+      instanceType: 'ecs.g6.large',
+      quota: { eniQuantity: 3, eniPrivateIpAddressQuantity: 6 },
+    },
+  );
   cloud = client();
 });
 

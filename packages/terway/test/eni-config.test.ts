@@ -3,9 +3,7 @@ import * as fs from 'node:fs';
 import * as http from 'node:http';
 import * as os from 'node:os';
 import * as path from 'node:path';
-import type { AddressInfo } from 'node:net';
-import { KubeConfig } from '@kubernetes/client-node';
-import { KubeTransport } from '@cnikit/kube';
+import { standInTransport } from '@cnikit/kube-testing';
 import { loadEniConfigMap, parseEniConfigData, writeCniConf } from '../src/daemon/eni-config';
 
 const cniConf = JSON.stringify({
@@ -56,17 +54,10 @@ it('loads the ConfigMap from the API and writes the CNI config', async () => {
       ),
     );
   });
-  await new Promise<void>((r) => srv.listen(0, '127.0.0.1', r));
-  const kc = new KubeConfig();
-  kc.loadFromOptions({
-    clusters: [{ name: 'c', server: `http://127.0.0.1:${(srv.address() as AddressInfo).port}`, skipTLSVerify: true }],
-    users: [{ name: 'u' }],
-    contexts: [{ name: 'x', cluster: 'c', user: 'u' }],
-    currentContext: 'x',
-  });
+  const transport = await standInTransport(srv);
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'terway-cm-'));
   try {
-    const c = await loadEniConfigMap(new KubeTransport(kc));
+    const c = await loadEniConfigMap(transport);
     expect(c.eniConf['service_cidr']).toBe('172.21.0.0/20');
     const file = writeCniConf(dir, c.cniConf!);
     expect(JSON.parse(fs.readFileSync(file, 'utf8'))).toMatchObject({ type: 'terway', name: 'terway' });

@@ -1,8 +1,7 @@
 /** kubePodSource against a stand-in API server answering the pod GETs. */
 import * as http from 'node:http';
-import type { AddressInfo } from 'node:net';
-import { KubeConfig } from '@kubernetes/client-node';
-import { KubeTransport } from '@cnikit/kube';
+import type { KubeTransport } from '@cnikit/kube';
+import { standInTransport } from '@cnikit/kube-testing';
 import { kubePodSource } from '../src/daemon/kube-pods';
 
 let srv: http.Server;
@@ -43,15 +42,7 @@ beforeAll(async () => {
     }
     send(404, { kind: 'Status', apiVersion: 'v1', status: 'Failure', reason: 'NotFound', code: 404, message: 'pods not found' });
   });
-  await new Promise<void>((r) => srv.listen(0, '127.0.0.1', r));
-  const kc = new KubeConfig();
-  kc.loadFromOptions({
-    clusters: [{ name: 'c', server: `http://127.0.0.1:${(srv.address() as AddressInfo).port}`, skipTLSVerify: true }],
-    users: [{ name: 'u' }],
-    contexts: [{ name: 'x', cluster: 'c', user: 'u' }],
-    currentContext: 'x',
-  });
-  transport = new KubeTransport(kc);
+  transport = await standInTransport(srv);
 });
 
 afterAll(async () => {

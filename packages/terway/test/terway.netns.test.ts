@@ -9,9 +9,8 @@ import * as net from 'node:net';
 import * as os from 'node:os';
 import * as path from 'node:path';
 import { runPlugin, type PluginHandlers } from '@cnikit/netlib';
-import { sh, useHostNetns } from '@cnikit/netlib-testing';
-import { FakeOpenApi } from '@cnikit/terway-testing';
-import { AliyunEniCloud } from '../src/cloud';
+import { sh } from '@cnikit/netlib-testing';
+import type { FakeOpenApi } from '@cnikit/terway-testing';
 import { realClock } from '../src/clock';
 import * as plugin from '../src/cni/plugin';
 import { TerwayDaemon, type PodMeta } from '../src/daemon/daemon';
@@ -21,6 +20,7 @@ import { LeaseStore } from '../src/daemon/store';
 import { hostVethName } from '../src/datapath/eniip-veth';
 import { EniIpPool, parsePoolConfig } from '../src/pool';
 import { ipj, makeTopo, type TestNs, type Topo } from './datapath-helpers';
+import { cloudFor, startNodeApi, terwayCni } from './support';
 
 jest.setTimeout(60_000);
 
@@ -44,34 +44,28 @@ async function stack(
   const t = makeTopo(opts.pods ?? 2);
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'terway-'));
   let n = 0;
-  const api = new FakeOpenApi({
-    attachDelayMs: 40,
-    onAttached: (eni) => {
-      n++;
-      sh(t.host.ns, `ip link add eni${n} address ${eni.mac} type veth peer name vpc${n} netns ${t.ext.name}`);
-      sh(t.ext.ns, `ip link set vpc${n} up`);
-      if (n === 1) sh(t.ext.ns, 'ip addr add 192.168.0.253/24 dev vpc1');
+  const api = await startNodeApi(
+    {
+      attachDelayMs: 40,
+      onAttached: (eni) => {
+        n++;
+        sh(t.host.ns, `ip link add eni${n} address ${eni.mac} type veth peer name vpc${n} netns ${t.ext.name}`);
+        sh(t.ext.ns, `ip link set vpc${n} up`);
+        if (n === 1) sh(t.ext.ns, 'ip addr add 192.168.0.253/24 dev vpc1');
+      },
+      // Detached: the NIC leaves the instance.
+      onDetached: (eni) => {
+        const l = ipj<{ ifname: string; address: string }[]>(t.host, 'link show').find((x) => x.address === eni.mac);
+        if (l) sh(t.host.ns, `ip link del ${l.ifname}`);
+      },
     },
-    // Detached: the NIC leaves the instance.
-    onDetached: (eni) => {
-      const l = ipj<{ ifname: string; address: string }[]>(t.host, 'link show').find((x) => x.address === eni.mac);
-      if (l) sh(t.host.ns, `ip link del ${l.ifname}`);
+    {
+      vswitches: { 'vsw-a': '192.168.0.0/24' },
+      instanceType: 'ecs.test',
+      quota: opts.quota ?? { eniQuantity: 3, eniPrivateIpAddressQuantity: 10 },
     },
-  });
-  api.addVSwitch('vsw-a', 'cn-hangzhou-i', '192.168.0.0/24');
-  api.addInstanceType('ecs.test', opts.quota ?? { eniQuantity: 3, eniPrivateIpAddressQuantity: 10 });
-  api.addInstance('i-node1', 'ecs.test', 'vsw-a');
-  await api.listen();
-  const cloud = new AliyunEniCloud({
-    regionId: 'cn-hangzhou',
-    instanceId: 'i-node1',
-    accessKeyId: 'LTAI-test',
-    accessKeySecret: 'test-secret',
-    ecsEndpoint: api.endpoint,
-    vpcEndpoint: api.endpoint,
-    protocol: 'http',
-    pollIntervalMs: 10,
-  });
+  );
+  const cloud = cloudFor(api);
   const pool = new EniIpPool({
     config: parsePoolConfig({ max_pool_size: 5, security_groups: ['sg-1'], vswitches: { 'cn-hangzhou-i': ['vsw-a'] } }),
     quota: await cloud.instanceQuota('ecs.test'),
@@ -128,19 +122,7 @@ async function cni(
   extra: Record<string, unknown> = {},
   containerId = `ctr-${name}`,
 ): Promise<{ code: number; out: Record<string, unknown> | undefined }> {
-  const conf = { cniVersion: version, name: 'terway', type: 'terway', socket: s.socket, ...extra };
-  const env = {
-    CNI_COMMAND: command,
-    CNI_CONTAINERID: containerId,
-    CNI_NETNS: pod.ns.path,
-    CNI_IFNAME: 'eth0',
-    CNI_PATH: '/opt/cni/bin',
-    CNI_ARGS: `IgnoreUnknown=1;K8S_POD_NAMESPACE=default;K8S_POD_NAME=${name};K8S_POD_INFRA_CONTAINER_ID=${containerId}`,
-  };
-  const r = await useHostNetns(s.t.host.ns, () =>
-    runPlugin(plugin as unknown as PluginHandlers, { about: 'terway test' }, { env, stdin: JSON.stringify(conf) }),
-  );
-  return { code: r.exitCode, out: r.stdout.trim() ? (JSON.parse(r.stdout) as Record<string, unknown>) : undefined };
+  return terwayCni({ hostNs: s.t.host.ns, socket: s.socket, command, pod, name, version, extra, containerId });
 }
 
 function podIpOf(out: Record<string, unknown> | undefined): string {

@@ -9,13 +9,13 @@ import * as path from 'node:path';
 import { runPlugin, type PluginHandlers } from '@cnikit/netlib';
 import { eventually, sh, useHostNetns } from '@cnikit/netlib-testing';
 import * as grpc from '@grpc/grpc-js';
-import { FakeClock, FakeOpenApi } from '@cnikit/terway-testing';
-import { AliyunEniCloud } from '../src/cloud';
+import { FakeClock, type FakeOpenApi } from '@cnikit/terway-testing';
 import { deviceApi } from '../src/deviceplugin/proto';
 import * as plugin from '../src/cni/plugin';
 import { startTerwayd, type Terwayd } from '../src/daemon/bootstrap';
 import { hostVethName } from '../src/datapath/eniip-veth';
 import { ipj, makeTopo, type TestNs, type Topo } from './datapath-helpers';
+import { cleanUp, cloudFor, nodeDaemon, startNodeApi, terwayCni } from './support';
 
 jest.setTimeout(60_000);
 
@@ -28,25 +28,25 @@ beforeEach(async () => {
   t = makeTopo(2);
   dir = fs.mkdtempSync(path.join(os.tmpdir(), 'terwayd-'));
   let n = 0;
-  api = new FakeOpenApi({
-    attachDelayMs: 30,
-    onAttached: (eni) => {
-      n++;
-      sh(t.host.ns, `ip link add eni${n} address ${eni.mac} type veth peer name vpc${n} netns ${t.ext.name}`);
+  api = await startNodeApi(
+    {
+      attachDelayMs: 30,
+      onAttached: (eni) => {
+        n++;
+        sh(t.host.ns, `ip link add eni${n} address ${eni.mac} type veth peer name vpc${n} netns ${t.ext.name}`);
+      },
     },
-  });
-  api.addVSwitch('vsw-node', 'cn-hangzhou-i', '192.168.0.0/24');
-  api.addInstanceType('ecs.g7.large', { eniQuantity: 3, eniPrivateIpAddressQuantity: 10 });
-  api.addInstance('i-node1', 'ecs.g7.large', 'vsw-node');
-  await api.listen();
+    {
+      vswitches: { 'vsw-node': '192.168.0.0/24' },
+      instanceType: 'ecs.g7.large',
+      quota: { eniQuantity: 3, eniPrivateIpAddressQuantity: 10 },
+    },
+  );
 });
 
 afterEach(async () => {
-  await d?.stop();
+  await cleanUp(d, api, t, dir);
   d = undefined;
-  await api.close();
-  t.cleanup();
-  fs.rmSync(dir, { recursive: true, force: true });
 });
 
 function start(
@@ -63,33 +63,15 @@ function start(
       service_cidr: '172.16.0.0/16',
       ...conf,
     },
-    socket: path.join(dir, 'eni.socket'),
-    stateFile: path.join(dir, 'pod.json'),
-    metadataUrl: `http://${api.endpoint}`,
-    ecsEndpoint: api.endpoint,
-    vpcEndpoint: api.endpoint,
-    protocol: 'http',
-    hostNs: t.host.ns,
-    gcIntervalMs: 0,
+    ...nodeDaemon(api, dir, t.host.ns),
     ...(clock ? { clock } : {}),
     ...extra,
   });
 }
 
 async function add(pod: TestNs, name: string): Promise<{ code: number; out: Record<string, unknown> }> {
-  const env = {
-    CNI_COMMAND: 'ADD',
-    CNI_CONTAINERID: `ctr-${name}`,
-    CNI_NETNS: pod.ns.path,
-    CNI_IFNAME: 'eth0',
-    CNI_PATH: '/opt/cni/bin',
-    CNI_ARGS: `K8S_POD_NAMESPACE=default;K8S_POD_NAME=${name}`,
-  };
-  const conf = { cniVersion: '1.0.0', name: 'terway', type: 'terway', socket: path.join(dir, 'eni.socket') };
-  const r = await useHostNetns(t.host.ns, () =>
-    runPlugin(plugin as unknown as PluginHandlers, { about: 't' }, { env, stdin: JSON.stringify(conf) }),
-  );
-  return { code: r.exitCode, out: JSON.parse(r.stdout) as Record<string, unknown> };
+  const r = await terwayCni({ hostNs: t.host.ns, socket: path.join(dir, 'eni.socket'), command: 'ADD', pod, name });
+  return { code: r.code, out: r.out ?? {} };
 }
 
 const ipOf = (out: Record<string, unknown>): string => (out['ips'] as { address: string }[])[0]!.address.split('/')[0]!;
@@ -435,16 +417,7 @@ it('ENIOnly: a whole ENI per pod, kept across a restart; an ENI nobody holds is 
   await d.stop();
   d = undefined;
   // While terwayd is down, an ENI gets attached that no pod holds (a pod deleted meanwhile).
-  const cloud = new AliyunEniCloud({
-    regionId: 'cn-hangzhou',
-    instanceId: 'i-node1',
-    accessKeyId: 'LTAI-test',
-    accessKeySecret: 'test-secret',
-    ecsEndpoint: api.endpoint,
-    vpcEndpoint: api.endpoint,
-    protocol: 'http',
-    pollIntervalMs: 10,
-  });
+  const cloud = cloudFor(api);
   const leaked = await cloud.createEni({ vswitchId: 'vsw-node', securityGroups: ['sg-1'], ipCount: 1 });
   d = await start(undefined, { mode: 'ENIOnly' });
   expect(d.daemon).toBeDefined();

@@ -8,14 +8,13 @@
 import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
-import { runPlugin, type PluginHandlers } from '@cnikit/netlib';
-import { sh, useHostNetns } from '@cnikit/netlib-testing';
-import * as plugin from '../src/cni/plugin';
+import { sh } from '@cnikit/netlib-testing';
 import { startVpcRouteTerwayd, type VpcRouteTerwayd } from '../src/daemon/bootstrap';
 import { VpcRouteAllocator } from '../src/daemon/vpc-route';
 import { hostVethName } from '../src/datapath/eniip-veth';
 import { checkVpcRoutePod, setupVpcRoutePod, teardownVpcRoutePod } from '../src/datapath/vpc-route';
 import { ipj, makeTopo, type TestNs, type Topo } from './datapath-helpers';
+import { terwayCni } from './support';
 
 jest.setTimeout(60_000);
 
@@ -143,19 +142,7 @@ describe('terway CNI + terwayd --daemon-mode VPC', () => {
     extra: Record<string, unknown> = {},
     containerId = `ctr-${name}`,
   ): Promise<{ code: number; out: Record<string, unknown> | undefined }> {
-    const conf = { cniVersion: '1.0.0', name: 'terway', type: 'terway', socket, ...extra };
-    const env = {
-      CNI_COMMAND: command,
-      CNI_CONTAINERID: containerId,
-      CNI_NETNS: pod.ns.path,
-      CNI_IFNAME: 'eth0',
-      CNI_PATH: '/opt/cni/bin',
-      CNI_ARGS: `IgnoreUnknown=1;K8S_POD_NAMESPACE=default;K8S_POD_NAME=${name};K8S_POD_INFRA_CONTAINER_ID=${containerId}`,
-    };
-    const r = await useHostNetns(t.host.ns, () =>
-      runPlugin(plugin as unknown as PluginHandlers, { about: 'terway test' }, { env, stdin: JSON.stringify(conf) }),
-    );
-    return { code: r.exitCode, out: r.stdout.trim() ? (JSON.parse(r.stdout) as Record<string, unknown>) : undefined };
+    return terwayCni({ hostNs: t.host.ns, socket, command, pod, name, extra, containerId });
   }
 
   it('ADD/ADD/CHECK/DEL/DEL with addresses of the pod CIDR; leases survive a restart; CHECK fails with 100', async () => {

@@ -169,15 +169,8 @@ describe('veth secondary interfaces', () => {
     expect((await call(t, { command: 'DEL', conf: vethConf(v, add0.out) })).code).toBe(0);
     expect(await hostLeftovers(t)).toEqual([]);
   });
-});
 
-describe('veth secondary interface set up before eth0', () => {
-  beforeEach(async () => {
-    t = await makeTopo();
-    await addNet1(t);
-  });
-
-  it('name order decides, not call order: net1 still migrates and eth0 takes main', async () => {
+  it('set up before eth0: name order decides, not call order: net1 still migrates and eth0 takes main', async () => {
     const v = '1.1.0';
     const add1 = await call(t, {
       command: 'ADD',

@@ -7,3 +7,4 @@ export * from './tcp-proxy';
 export * from './kit';
 // the repository's one polling helper for tests lives with the base test support
 export { eventually } from '@cnikit/netlib-testing';
+export * from './jest-global';

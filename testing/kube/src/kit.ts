@@ -4,6 +4,7 @@
  */
 import * as fs from 'node:fs';
 import * as http from 'node:http';
+import type { AddressInfo } from 'node:net';
 import { KubeConfig } from '@kubernetes/client-node';
 import { KubeTransport, type TransportOptions } from '@cnikit/kube';
 import { readState, type ClusterInfo } from './cluster';
@@ -30,6 +31,19 @@ export function kubeConfigFor(info: ClusterInfo, server?: string): KubeConfig {
 
 export function transportFor(info: ClusterInfo, opts: TransportOptions & { server?: string } = {}): KubeTransport {
   return new KubeTransport(kubeConfigFor(info, opts.server), opts);
+}
+
+/** A transport to a stand-in API server (a test's own http.Server answering the few paths it needs), started on a free port. */
+export async function standInTransport(srv: http.Server): Promise<KubeTransport> {
+  await new Promise<void>((r) => srv.listen(0, '127.0.0.1', r));
+  const kc = new KubeConfig();
+  kc.loadFromOptions({
+    clusters: [{ name: 'c', server: `http://127.0.0.1:${(srv.address() as AddressInfo).port}`, skipTLSVerify: true }],
+    users: [{ name: 'u' }],
+    contexts: [{ name: 'x', cluster: 'c', user: 'u' }],
+    currentContext: 'x',
+  });
+  return new KubeTransport(kc);
 }
 
 let counter = 0;

@@ -13,6 +13,7 @@ import * as path from 'node:path';
 import { NETNS_RUN_DIR, execInNetns, openNetns, sysctl, withHostNetns, type Netns } from '@cnikit/netlib';
 
 export { eventually } from './eventually';
+export { rejectedWith, thrownBy } from './errors';
 
 /** Runs `fn` with hostNetns() answering `ns`: a plugin handler in-process against a test "host". */
 export const useHostNetns = withHostNetns;

@@ -2,9 +2,7 @@
  * coil-egress-controller: makes a Deployment, a Service and (optionally) a PodDisruptionBudget for every
  * Egress. Runs under Lease leader election; metrics on :9396, health on :9397.
  */
-import { Command } from 'commander';
-import { KubeMetrics, connect } from '@cnikit/kube';
-import { Registry } from 'prom-client';
+import { connectWithMetrics, programCommand, programMain } from '../program';
 import { EgressController } from '../egress-controller/egress-controller';
 import { serveLeaderElected } from '../controller/leader';
 
@@ -14,13 +12,10 @@ async function main(): Promise<void> {
     if (!Number.isInteger(n) || n < 1 || n > 65535) throw new Error(`--egress-port: not a port number: ${JSON.stringify(v)}`);
     return n;
   };
-  const o = new Command('coil-egress-controller')
-    .option('--metrics-addr <addr>', 'bind address of the metrics endpoint', ':9396')
-    .option('--health-addr <addr>', 'bind address of the health/readiness probes', ':9397')
+  const o = programCommand('coil-egress-controller', { metrics: 9396, health: 9397 })
     .option('--webhook-addr <addr>', 'accepted for compatibility: validation is CEL in the CRD', ':9444')
     .option('--egress-port <n>', 'UDP port of the FoU tunnels (coil-egress --fou-port and the Service port)', port, 5555)
     .option('--egress-image <image>', 'image of the egress container (default $COIL_EGRESS_IMAGE)')
-    .option('--kubeconfig <path>', 'kubeconfig (default: in-cluster / $KUBECONFIG)')
     .option('--leader-election-namespace <ns>', 'namespace of the leader election Lease', process.env.POD_NAMESPACE ?? 'kube-system')
     .option('--leader-election-id <name>', 'name of the leader election Lease', 'coil-egress-leader')
     .parse()
@@ -35,25 +30,9 @@ async function main(): Promise<void> {
     }>();
   const image = o.egressImage ?? process.env.COIL_EGRESS_IMAGE;
   if (!image) throw new Error('the egress image is required: --egress-image or $COIL_EGRESS_IMAGE');
-  const registry = new Registry();
-  const metrics = new KubeMetrics({ registry, processMetrics: true });
-  const transport = connect({ kubeconfig: o.kubeconfig, observer: metrics.observeRequests() });
-  const ctl = new EgressController({ transport, metrics, image, fouPort: o.egressPort });
-  await serveLeaderElected({
-    program: 'coil-egress-controller',
-    task: ctl,
-    synced: () => ctl.synced(),
-    transport,
-    registry,
-    metrics,
-    leaseNamespace: o.leaderElectionNamespace,
-    leaseName: o.leaderElectionId,
-    metricsAddr: o.metricsAddr,
-    healthAddr: o.healthAddr,
-  });
+  const c = connectWithMetrics(o.kubeconfig);
+  const ctl = new EgressController({ transport: c.transport, metrics: c.kubeMetrics, image, fouPort: o.egressPort });
+  await serveLeaderElected({ program: 'coil-egress-controller', task: ctl, synced: () => ctl.synced(), ...c, ...o });
 }
 
-main().catch((err: unknown) => {
-  process.stderr.write(`coil-egress-controller: ${(err as Error).stack ?? String(err)}\n`);
-  process.exit(1);
-});
+programMain('coil-egress-controller', main);

@@ -4,11 +4,8 @@
  * metrics on :8080 and /healthz /readyz on :8081.
  * Env: COIL_POD_NAMESPACE, COIL_POD_NAME, COIL_EGRESS_NAME, COIL_POD_ADDRESSES (comma-separated).
  */
-import { Command } from 'commander';
-import { HealthServer, KubeMetrics, connect } from '@cnikit/kube';
 import { hostNetns, openNetns } from '@cnikit/netlib';
-import { Registry, collectDefaultMetrics } from 'prom-client';
-import { parseListenAddr } from '../util';
+import { connectWithMetrics, programCommand, programMain, serveEndpoints, shutdownOnSignal, startWithRetries } from '../program';
 import { parsePodAddresses } from '../egress/clients';
 import { DEFAULT_FOU_PORT } from '../egress/constants';
 import { RouterDaemon } from '../egress/daemon';
@@ -31,13 +28,10 @@ async function main(): Promise<void> {
     if (!Number.isInteger(n) || n < 1 || n > 65535) throw new Error(`not a port number: ${v}`);
     return n;
   };
-  const o = new Command('coil-egress')
-    .option('--metrics-addr <addr>', 'bind address of the metrics endpoint', ':8080')
-    .option('--health-addr <addr>', 'bind address of the health/readiness probes', ':8081')
+  const o = programCommand('coil-egress', { metrics: 8080, health: 8081 })
     .option('--fou-port <n>', 'FoU port number', port, DEFAULT_FOU_PORT)
     .option('--backend <name>', `NAT backend: ${NAT_BACKENDS.join(' | ')}`, 'iptables')
     .option('--uplink <name>', 'interface whose outgoing traffic is masqueraded', 'eth0')
-    .option('--kubeconfig <path>', 'kubeconfig (default: in-cluster / $KUBECONFIG)')
     .option('--netns <path>', "work in this network namespace instead of the process's own (tests)")
     .parse()
     .opts<{
@@ -56,10 +50,7 @@ async function main(): Promise<void> {
   const egressName = env('COIL_EGRESS_NAME');
   const addrs = parsePodAddresses(env('COIL_POD_ADDRESSES'));
 
-  const registry = new Registry();
-  collectDefaultMetrics({ register: registry });
-  const kubeMetrics = new KubeMetrics({ registry });
-  const transport = connect({ kubeconfig: o.kubeconfig, observer: kubeMetrics.observeRequests() });
+  const { registry, transport } = connectWithMetrics(o.kubeconfig);
   const daemon = new RouterDaemon({
     transport,
     ns: o.netns ? openNetns(o.netns) : hostNetns(),
@@ -74,34 +65,14 @@ async function main(): Promise<void> {
   });
   registerEgressMetrics({ registry, namespace, pod: podName, egress: egressName, clients: () => daemon.clientCount });
 
-  const m = parseListenAddr(o.metricsAddr);
-  const h = parseListenAddr(o.healthAddr);
-  const metrics = await new HealthServer({ host: m.host || '0.0.0.0', port: m.port, registry }).listen();
-  const health = await new HealthServer({ host: h.host || '0.0.0.0', port: h.port })
-    .addReadyCheck('tunnels', () => daemon.isReady())
-    .listen();
-  // Start-up lists from the API server: retry while it is not reachable yet.
-  for (let attempt = 1; ; attempt++) {
-    try {
-      await daemon.start();
-      break;
-    } catch (err) {
-      if (attempt >= 60) throw err;
-      log('warn', 'start-up failed, retrying', { attempt, error: (err as Error).message });
-      await new Promise((r) => setTimeout(r, Math.min(500 * attempt, 5000)));
-    }
-  }
+  const endpoints = await serveEndpoints({ ...o, registry }, (probes) => probes.addReadyCheck('tunnels', () => daemon.isReady()));
+  // Start-up lists from the API server.
+  await startWithRetries(
+    () => daemon.start(),
+    async (attempt, err) => log('warn', 'start-up failed, retrying', { attempt, error: err.message }),
+  );
   log('info', 'coil-egress started', { namespace, pod: podName, egress: egressName, ...addrs, fouPort: o.fouPort, backend: o.backend });
-  const shutdown = async (): Promise<void> => {
-    await daemon.stop().catch(() => undefined);
-    await Promise.all([metrics.close(), health.close()]);
-    process.exit(0);
-  };
-  process.once('SIGTERM', () => void shutdown());
-  process.once('SIGINT', () => void shutdown());
+  shutdownOnSignal(() => daemon.stop(), endpoints);
 }
 
-main().catch((err: unknown) => {
-  process.stderr.write(`coil-egress: ${(err as Error).stack ?? String(err)}\n`);
-  process.exit(1);
-});
+programMain('coil-egress', main);

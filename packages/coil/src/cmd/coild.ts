@@ -3,11 +3,9 @@
  * table 119; gRPC for the `coil` CNI binary on /run/coild.sock; metrics on :9384, health on :9385.
  */
 import '../coild/tune';
-import { Command } from 'commander';
-import { HealthServer, KubeMetrics, connect } from '@cnikit/kube';
 import { hostNetns, openNetns } from '@cnikit/netlib';
-import { Registry, collectDefaultMetrics } from 'prom-client';
-import { parseDuration, parseListenAddr } from '../util';
+import { connectWithMetrics, programCommand, programMain, serveEndpoints, shutdownOnSignal, startWithRetries } from '../program';
+import { parseDuration } from '../util';
 import { Coild } from '../coild/coild';
 import { CoildServer } from '../coild/server';
 
@@ -17,9 +15,7 @@ async function main(): Promise<void> {
     if (!Number.isInteger(n) || n < 0) throw new Error(`not a non-negative integer: ${v}`);
     return n;
   };
-  const o = new Command('coild')
-    .option('--metrics-addr <addr>', 'bind address of the metrics endpoint', ':9384')
-    .option('--health-addr <addr>', 'bind address of the health/readiness probes', ':9385')
+  const o = programCommand('coild', { metrics: 9384, health: 9385 })
     .option('--socket <path>', 'UNIX domain socket path', '/run/coild.sock')
     .option('--pod-table-id <n>', 'routing table for pod routes', int, 116)
     .option('--pod-rule-prio <n>', 'priority of the ip rule to the pod table', int, 2000)
@@ -31,7 +27,6 @@ async function main(): Promise<void> {
     .option('--egress-port <n>', 'FoU port of egress NAT', int, 5555)
     .option('--backend <name>', 'NAT backend: iptables | nftables', 'iptables')
     .option('--addressblock-gc-interval <duration>', 'interval of the unused address block GC', '5m')
-    .option('--kubeconfig <path>', 'kubeconfig (default: in-cluster / $KUBECONFIG)')
     .option('--netns <path>', "do the node-side network work in this namespace instead of coild's own (tests)")
     .option('--node-name <name>', 'node name (default $COIL_NODE_NAME)')
     .parse()
@@ -54,10 +49,7 @@ async function main(): Promise<void> {
   const nodeName = o.nodeName ?? process.env.COIL_NODE_NAME;
   if (!nodeName) throw new Error('COIL_NODE_NAME (or --node-name) is required');
   if (o.enableEgress && (o.egressPort < 1 || o.egressPort > 65535)) throw new Error(`--egress-port: not a port number: ${o.egressPort}`);
-  const registry = new Registry();
-  collectDefaultMetrics({ register: registry });
-  const kubeMetrics = new KubeMetrics({ registry });
-  const transport = connect({ kubeconfig: o.kubeconfig, observer: kubeMetrics.observeRequests() });
+  const { registry, transport } = connectWithMetrics(o.kubeconfig);
   const coild = new Coild({
     transport,
     nodeName,
@@ -71,37 +63,22 @@ async function main(): Promise<void> {
     egress: o.enableEgress ? { fouPort: o.egressPort } : undefined,
     registry,
   });
-  // Start-up talks to the API server (blocks, nodes, namespaces): retry while it is not ready yet
-  // (429 while storage initialises, connection refused) instead of dying on the first answer.
-  for (let attempt = 1; ; attempt++) {
-    try {
-      await coild.start();
-      break;
-    } catch (err) {
-      if (attempt >= 60) throw err;
-      process.stderr.write(`coild: start-up failed (attempt ${attempt}), retrying: ${(err as Error).message}\n`);
+  // Start-up talks to the API server (blocks, nodes, namespaces).
+  await startWithRetries(
+    () => coild.start(),
+    async (attempt, err) => {
+      process.stderr.write(`coild: start-up failed (attempt ${attempt}), retrying: ${err.message}\n`);
       await coild.stop().catch(() => undefined);
-      await new Promise((r) => setTimeout(r, Math.min(500 * attempt, 5000)));
-    }
-  }
+    },
+  );
   const server = new CoildServer(coild, { socketPath: o.socket, registry });
   await server.listen();
-  const m = parseListenAddr(o.metricsAddr);
-  const h = parseListenAddr(o.healthAddr);
-  const metrics = await new HealthServer({ host: m.host || '0.0.0.0', port: m.port, registry }).listen();
-  const health = await new HealthServer({ host: h.host || '0.0.0.0', port: h.port }).addReadyCheck('coild', () => coild.isReady()).listen();
+  const endpoints = await serveEndpoints({ ...o, registry }, (probes) => probes.addReadyCheck('coild', () => coild.isReady()));
   process.stderr.write(`coild: node ${nodeName} serving on ${o.socket}\n`);
-  const shutdown = async (): Promise<void> => {
+  shutdownOnSignal(async () => {
     await server.close().catch(() => undefined);
-    await coild.stop().catch(() => undefined);
-    await Promise.all([metrics.close(), health.close()]);
-    process.exit(0);
-  };
-  process.once('SIGTERM', () => void shutdown());
-  process.once('SIGINT', () => void shutdown());
+    await coild.stop();
+  }, endpoints);
 }
 
-main().catch((err: unknown) => {
-  process.stderr.write(`coild: ${(err as Error).stack ?? String(err)}\n`);
-  process.exit(1);
-});
+programMain('coild', main);

@@ -14,8 +14,18 @@
  * veth (netns-finder.ts): nothing is kept in files.
  */
 import { CniCode, CniError, openNetns, type Netns } from '@cnikit/netlib';
-import { Informer, Pods, ResourceClient, isNotFound, traceLogger, type KubeTransport, type Logger, type Pod } from '@cnikit/kube';
-import { Gauge, type Registry } from 'prom-client';
+import {
+  Informer,
+  MetricsIn,
+  Pods,
+  ResourceClient,
+  isNotFound,
+  traceLogger,
+  type KubeTransport,
+  type Logger,
+  type Pod,
+} from '@cnikit/kube';
+import type { Gauge, Registry } from 'prom-client';
 import { Egresses, LABEL_APP_COMPONENT, LABEL_APP_NAME, Services, egressesOfPod, type Egress, type Service } from '../api/egress';
 import { isValidPoolName } from '../api/types';
 import { findPeerNetns } from './netns-finder';
@@ -116,19 +126,15 @@ export class EgressClient {
       indexers: { ip: (p) => (p.status?.podIPs ?? []).map((x) => x.ip) },
     });
     if (opts.registry) {
-      const registers = [opts.registry];
-      this.podCount = new Gauge({
-        name: 'coil_egress_client_pod_count',
-        help: 'the number of pods on this node using the egress',
-        labelNames: ['namespace', 'egress'],
-        registers,
-      });
-      this.podInfo = new Gauge({
-        name: 'coil_egress_client_pod_info',
-        help: 'a pod on this node using the egress (always 1)',
-        labelNames: ['namespace', 'pod', 'interface', 'egress', 'egress_namespace'],
-        registers,
-      });
+      const m = new MetricsIn(opts.registry);
+      this.podCount = m.gauge('coil_egress_client_pod_count', 'the number of pods on this node using the egress', ['namespace', 'egress']);
+      this.podInfo = m.gauge('coil_egress_client_pod_info', 'a pod on this node using the egress (always 1)', [
+        'namespace',
+        'pod',
+        'interface',
+        'egress',
+        'egress_namespace',
+      ]);
     }
     this.egressInformer.addHandlers({
       update: (o, n) => {

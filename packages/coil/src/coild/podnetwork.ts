@@ -27,6 +27,10 @@ import {
   type Netns,
   type Result,
 } from '@cnikit/netlib';
+import { retry, type Backoff } from '@cnikit/netlib/retry';
+
+/** 21 attempts, 1-21 ms apart (random: concurrent listers drift apart). */
+const INTERRUPTED_DUMP: Backoff = { steps: 21, initialMs: 1, factor: 1, jitter: 20, capMs: 1 };
 
 export const ALIAS_PREFIX = 'COIL:';
 export const HOST_LINK_LOCAL_V6 = 'fe80::1';
@@ -173,15 +177,10 @@ export class PodNetwork {
    * Every pod on the node: COIL: aliases joined with table-116 routes. Dumps that concurrent changes keep
    * interrupting (EINTR after netlib's own retries) are retried after a short random pause.
    */
-  async list(): Promise<PodInfo[]> {
-    for (let attempt = 0; ; attempt++) {
-      try {
-        return await this.listOnce();
-      } catch (err) {
-        if (attempt >= 20 || !(err instanceof NetlinkError && err.errno === 'EINTR')) throw err;
-        await new Promise((r) => setTimeout(r, 1 + Math.random() * 20));
-      }
-    }
+  list(): Promise<PodInfo[]> {
+    return retry({ backoff: INTERRUPTED_DUMP, retriable: (err) => err instanceof NetlinkError && err.errno === 'EINTR' }, () =>
+      this.listOnce(),
+    );
   }
 
   private async listOnce(): Promise<PodInfo[]> {

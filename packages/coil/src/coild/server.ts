@@ -7,7 +7,8 @@
 import * as fs from 'node:fs';
 import * as grpc from '@grpc/grpc-js';
 import { CniCode, CniError } from '@cnikit/netlib';
-import { Counter, Histogram, type Registry } from 'prom-client';
+import { MetricsIn } from '@cnikit/kube';
+import type { Counter, Histogram, Registry } from 'prom-client';
 import {
   SERVICE,
   decodeAddResponse,
@@ -57,27 +58,20 @@ export class CoildServer {
     private readonly opts: CoildServerOptions,
   ) {
     if (opts.registry) {
-      const registers = [opts.registry];
+      const m = new MetricsIn(opts.registry);
       const labelNames = ['grpc_type', 'grpc_service', 'grpc_method'] as const;
-      this.started = new Counter({
-        name: 'grpc_server_started_total',
-        help: 'Total number of RPCs started on the server.',
+      this.started = m.counter('grpc_server_started_total', 'Total number of RPCs started on the server.', labelNames);
+      this.handled = m.counter(
+        'grpc_server_handled_total',
+        'Total number of RPCs completed on the server, regardless of success or failure.',
+        [...labelNames, 'grpc_code'],
+      );
+      this.seconds = m.histogram(
+        'grpc_server_handling_seconds',
+        'Histogram of response latency (seconds) of gRPC that had been application-level handled by the server.',
         labelNames,
-        registers,
-      });
-      this.handled = new Counter({
-        name: 'grpc_server_handled_total',
-        help: 'Total number of RPCs completed on the server, regardless of success or failure.',
-        labelNames: [...labelNames, 'grpc_code'],
-        registers,
-      });
-      this.seconds = new Histogram({
-        name: 'grpc_server_handling_seconds',
-        help: 'Histogram of response latency (seconds) of gRPC that had been application-level handled by the server.',
-        labelNames,
-        buckets: [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10],
-        registers,
-      });
+        [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10],
+      );
     }
     const impl: grpc.UntypedServiceImplementation = {};
     const verbs: Record<Method, (a: CNIArgs) => Promise<Buffer>> = {

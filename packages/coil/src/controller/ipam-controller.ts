@@ -27,8 +27,9 @@ import {
   type Node,
   type Logger,
   traceLogger,
+  MetricsIn,
 } from '@cnikit/kube';
-import { Gauge, type Registry } from 'prom-client';
+import type { Gauge, Registry } from 'prom-client';
 import {
   AddressBlocks,
   AddressPools,
@@ -85,19 +86,9 @@ export class IpamController {
     this.blockInformer = new Informer(this.blocks, { indexers: { pool: byLabel(LABEL_POOL), node: byLabel(LABEL_NODE) } });
     this.requestInformer = new Informer(this.requests);
     this.nodeInformer = new Informer(this.nodes);
-    const registers = [opts.registry];
-    this.maxBlocksGauge = new Gauge({
-      name: 'coil_controller_max_blocks',
-      help: 'the number of blocks the pool can hold',
-      labelNames: ['pool'],
-      registers,
-    });
-    this.allocatedGauge = new Gauge({
-      name: 'coil_controller_allocated_blocks',
-      help: 'the number of blocks carved out of the pool',
-      labelNames: ['pool'],
-      registers,
-    });
+    const m = new MetricsIn(opts.registry);
+    this.maxBlocksGauge = m.gauge('coil_controller_max_blocks', 'the number of blocks the pool can hold', ['pool']);
+    this.allocatedGauge = m.gauge('coil_controller_allocated_blocks', 'the number of blocks carved out of the pool', ['pool']);
 
     const workers = opts.workers ?? 2;
     const poolCtl = new Controller({ name: 'addresspool', workers, reconcile: (r) => this.reconcilePool(r.name) })

@@ -6,9 +6,9 @@
  * one retry period.
  */
 import { hostname } from 'node:os';
-import { HealthServer, LeaderElector, leaderElectionHealthy, type KubeMetrics, type KubeTransport } from '@cnikit/kube';
+import { LeaderElector, leaderElectionHealthy, type KubeMetrics, type KubeTransport } from '@cnikit/kube';
 import type { Registry } from 'prom-client';
-import { parseListenAddr } from '../util';
+import { serveEndpoints, shutdownOnSignal } from '../program';
 import type { IpamController } from './ipam-controller';
 
 /** What runs while leading. */
@@ -96,9 +96,10 @@ export interface ServeOptions {
   synced(): boolean;
   transport: KubeTransport;
   registry: Registry;
-  metrics: KubeMetrics;
-  leaseNamespace: string;
-  leaseName: string;
+  kubeMetrics: KubeMetrics;
+  /** The Lease (flags --leader-election-namespace, --leader-election-id). */
+  leaderElectionNamespace: string;
+  leaderElectionId: string;
   metricsAddr: string;
   healthAddr: string;
 }
@@ -115,26 +116,18 @@ export async function serveLeaderElected(o: ServeOptions): Promise<void> {
   };
   const runner = new LeaderRunner(o.task, {
     transport: o.transport,
-    namespace: o.leaseNamespace,
-    name: o.leaseName,
+    namespace: o.leaderElectionNamespace,
+    name: o.leaderElectionId,
     identity: `${hostname()}_${process.pid}`,
-    metrics: o.metrics,
+    metrics: o.kubeMetrics,
     onLost: () => fatal('lost leadership'),
     onStartFailed: (err) => fatal(`start failed: ${(err as Error).message}`),
   });
-  const m = parseListenAddr(o.metricsAddr);
-  const h = parseListenAddr(o.healthAddr);
-  const metricsServer = await new HealthServer({ host: m.host || '0.0.0.0', port: m.port, registry: o.registry }).listen();
-  const healthServer = await new HealthServer({ host: h.host || '0.0.0.0', port: h.port })
-    .addHealthCheck('leader-election', leaderElectionHealthy(runner.elector))
-    .addReadyCheck('informers', () => !runner.isLeader() || o.synced())
-    .listen();
-  const shutdown = async (): Promise<void> => {
-    await runner.stop().catch(() => undefined);
-    await Promise.all([metricsServer.close(), healthServer.close()]);
-    process.exit(0);
-  };
-  process.once('SIGTERM', () => void shutdown());
-  process.once('SIGINT', () => void shutdown());
+  const endpoints = await serveEndpoints(o, (probes) =>
+    probes
+      .addHealthCheck('leader-election', leaderElectionHealthy(runner.elector))
+      .addReadyCheck('informers', () => !runner.isLeader() || o.synced()),
+  );
+  shutdownOnSignal(() => runner.stop(), endpoints);
   await runner.run();
 }

@@ -12,6 +12,7 @@ import { Egresses, type Egress } from '../api/egress';
 import { reconcileRouter, type RouterReconcileResult } from './router';
 import { DEFAULT_UPLINK, type RouterConfig } from './router-plan';
 import { ensureSnat, type NatBackend, type SnatConfig } from './snat';
+import { sleep } from '@cnikit/netlib/retry';
 
 export interface RouterDaemonOptions {
   transport: KubeTransport;
@@ -131,7 +132,7 @@ export class RouterDaemon {
     while (this.pending && !this.stopped) {
       this.pending = false;
       // Let a burst of events land before reading the cache.
-      await new Promise((r) => setTimeout(r, 50));
+      await sleep(50);
       try {
         const r = await this.reconcileOnce();
         this.lastOk = true;

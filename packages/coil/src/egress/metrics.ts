@@ -4,7 +4,8 @@
  * at scrape time, from the pod's own network namespace's /proc/sys.
  */
 import { readFileSync } from 'node:fs';
-import { Gauge, type Registry } from 'prom-client';
+import { MetricsIn } from '@cnikit/kube';
+import type { Registry } from 'prom-client';
 
 export interface EgressMetricsOptions {
   registry: Registry;
@@ -30,27 +31,19 @@ export function readCounter(path: string): number | undefined {
 export function registerEgressMetrics(o: EgressMetricsOptions): void {
   const dir = o.netfilterDir ?? '/proc/sys/net/netfilter';
   const labels = { namespace: o.namespace, pod: o.pod };
+  const m = new MetricsIn(o.registry);
   const fromFile = (name: string, help: string, file: string): void => {
-    new Gauge({
-      name,
-      help,
-      labelNames: ['namespace', 'pod'],
-      registers: [o.registry],
-      collect() {
-        const v = readCounter(`${dir}/${file}`);
-        if (v !== undefined) this.set(labels, v);
-      },
+    m.gauge(name, help, ['namespace', 'pod'], (g) => {
+      const v = readCounter(`${dir}/${file}`);
+      if (v !== undefined) g.set(labels, v);
     });
   };
   fromFile('coil_egress_nf_conntrack_entries_count', 'the number of entries in the conntrack table', 'nf_conntrack_count');
   fromFile('coil_egress_nf_conntrack_entries_limit', 'the limit of the conntrack table', 'nf_conntrack_max');
-  new Gauge({
-    name: 'coil_egress_client_count',
-    help: 'the number of client pods this router pod serves (FoU tunnels)',
-    labelNames: ['namespace', 'pod', 'egress'],
-    registers: [o.registry],
-    collect() {
-      this.set({ ...labels, egress: o.egress }, o.clients());
-    },
-  });
+  m.gauge(
+    'coil_egress_client_count',
+    'the number of client pods this router pod serves (FoU tunnels)',
+    ['namespace', 'pod', 'egress'],
+    (g) => g.set({ ...labels, egress: o.egress }, o.clients()),
+  );
 }

@@ -2,19 +2,13 @@
  * gcp-ipam: a CNI IPAM plugin handing out IPs of an IPPool as GCP alias /32s, with pod IP live migration.
  * See docs/gcp-ipam.md.
  */
-import { pluginMain } from '@cnikit/netlib';
+import { lazyHandlers, pluginMain } from '@cnikit/netlib';
 
 // The plugin module (HTTP/TLS clients of the API server and GCE) loads on the first command that needs
 // it, so VERSION costs no more than the runtime's bare start (it took 1.4x with the module loaded up front).
-const plugin = (): typeof import('../plugin') => require('../plugin') as typeof import('../plugin');
-
 pluginMain(
+  lazyHandlers(() => require('../plugin') as typeof import('../plugin')),
   {
-    add: (a) => plugin().add(a),
-    del: (a) => plugin().del(a),
-    check: (a) => plugin().check(a),
-    gc: (a) => plugin().gc(a),
-    status: (a) => plugin().status(a),
+    about: 'cnikit gcp-ipam: IPPool IPAM with GCP alias IPs and live migration',
   },
-  { about: 'cnikit gcp-ipam: IPPool IPAM with GCP alias IPs and live migration' },
 );

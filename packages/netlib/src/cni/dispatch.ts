@@ -10,23 +10,12 @@ import * as fs from 'node:fs';
 import { CniCode, CniError } from '../errors';
 import { trace } from '../log';
 import { type NetConf, decodeJson, validateNetConf } from './conf';
-import { type CniArgs, type EnvSource, parseCommand, parseEnv } from './env';
+import { type CniEnv, type EnvSource, parseCommand, parseEnv } from './env';
 import { type Result, convertResult } from './result';
 import { type CniCommand, SUPPORTED_VERSIONS, assertVersionAllows, highestVersion, isSupportedVersion } from './version';
 
-/** What every handler receives. */
-export interface CmdArgs {
-  command: CniCommand;
-  /** "" for GC and STATUS. */
-  containerId: string;
-  /** "" when absent (DEL after the netns is gone, GC, STATUS). */
-  netns: string;
-  /** "" for GC and STATUS. */
-  ifName: string;
-  /** CNI_ARGS parsed; use knownCniArgs() to pick keys with IgnoreUnknown semantics. */
-  args: CniArgs;
-  /** CNI_PATH split on ":". */
-  path: string[];
+/** What every handler receives: the environment, and the config. */
+export interface CmdArgs extends CniEnv {
   /** The raw config bytes, passed on whole to delegates. */
   stdin: Buffer;
   /** The raw parsed config with its basics checked (cniVersion, name, type, ...). */
@@ -221,6 +210,21 @@ export function pluginMain(handlers: PluginHandlers, opts: PluginOptions): void 
       process.exit(1);
     },
   );
+}
+
+/**
+ * Handlers whose module loads on the first verb that needs it (`load`, e.g. `() => require('../plugin')`), so
+ * VERSION, which a runtime asks often, costs no more than the runtime's own start. The module must define
+ * all five verbs: a missing one would change what the dispatcher answers.
+ */
+export function lazyHandlers(load: () => Required<PluginHandlers>): PluginHandlers {
+  return {
+    add: (a) => load().add(a),
+    del: (a) => load().del(a),
+    check: (a) => load().check(a),
+    gc: (a) => load().gc(a),
+    status: (a) => load().status(a),
+  };
 }
 
 /* Synchronous fd I/O: a plugin reads all of stdin before doing anything, and

@@ -14,10 +14,15 @@ export type CniArgs = Record<string, string>;
 /** The validated environment of one plugin invocation; absent variables are "" (or [] for the path). */
 export interface CniEnv {
   command: CniCommand;
+  /** "" for GC and STATUS. */
   containerId: string;
+  /** "" when absent (DEL after the netns is gone, GC, STATUS). */
   netns: string;
+  /** "" for GC and STATUS. */
   ifName: string;
+  /** CNI_ARGS parsed; use knownCniArgs() to pick keys with IgnoreUnknown semantics. */
   args: CniArgs;
+  /** CNI_PATH split on ":". */
   path: string[];
 }
 

@@ -67,6 +67,7 @@ export {
   type PluginIo,
   type PluginOptions,
   type PluginOutput,
+  lazyHandlers,
   pluginMain,
   runPlugin,
   toErrorObject,

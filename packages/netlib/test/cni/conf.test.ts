@@ -1,18 +1,11 @@
 import { CniError, ConfigError } from '../../src/errors';
 import { parseNetConf, validAttachments, type NetConf } from '../../src/cni/conf';
+import { thrownBy } from '@cnikit/netlib-testing';
 
 const base = { cniVersion: '1.1.0', name: 'net1', type: 'veth' };
 const json = (o: unknown): string => JSON.stringify(o);
 
-function errorOf(fn: () => unknown): CniError {
-  try {
-    fn();
-  } catch (e) {
-    if (e instanceof CniError) return e;
-    throw e;
-  }
-  throw new Error('expected a CniError');
-}
+const errorOf = (fn: () => unknown): CniError => thrownBy(CniError, fn);
 
 describe('parseNetConf', () => {
   it('returns the raw object, unknown keys kept', () => {

@@ -6,6 +6,7 @@ import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
 import { CniError, ConfigError, PluginNotFoundError, TransientError } from '../../src/errors';
+import { rejectedWith } from '@cnikit/netlib-testing';
 import { delegateAdd, delegateCheck, delegateDel, delegateGc, delegateStatus, findPlugin, type DelegateArgs } from '../../src/cni/delegate';
 import type { NetConf } from '../../src/cni/conf';
 import { prerequisite } from '@cnikit/netlib-testing';
@@ -57,15 +58,7 @@ const args = (containerId: string): DelegateArgs => ({
   path: ['/nonexistent', binDir],
 });
 
-async function caught(p: Promise<unknown>): Promise<CniError> {
-  try {
-    await p;
-  } catch (e) {
-    if (e instanceof CniError) return e;
-    throw e;
-  }
-  throw new Error('expected a CniError');
-}
+const caught = (p: Promise<unknown>): Promise<CniError> => rejectedWith(CniError, p);
 
 const maybe = prerequisite(
   haveHostLocal,

@@ -1,12 +1,10 @@
 import { spawnSync } from 'node:child_process';
-import * as fs from 'node:fs';
-import * as os from 'node:os';
 import * as path from 'node:path';
 import { CniError, TransientError } from '../../src/errors';
 import { runPlugin, type CmdArgs, type PluginHandlers, type PluginOptions } from '../../src/cni/dispatch';
 import { SUPPORTED_VERSIONS } from '../../src/cni/version';
 import type { Result } from '../../src/cni/result';
-import { buildPlugin } from './fixtures/build';
+import { useBuiltFixture } from './fixtures/build';
 
 const ENV = {
   CNI_CONTAINERID: 'c1',
@@ -287,16 +285,10 @@ describe('runPlugin: errors', () => {
 });
 
 describe('pluginMain in a real process', () => {
-  let dir: string;
-  let bin: string;
-  beforeAll(() => {
-    dir = fs.mkdtempSync(path.join(os.tmpdir(), 'netlib-dispatch-'));
-    bin = buildPlugin(path.join(__dirname, 'fixtures/echo-plugin.ts'), path.join(dir, 'echo-plugin'));
-  });
-  afterAll(() => fs.rmSync(dir, { recursive: true, force: true }));
+  const echo = useBuiltFixture(path.join(__dirname, 'fixtures/echo-plugin.ts'));
 
   const exec = (env: Record<string, string>, input?: string) =>
-    spawnSync(bin, [], { env: { PATH: process.env.PATH, ...env }, input, encoding: 'utf8', timeout: 20_000 });
+    spawnSync(echo.bin, [], { env: { PATH: process.env.PATH, ...env }, input, encoding: 'utf8', timeout: 20_000 });
 
   it('answers VERSION with stdin at EOF', () => {
     const r = exec({ CNI_COMMAND: 'VERSION' }, '{"cniVersion":"1.0.0"}');

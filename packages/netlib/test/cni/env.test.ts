@@ -1,4 +1,5 @@
 import { CniCode, CniError } from '../../src/errors';
+import { thrownBy } from '@cnikit/netlib-testing';
 import {
   formatCniArgs,
   ignoresUnknownArgs,
@@ -19,15 +20,7 @@ const full = {
   CNI_PATH: '/opt/cni/bin:/usr/lib/cni',
 };
 
-function cniError(fn: () => unknown): CniError {
-  try {
-    fn();
-  } catch (err) {
-    if (err instanceof CniError) return err;
-    throw err;
-  }
-  throw new Error('expected a CniError');
-}
+const cniError = (fn: () => unknown): CniError => thrownBy(CniError, fn);
 
 describe('parseEnv: required variables per verb', () => {
   const cases: { command: CniCommand; required: string[] }[] = [

@@ -1,18 +1,11 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import * as fs from 'node:fs';
-import * as os from 'node:os';
 import * as path from 'node:path';
 import { LockTimeoutError } from '../../src/errors';
 import { acquireFileLock, withFileLock } from '../../src/lock';
-import { buildPlugin } from '../cni/fixtures/build';
+import { useBuiltFixture } from '../cni/fixtures/build';
 
-let dir: string;
-let child: string;
-beforeAll(() => {
-  dir = fs.mkdtempSync(path.join(os.tmpdir(), 'netlib-lock-'));
-  child = buildPlugin(path.join(__dirname, 'fixtures/lock-child.ts'), path.join(dir, 'lock-child'));
-});
-afterAll(() => fs.rmSync(dir, { recursive: true, force: true }));
+const fixture = useBuiltFixture(path.join(__dirname, 'fixtures/lock-child.ts'));
 
 function runChild(
   lock: string,
@@ -21,7 +14,9 @@ function runChild(
   timeoutMs: number,
   mode?: string,
 ): { proc: ChildProcess; done: Promise<{ code: number | null; stderr: string }> } {
-  const proc = spawn(child, [lock, log, String(holdMs), String(timeoutMs), ...(mode ? [mode] : [])], { stdio: ['ignore', 'pipe', 'pipe'] });
+  const proc = spawn(fixture.bin, [lock, log, String(holdMs), String(timeoutMs), ...(mode ? [mode] : [])], {
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
   let stderr = '';
   proc.stderr!.on('data', (b: Buffer) => (stderr += b.toString()));
   const done = new Promise<{ code: number | null; stderr: string }>((resolve) => proc.on('close', (code) => resolve({ code, stderr })));
@@ -30,7 +25,7 @@ function runChild(
 
 describe('withFileLock', () => {
   it('returns the value of fn, creates the directory and records the holder pid', async () => {
-    const lock = path.join(dir, 'a/b/c.lock');
+    const lock = path.join(fixture.dir, 'a/b/c.lock');
     const v = await withFileLock(lock, () => {
       expect(fs.readFileSync(lock, 'utf8')).toBe(`${process.pid}\n`);
       return 42;
@@ -40,13 +35,13 @@ describe('withFileLock', () => {
   });
 
   it('releases the lock when fn throws', async () => {
-    const lock = path.join(dir, 'throw.lock');
+    const lock = path.join(fixture.dir, 'throw.lock');
     await expect(withFileLock(lock, () => Promise.reject(new Error('boom')))).rejects.toThrow('boom');
     await expect(withFileLock(lock, () => 'again', { timeoutMs: 0 })).resolves.toBe('again');
   });
 
   it('times out with LockTimeoutError (code 11) while another holder keeps it', async () => {
-    const lock = path.join(dir, 'timeout.lock');
+    const lock = path.join(fixture.dir, 'timeout.lock');
     const held = await acquireFileLock(lock);
     try {
       const started = Date.now();
@@ -63,7 +58,7 @@ describe('withFileLock', () => {
   });
 
   it('waits for the holder and then runs', async () => {
-    const lock = path.join(dir, 'wait.lock');
+    const lock = path.join(fixture.dir, 'wait.lock');
     const held = await acquireFileLock(lock);
     const order: string[] = [];
     const waiter = withFileLock(lock, () => order.push('waiter'), { timeoutMs: 10_000 });
@@ -75,14 +70,14 @@ describe('withFileLock', () => {
   });
 
   it('rejects a negative timeout', async () => {
-    await expect(withFileLock(path.join(dir, 'x.lock'), () => 1, { timeoutMs: -1 })).rejects.toThrow(RangeError);
+    await expect(withFileLock(path.join(fixture.dir, 'x.lock'), () => 1, { timeoutMs: -1 })).rejects.toThrow(RangeError);
   });
 });
 
 describe('lock contention between processes', () => {
   it('serialises the critical sections of several processes', async () => {
-    const lock = path.join(dir, 'contend.lock');
-    const log = path.join(dir, 'contend.log');
+    const lock = path.join(fixture.dir, 'contend.lock');
+    const log = path.join(fixture.dir, 'contend.log');
     const kids = Array.from({ length: 4 }, () => runChild(lock, log, 80, 20_000));
     const results = await Promise.all(kids.map((k) => k.done));
     expect(results.map((r) => r.code)).toEqual([0, 0, 0, 0]);
@@ -97,10 +92,10 @@ describe('lock contention between processes', () => {
   }, 30_000);
 
   it('a process waiting past its timeout fails with LockTimeoutError', async () => {
-    const lock = path.join(dir, 'proc-timeout.lock');
+    const lock = path.join(fixture.dir, 'proc-timeout.lock');
     const held = await acquireFileLock(lock);
     try {
-      const r = await runChild(lock, path.join(dir, 'proc-timeout.log'), 0, 300).done;
+      const r = await runChild(lock, path.join(fixture.dir, 'proc-timeout.log'), 0, 300).done;
       expect(r.code).toBe(3);
       expect(r.stderr).toContain('LockTimeoutError');
     } finally {
@@ -109,8 +104,8 @@ describe('lock contention between processes', () => {
   }, 30_000);
 
   it('the kernel frees the lock of a holder killed with SIGKILL', async () => {
-    const lock = path.join(dir, 'killed.lock');
-    const log = path.join(dir, 'killed.log');
+    const lock = path.join(fixture.dir, 'killed.lock');
+    const log = path.join(fixture.dir, 'killed.log');
     const k = runChild(lock, log, 0, 5000, 'hang');
     await new Promise<void>((resolve) => k.proc.stdout!.on('data', () => resolve()));
     await expect(withFileLock(lock, () => 'x', { timeoutMs: 0 })).rejects.toBeInstanceOf(LockTimeoutError);

@@ -6,13 +6,15 @@
  * (EniQuantity - 1) bounds them, beyond it allocate fails with code 11.
  */
 import { TransientError } from '@cnikit/netlib';
+import { KeyedLeases } from './keyed-leases';
 import { PoolExhaustedError, pickVSwitch, type EniCloud, type EniInfo, type EniQuota, type IpLease, type PoolConfig } from '../pool';
 
-export class ExclusiveEniAllocator {
-  private readonly byKey = new Map<string, EniInfo>();
+export class ExclusiveEniAllocator extends KeyedLeases<EniInfo> {
   private readonly pending = new Map<string, Promise<IpLease>>();
 
-  constructor(private readonly opts: { cloud: EniCloud; config: PoolConfig; quota: EniQuota; zone: string; defaultVSwitches?: string[] }) {}
+  constructor(private readonly opts: { cloud: EniCloud; config: PoolConfig; quota: EniQuota; zone: string; defaultVSwitches?: string[] }) {
+    super();
+  }
 
   /** Live eni_conf change (vSwitches, security groups, max_eni apply to the next ENI). */
   updateConfig(config: PoolConfig): void {
@@ -24,7 +26,7 @@ export class ExclusiveEniAllocator {
     return this.opts.config.maxEni > 0 ? Math.min(q, this.opts.config.maxEni) : q;
   }
 
-  private lease(e: EniInfo): IpLease {
+  protected lease(e: EniInfo): IpLease {
     return { ip: e.primaryIp, eniId: e.eniId, mac: e.mac, vswitchId: e.vswitchId, vswitchCidr: e.vswitchCidr, gateway: e.gateway };
   }
 
@@ -70,20 +72,5 @@ export class ExclusiveEniAllocator {
       // A failed delete leaves an unowned ENI: the next start-up deletes it.
     });
     return true;
-  }
-
-  leaseOf(key: string): IpLease | undefined {
-    const e = this.byKey.get(key);
-    return e ? this.lease(e) : undefined;
-  }
-
-  leases(): { key: string; lease: IpLease; reservedUntil?: number }[] {
-    return [...this.byKey].map(([key, e]) => ({ key, lease: this.lease(e) }));
-  }
-
-  gc(alive: (key: string) => boolean): string[] {
-    const gone = [...this.byKey.keys()].filter((k) => !alive(k));
-    for (const k of gone) this.release(k);
-    return gone;
   }
 }

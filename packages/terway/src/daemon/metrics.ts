@@ -8,8 +8,8 @@
  * prom-client comes with @cnikit/kube (its metrics are prom-client's); one
  * Registry per TerwayMetrics so tests and several daemons never collide.
  */
-import { Counter, Gauge, Histogram, Registry } from 'prom-client';
-import { HealthServer } from '@cnikit/kube';
+import { Registry, type Counter, type Histogram } from 'prom-client';
+import { HealthServer, MetricsIn } from '@cnikit/kube';
 import type { PoolConfig, PoolStats } from '../pool';
 
 /** Milliseconds: OpenAPI calls take tens of ms to seconds (attach polls), RPCs up to the 120 s deadline. */
@@ -29,18 +29,11 @@ export class TerwayMetrics {
   private pool: PoolView | undefined;
 
   constructor() {
-    const registers = [this.registry];
-    const pool = (): PoolView | undefined => this.pool;
+    const m = new MetricsIn(this.registry, LATENCY_BUCKETS_MS);
+    // Read from the pool when scraped, labelled name="eniip" as Terway's are.
     const gauge = (name: string, help: string, read: (p: PoolView) => number): void => {
-      new Gauge({
-        name,
-        help,
-        labelNames: ['name'],
-        registers,
-        collect() {
-          const p = pool();
-          if (p) this.set({ name: 'eniip' }, read(p));
-        },
+      m.gauge(name, help, ['name'], (g) => {
+        if (this.pool) g.set({ name: 'eniip' }, read(this.pool));
       });
     };
     gauge('terway_resource_pool_idle_count', 'Idle IPs in the resource pool', (p) => p.stats().idle);
@@ -54,32 +47,17 @@ export class TerwayMetrics {
     gauge('terway_resource_pool_capacity', 'Most IPs the pool may hold (ENI quota x IPs per ENI)', (p) => p.stats().capacity);
     gauge('terway_resource_pool_eni_count', 'Secondary ENIs the pool holds', (p) => p.stats().enis);
     gauge('terway_resource_pool_waiters', 'AllocIP calls waiting for the cloud', (p) => p.stats().waiters);
-    this.openApiLatency = new Histogram({
-      name: 'terway_aliyun_openapi_latency',
-      help: 'Alibaba Cloud OpenAPI call latency (ms), by API and error code ("" on success)',
-      labelNames: ['api', 'error'],
-      buckets: LATENCY_BUCKETS_MS,
-      registers,
-    });
-    this.rpcLatency = new Histogram({
-      name: 'terway_rpc_latency',
-      help: 'TerwayBackend gRPC latency (ms), by method and error ("" on success)',
-      labelNames: ['method', 'error'],
-      buckets: LATENCY_BUCKETS_MS,
-      registers,
-    });
-    this.gcReleased = new Counter({
-      name: 'terway_gc_released_total',
-      help: 'Leases released by GC (pods gone without CNI DEL)',
-      labelNames: ['mode'],
-      registers,
-    });
-    this.repairs = new Counter({
-      name: 'terway_repair_changes_total',
-      help: 'Kernel objects the datapath repair added or removed',
-      labelNames: ['kind'],
-      registers,
-    });
+    this.openApiLatency = m.histogram(
+      'terway_aliyun_openapi_latency',
+      'Alibaba Cloud OpenAPI call latency (ms), by API and error code ("" on success)',
+      ['api', 'error'],
+    );
+    this.rpcLatency = m.histogram('terway_rpc_latency', 'TerwayBackend gRPC latency (ms), by method and error ("" on success)', [
+      'method',
+      'error',
+    ]);
+    this.gcReleased = m.counter('terway_gc_released_total', 'Leases released by GC (pods gone without CNI DEL)', ['mode']);
+    this.repairs = m.counter('terway_repair_changes_total', 'Kernel objects the datapath repair added or removed', ['kind']);
   }
 
   /** The pool whose gauges are reported. */

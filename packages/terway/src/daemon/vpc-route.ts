@@ -9,6 +9,7 @@
 import type { IpLease } from '../pool';
 import { PoolExhaustedError } from '../pool';
 import { POD_GATEWAY } from '../datapath/eniip-veth';
+import { KeyedLeases } from './keyed-leases';
 
 function ipToInt(ip: string): number {
   const p = ip.split('.').map(Number);
@@ -29,8 +30,7 @@ export function parseCidr4(cidr: string): { base: number; prefix: number } {
   return { base: (ipToInt(ip) & mask) >>> 0, prefix };
 }
 
-export class VpcRouteAllocator {
-  private readonly byKey = new Map<string, string>();
+export class VpcRouteAllocator extends KeyedLeases<string> {
   private readonly used = new Set<string>();
   private readonly freed: string[] = [];
   private next: number;
@@ -38,6 +38,7 @@ export class VpcRouteAllocator {
   private readonly last: number;
 
   constructor(readonly podCidr: string) {
+    super();
     const { base, prefix } = parseCidr4(podCidr);
     this.first = base + 1;
     this.last = base + 2 ** (32 - prefix) - 2;
@@ -48,7 +49,7 @@ export class VpcRouteAllocator {
     return this.last - this.first + 1;
   }
 
-  private lease(ip: string): IpLease {
+  protected lease(ip: string): IpLease {
     return { ip, eniId: '', mac: '', vswitchId: '', vswitchCidr: this.podCidr, gateway: POD_GATEWAY };
   }
 
@@ -92,20 +93,5 @@ export class VpcRouteAllocator {
     this.used.delete(ip);
     this.freed.push(ip);
     return true;
-  }
-
-  leaseOf(key: string): IpLease | undefined {
-    const ip = this.byKey.get(key);
-    return ip ? this.lease(ip) : undefined;
-  }
-
-  leases(): { key: string; lease: IpLease; reservedUntil?: number }[] {
-    return [...this.byKey].map(([key, ip]) => ({ key, lease: this.lease(ip) }));
-  }
-
-  gc(alive: (key: string) => boolean): string[] {
-    const gone = [...this.byKey.keys()].filter((k) => !alive(k));
-    for (const k of gone) this.release(k);
-    return gone;
   }
 }

@@ -22,8 +22,8 @@
 import {
   addr,
   execInNetns,
-  isExistsError,
-  isNotFoundError,
+  ignoreExists,
+  ignoreNotFound,
   link,
   route,
   sysctl,
@@ -55,22 +55,6 @@ async function tc(ns: Netns, args: string[]): Promise<string> {
   const r = await execInNetns(ns, 'tc', args);
   if (r.code !== 0) throw new Error(`tc ${args.join(' ')}: exit ${r.code ?? r.signal}: ${r.stderr.trim()}`);
   return r.stdout;
-}
-
-async function ignoreMissing(p: Promise<unknown>): Promise<void> {
-  try {
-    await p;
-  } catch (e) {
-    if (!isNotFoundError(e)) throw e;
-  }
-}
-
-async function ignoreExists(p: Promise<unknown>): Promise<void> {
-  try {
-    await p;
-  } catch (e) {
-    if (!isExistsError(e)) throw e;
-  }
 }
 
 export interface IpvlanEni {
@@ -169,7 +153,7 @@ async function setupIpvlanPodLocked(
       ...(p.mtu ? { mtu: p.mtu } : {}),
     });
     const old = await link.find(podNs, p.ifName);
-    if (old?.kind === 'ipvlan') await ignoreMissing(link.del(podNs, old.index));
+    if (old?.kind === 'ipvlan') await ignoreNotFound(link.del(podNs, old.index));
     const s = await tunnel.addIpvlan(hostNs, {
       name: p.ifName,
       parentIndex: eni.index,
@@ -177,7 +161,7 @@ async function setupIpvlanPodLocked(
       targetNs: podNs,
       ...(p.mtu ? { mtu: p.mtu } : {}),
     });
-    undo.push(`delete pod ${p.ifName}`, () => ignoreMissing(link.del(podNs, p.ifName)));
+    undo.push(`delete pod ${p.ifName}`, () => ignoreNotFound(link.del(podNs, p.ifName)));
     await link.setUp(podNs, 'lo').catch(() => undefined);
     await addr.add(podNs, s.index, `${p.ip}/${p.eni.prefix}`);
     await link.setUp(podNs, s.index);
@@ -185,7 +169,7 @@ async function setupIpvlanPodLocked(
     await route.replace(podNs, { dst: 'default', gw: p.eni.gateway, oif: s.index });
     for (const cidr of p.serviceCidrs) await route.replace(podNs, { dst: cidr, gw: p.nodeIp, oif: s.index });
     await route.replace(hostNs, { dst: `${p.ip}/32`, oif: eni.hostSlaveIndex, scope: SCOPE_LINK });
-    undo.push(`route ${p.ip}/32`, () => ignoreMissing(route.del(hostNs, { dst: `${p.ip}/32`, oif: eni.hostSlaveIndex })));
+    undo.push(`route ${p.ip}/32`, () => ignoreNotFound(route.del(hostNs, { dst: `${p.ip}/32`, oif: eni.hostSlaveIndex })));
     if (p.bandwidth?.egressBps) await setRate(podNs, s.index, p.bandwidth.egressBps);
     undo.commit();
     return { hostSlave: eni.hostSlave, eniIndex: eni.index, podMac: s.mac };
@@ -208,14 +192,14 @@ export async function teardownIpvlanPod(hostNs: Netns, podNs: Netns | undefined,
         if (r.dst !== `${p.ip}/32` || r.oif === undefined) continue;
         const l = links.find((x) => x.index === r.oif);
         if (!l?.name.startsWith('ipvl_')) continue;
-        await ignoreMissing(route.del(hostNs, { dst: r.dst, oif: r.oif }));
+        await ignoreNotFound(route.del(hostNs, { dst: r.dst, oif: r.oif }));
         if ((await podRoutesVia(hostNs, l.index)).length === 0) await releaseIpvlanEni(hostNs, l);
       }
     });
   }
   if (podNs) {
     const l = await link.find(podNs, p.ifName);
-    if (l?.kind === 'ipvlan') await ignoreMissing(link.del(podNs, l.index));
+    if (l?.kind === 'ipvlan') await ignoreNotFound(link.del(podNs, l.index));
   }
 }
 
@@ -246,7 +230,7 @@ function masterIndexOf(slave: link.Link): number | undefined {
 /** Removes an ENI's host slave and our Service filters on the ENI's egress (the clsact too when it is left empty). */
 export async function releaseIpvlanEni(hostNs: Netns, slave: link.Link): Promise<void> {
   const master = masterIndexOf(slave);
-  await ignoreMissing(link.del(hostNs, slave.index));
+  await ignoreNotFound(link.del(hostNs, slave.index));
   const eni = master === undefined ? undefined : (await link.list(hostNs)).find((l) => l.index === master);
   if (!eni) return;
   const egress = await tc(hostNs, ['filter', 'show', 'dev', eni.name, 'egress']);
@@ -298,7 +282,7 @@ export async function repairIpvlan(hostNs: Netns, live: IpvlanLivePod[]): Promis
     for (const s of slaves) {
       for (const r of await podRoutesVia(hostNs, s.index)) {
         if (liveIps.has(r.dst!.slice(0, -3))) continue;
-        await ignoreMissing(route.del(hostNs, { dst: r.dst!, oif: s.index }));
+        await ignoreNotFound(route.del(hostNs, { dst: r.dst!, oif: s.index }));
         rep.routesRemoved.push(`${r.dst} dev ${s.name}`);
       }
       if (!used.has(s.index)) {

@@ -18,7 +18,7 @@
  * them from the list of live pods alone.
  */
 import { createHash } from 'node:crypto';
-import { addr, isExistsError, isNotFoundError, link, neigh, route, rule, sysctl, UndoStack, type Netns } from '@cnikit/netlib';
+import { addr, ignoreExists, ignoreNotFound, link, neigh, route, rule, sysctl, UndoStack, type Netns } from '@cnikit/netlib';
 import { setRate, type BandwidthLimits } from './bandwidth';
 
 export const PREF_TO_POD = 512;
@@ -45,22 +45,6 @@ export async function findEniLink(hostNs: Netns, mac: string): Promise<link.Link
   const l = (await link.list(hostNs)).find((x) => x.mac.toLowerCase() === want && !x.name.startsWith('cali'));
   if (!l) throw new Error(`datapath: no link with the ENI MAC ${mac} on the host`);
   return l;
-}
-
-async function ignoreExists(p: Promise<unknown>): Promise<void> {
-  try {
-    await p;
-  } catch (e) {
-    if (!isExistsError(e)) throw e;
-  }
-}
-
-async function ignoreMissing(p: Promise<unknown>): Promise<void> {
-  try {
-    await p;
-  } catch (e) {
-    if (!isNotFoundError(e)) throw e;
-  }
 }
 
 /** Brings an ENI up and (re)writes its table: default via the vSwitch gateway. Idempotent. */
@@ -96,13 +80,42 @@ export interface PodNetwork {
   mtu?: number;
 }
 
-export interface PodSetup {
+/** The veth of a pod, as addPodVeth made it. */
+export interface PodVeth {
   hostVeth: string;
   hostVethIndex: number;
   hostVethMac: string;
   podMac: string;
+}
+
+export interface PodSetup extends PodVeth {
   eniIndex: number;
   table: number;
+}
+
+/**
+ * The veth both datapaths give a pod (ENI multi-IP and VPC route): a leftover of the same pod replaced; the
+ * pod end up with its /32 and a default route via POD_GATEWAY, answered by a permanent neighbour entry (the
+ * host end's MAC); the host end up. Deleting it (the pod end goes with it) is pushed on `undo`.
+ */
+export async function addPodVeth(
+  hostNs: Netns,
+  podNs: Netns,
+  undo: UndoStack,
+  p: { name: string; ifName: string; ip: string; mtu?: number },
+): Promise<{ host: link.Link; peer: link.Link }> {
+  const { name } = p;
+  if (await link.find(hostNs, name)) await ignoreNotFound(link.del(hostNs, name));
+  const { link: host, peer } = await link.addVeth(hostNs, { name, peerName: p.ifName, peerNs: podNs, mtu: p.mtu ?? 1500 });
+  undo.push(`delete ${name}`, () => ignoreNotFound(link.del(hostNs, name)));
+  await link.setUp(podNs, 'lo').catch(() => undefined);
+  await link.setUp(podNs, peer.index);
+  await ignoreExists(addr.add(podNs, peer.index, `${p.ip}/32`));
+  await route.add(podNs, { dst: `${POD_GATEWAY}/32`, oif: peer.index, scope: SCOPE_LINK });
+  await route.add(podNs, { dst: 'default', gw: POD_GATEWAY, oif: peer.index, onlink: true });
+  await neigh.add(podNs, { index: peer.index, ip: POD_GATEWAY, mac: host.mac });
+  await link.setUp(hostNs, host.index);
+  return { host, peer };
 }
 
 /**
@@ -114,21 +127,11 @@ export async function setupPod(hostNs: Netns, podNs: Netns, p: PodNetwork): Prom
   const name = hostVethName(p.podNamespace, p.podName);
   try {
     const eni = await ensureEni(hostNs, p.eni);
-    if (await link.find(hostNs, name)) await ignoreMissing(link.del(hostNs, name));
-    const { link: host, peer } = await link.addVeth(hostNs, { name, peerName: p.ifName, peerNs: podNs, mtu: p.mtu ?? 1500 });
-    undo.push(`delete ${name}`, () => ignoreMissing(link.del(hostNs, name)));
-    // Pod side.
-    await link.setUp(podNs, 'lo').catch(() => undefined);
-    await link.setUp(podNs, peer.index);
-    await ignoreExists(addr.add(podNs, peer.index, `${p.ip}/32`));
-    await route.add(podNs, { dst: `${POD_GATEWAY}/32`, oif: peer.index, scope: SCOPE_LINK });
-    await route.add(podNs, { dst: 'default', gw: POD_GATEWAY, oif: peer.index, onlink: true });
-    await neigh.add(podNs, { index: peer.index, ip: POD_GATEWAY, mac: host.mac });
+    const { host, peer } = await addPodVeth(hostNs, podNs, undo, { ...p, name });
     // Host side.
-    await link.setUp(hostNs, host.index);
     sysctl.set(hostNs, `net/ipv4/conf/${name}/rp_filter`, 0);
     await route.replace(hostNs, { dst: `${p.ip}/32`, oif: host.index, scope: SCOPE_LINK });
-    undo.push(`route ${p.ip}/32`, () => ignoreMissing(route.del(hostNs, { dst: `${p.ip}/32`, oif: host.index })));
+    undo.push(`route ${p.ip}/32`, () => ignoreNotFound(route.del(hostNs, { dst: `${p.ip}/32`, oif: host.index })));
     await neigh.replace(hostNs, { index: host.index, ip: p.ip, mac: peer.mac });
     await addPodRules(hostNs, p.ip, eni.table);
     undo.push(`rules ${p.ip}`, () => delPodRules(hostNs, p.ip));
@@ -166,20 +169,19 @@ async function addPodRules(hostNs: Netns, ipAddr: string, table: number): Promis
   await ignoreExists(rule.add(hostNs, { family, priority: PREF_FROM_POD, src: cidr, table }));
 }
 
+/** Deletes a rule as rule.list() showed it, matched on the fields that tell Terway's rules apart; gone already is fine. */
+function delListedRule(hostNs: Netns, family: 4 | 6, r: rule.Rule): Promise<void> {
+  return ignoreNotFound(
+    rule.del(hostNs, { family, priority: r.priority, table: r.table, ...(r.src ? { src: r.src } : {}), ...(r.dst ? { dst: r.dst } : {}) }),
+  );
+}
+
 /** Removes every rule of a pod IP (either family) at the Terway prefs (any table). Idempotent. */
 export async function delPodRules(hostNs: Netns, ipAddr: string): Promise<void> {
   const { cidr, family } = hostPrefix(ipAddr);
   for (const r of await rule.list(hostNs, family)) {
     if ((r.priority === PREF_TO_POD && r.dst === cidr) || (r.priority === PREF_FROM_POD && r.src === cidr)) {
-      await ignoreMissing(
-        rule.del(hostNs, {
-          family,
-          priority: r.priority,
-          table: r.table,
-          ...(r.src ? { src: r.src } : {}),
-          ...(r.dst ? { dst: r.dst } : {}),
-        }),
-      );
+      await delListedRule(hostNs, family, r);
     }
   }
 }
@@ -190,9 +192,9 @@ export async function teardownPod(hostNs: Netns, p: { podNamespace: string; podN
   for (const a of [p.ip, p.ip6]) {
     if (!a) continue;
     await delPodRules(hostNs, a);
-    await ignoreMissing(route.del(hostNs, { dst: hostPrefix(a).cidr, table: MAIN_TABLE }));
+    await ignoreNotFound(route.del(hostNs, { dst: hostPrefix(a).cidr, table: MAIN_TABLE }));
   }
-  await ignoreMissing(link.del(hostNs, name));
+  await ignoreNotFound(link.del(hostNs, name));
 }
 
 export interface LivePod {
@@ -259,15 +261,7 @@ async function repairFamily(
       seen.add(`${r.priority} ${cidr}`);
       continue;
     }
-    await ignoreMissing(
-      rule.del(hostNs, {
-        family,
-        priority: r.priority,
-        table: r.table,
-        ...(r.src ? { src: r.src } : {}),
-        ...(r.dst ? { dst: r.dst } : {}),
-      }),
-    );
+    await delListedRule(hostNs, family, r);
     rep.rulesRemoved.push(`${r.priority} ${cidr} table ${r.table}`);
   }
   for (const [cidr, w] of want) {
@@ -293,7 +287,7 @@ async function repairFamily(
       have.add(r.dst);
       continue;
     }
-    await ignoreMissing(route.del(hostNs, { dst: r.dst, oif: r.oif! }));
+    await ignoreNotFound(route.del(hostNs, { dst: r.dst, oif: r.oif! }));
     rep.routesRemoved.push(`${r.dst} dev ${dev}`);
   }
   for (const [cidr, w] of want) {
@@ -333,13 +327,23 @@ export async function checkPod(
     problems.push(`rule "from ${cidr} lookup ${table} pref ${PREF_FROM_POD}" is missing`);
   if (host && !(await route.list(hostNs, { family: 4 })).some((r) => r.dst === cidr && r.oif === host.index))
     problems.push(`host route ${cidr} dev ${name} is missing`);
-  const pod = await link.find(podNs, p.ifName);
-  if (!pod) problems.push(`pod interface ${p.ifName} is missing`);
-  else {
-    if (!(await addr.list(podNs, { index: pod.index, family: 4 })).some((a) => a.address === cidr))
-      problems.push(`pod address ${cidr} on ${p.ifName} is missing`);
-    if (!(await route.list(podNs, { family: 4 })).some((r) => r.dst === 'default' && r.gw === POD_GATEWAY && r.oif === pod.index))
-      problems.push(`pod default route via ${POD_GATEWAY} dev ${p.ifName} is missing`);
-  }
+  await checkPodInterface(podNs, p.ifName, cidr, problems);
   return problems;
+}
+
+/**
+ * CHECK of the pod end both veth datapaths (ENI multi-IP, VPC route) leave: the interface, its address and
+ * its default route via POD_GATEWAY. Adds what is missing to `problems`; returns the interface if present.
+ */
+export async function checkPodInterface(podNs: Netns, ifName: string, cidr: string, problems: string[]): Promise<link.Link | undefined> {
+  const pod = await link.find(podNs, ifName);
+  if (!pod) {
+    problems.push(`pod interface ${ifName} is missing`);
+    return undefined;
+  }
+  if (!(await addr.list(podNs, { index: pod.index, family: 4 })).some((a) => a.address === cidr))
+    problems.push(`pod address ${cidr} on ${ifName} is missing`);
+  if (!(await route.list(podNs, { family: 4 })).some((r) => r.dst === 'default' && r.gw === POD_GATEWAY && r.oif === pod.index))
+    problems.push(`pod default route via ${POD_GATEWAY} dev ${ifName} is missing`);
+  return pod;
 }

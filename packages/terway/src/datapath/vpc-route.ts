@@ -11,9 +11,9 @@
  * No policy routing: traffic leaves by the host's own default route (the
  * primary NIC) and the VPC route table brings replies for the pod CIDR back.
  */
-import { addr, isExistsError, isNotFoundError, link, neigh, route, sysctl, UndoStack, type Netns } from '@cnikit/netlib';
+import { ignoreNotFound, link, neigh, route, sysctl, UndoStack, type Netns } from '@cnikit/netlib';
 import { setRate, type BandwidthLimits } from './bandwidth';
-import { hostVethName, POD_GATEWAY } from './eniip-veth';
+import { addPodVeth, checkPodInterface, hostVethName, POD_GATEWAY, type PodVeth } from './eniip-veth';
 
 const SCOPE_LINK = 253;
 
@@ -26,20 +26,7 @@ export interface VpcRoutePod {
   mtu?: number;
 }
 
-export interface VpcRouteSetup {
-  hostVeth: string;
-  hostVethIndex: number;
-  hostVethMac: string;
-  podMac: string;
-}
-
-async function ignoreMissing(p: Promise<unknown>): Promise<void> {
-  try {
-    await p;
-  } catch (e) {
-    if (!isNotFoundError(e)) throw e;
-  }
-}
+export type VpcRouteSetup = PodVeth;
 
 /**
  * ADD. Idempotent: a leftover host veth of the same pod (a repeated ADD) is
@@ -49,20 +36,7 @@ export async function setupVpcRoutePod(hostNs: Netns, podNs: Netns, p: VpcRouteP
   const undo = new UndoStack();
   const name = hostVethName(p.podNamespace, p.podName);
   try {
-    if (await link.find(hostNs, name)) await ignoreMissing(link.del(hostNs, name));
-    const { link: host, peer } = await link.addVeth(hostNs, { name, peerName: p.ifName, peerNs: podNs, mtu: p.mtu ?? 1500 });
-    undo.push(`delete ${name}`, () => ignoreMissing(link.del(hostNs, name)));
-    await link.setUp(podNs, 'lo').catch(() => undefined);
-    await link.setUp(podNs, peer.index);
-    try {
-      await addr.add(podNs, peer.index, `${p.ip}/32`);
-    } catch (e) {
-      if (!isExistsError(e)) throw e;
-    }
-    await route.add(podNs, { dst: `${POD_GATEWAY}/32`, oif: peer.index, scope: SCOPE_LINK });
-    await route.add(podNs, { dst: 'default', gw: POD_GATEWAY, oif: peer.index, onlink: true });
-    await neigh.add(podNs, { index: peer.index, ip: POD_GATEWAY, mac: host.mac });
-    await link.setUp(hostNs, host.index);
+    const { host, peer } = await addPodVeth(hostNs, podNs, undo, { ...p, name });
     sysctl.set(hostNs, 'net/ipv4/ip_forward', 1);
     sysctl.set(hostNs, 'net/ipv4/conf/all/rp_filter', 0);
     sysctl.set(hostNs, `net/ipv4/conf/${name}/rp_filter`, 0);
@@ -82,8 +56,8 @@ export async function setupVpcRoutePod(hostNs: Netns, podNs: Netns, p: VpcRouteP
 export async function teardownVpcRoutePod(hostNs: Netns, p: { podNamespace: string; podName: string; ip?: string }): Promise<void> {
   const name = hostVethName(p.podNamespace, p.podName);
   const l = await link.find(hostNs, name);
-  if (p.ip && l) await ignoreMissing(route.del(hostNs, { dst: `${p.ip}/32`, oif: l.index }));
-  if (l) await ignoreMissing(link.del(hostNs, l.index));
+  if (p.ip && l) await ignoreNotFound(route.del(hostNs, { dst: `${p.ip}/32`, oif: l.index }));
+  if (l) await ignoreNotFound(link.del(hostNs, l.index));
 }
 
 /** CHECK: the problems found (empty when all is as ADD left it). */
@@ -102,18 +76,12 @@ export async function checkVpcRoutePod(
     if (!(await route.list(hostNs, { family: 4 })).some((r) => r.dst === cidr && r.oif === host.index))
       problems.push(`host route ${cidr} dev ${name} is missing`);
   }
-  const pod = await link.find(podNs, p.ifName);
-  if (!pod) problems.push(`pod interface ${p.ifName} is missing`);
-  else {
-    if (!(await addr.list(podNs, { index: pod.index, family: 4 })).some((a) => a.address === cidr))
-      problems.push(`pod address ${cidr} on ${p.ifName} is missing`);
-    if (!(await route.list(podNs, { family: 4 })).some((r) => r.dst === 'default' && r.gw === POD_GATEWAY && r.oif === pod.index))
-      problems.push(`pod default route via ${POD_GATEWAY} dev ${p.ifName} is missing`);
-    if (
-      host &&
-      !(await neigh.list(podNs, { index: pod.index })).some((n) => n.ip === POD_GATEWAY && n.mac?.toLowerCase() === host.mac.toLowerCase())
-    )
-      problems.push(`pod neighbour ${POD_GATEWAY} -> ${host.mac} is missing`);
-  }
+  const pod = await checkPodInterface(podNs, p.ifName, cidr, problems);
+  if (
+    pod &&
+    host &&
+    !(await neigh.list(podNs, { index: pod.index })).some((n) => n.ip === POD_GATEWAY && n.mac?.toLowerCase() === host.mac.toLowerCase())
+  )
+    problems.push(`pod neighbour ${POD_GATEWAY} -> ${host.mac} is missing`);
   return problems;
 }

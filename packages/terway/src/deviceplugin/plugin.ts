@@ -11,6 +11,7 @@ import * as fs from 'node:fs';
 import * as path from 'node:path';
 import * as grpc from '@grpc/grpc-js';
 import { API_VERSION, deviceApi, HEALTHY, KUBELET_SOCKET, type Device } from './proto';
+import { sleep } from '@cnikit/netlib/retry';
 
 export const ENI_RESOURCE = 'aliyun/eni';
 export const MEMBER_ENI_RESOURCE = 'aliyun/member-eni';
@@ -117,7 +118,7 @@ export class EniDevicePlugin {
         await this.register();
         return;
       } catch {
-        await new Promise((r) => setTimeout(r, 100));
+        await sleep(100);
       }
     }
   }

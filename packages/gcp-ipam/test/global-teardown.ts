@@ -1,7 +1,0 @@
-import { stopCluster } from '@cnikit/kube-testing';
-import { TEST_CLUSTER_ENV } from '@cnikit/kube-testing';
-
-export default async function globalTeardown(): Promise<void> {
-  const dir = process.env[TEST_CLUSTER_ENV];
-  if (dir && !process.env.CNIKIT_KEEP_CLUSTER) await stopCluster(dir);
-}
