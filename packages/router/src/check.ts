@@ -21,20 +21,11 @@ export const CODE_CHECK_FAILED = 102;
 const sameRoute = (have: Route, want: Route): boolean =>
   have.dst === want.dst && have.oif === want.oif && (want.gw === undefined || have.gw === want.gw);
 
-export async function checkRouter(
-  cfg: RouterConfig,
-  hostNs: Netns,
-  podNs: Netns,
-  containerId: string,
-  ifName: string,
-  netnsPath: string,
-): Promise<void> {
-  const s = await lookScene(cfg, hostNs, podNs, ifName, netnsPath);
-  const problems: string[] = [];
-  const ips = s.chainedIPs.filter((i) => s.families.includes(familyOf(i)));
+type Scene = Awaited<ReturnType<typeof lookScene>>;
 
-  // Host: a route per chained IP (with the host rule when it lives in host_rule_table) and a neighbour.
-  const key = attachmentKey(cfg.netName, containerId, ifName);
+/** Host: a route per chained IP (with the host rule when it lives in host_rule_table) and a neighbour. */
+async function hostProblems(cfg: RouterConfig, hostNs: Netns, s: Scene, key: number, ips: string[]): Promise<string[]> {
+  const problems: string[] = [];
   const subnets = await hostSubnets(hostNs);
   const owned = await ownedHostRoutes(hostNs);
   for (const i of ips) {
@@ -54,8 +45,12 @@ export async function checkRouter(
         problems.push(`host neighbour ${i} -> ${s.overlay.link.mac} on ${s.peer.link.name} missing`);
     }
   }
+  return problems;
+}
 
-  // Pod, shared: routes and rules towards the primary host IP and the hijacked subnets, its neighbour.
+/** Pod, shared: routes and rules towards the primary host IP and the hijacked subnets, its neighbour. */
+async function sharedPodProblems(cfg: RouterConfig, podNs: Netns, s: Scene): Promise<string[]> {
+  const problems: string[] = [];
   const primary = { v4: s.hostIPs.v4.slice(0, 1), v6: s.hostIPs.v6.slice(0, 1) };
   const tableRoutes = await route.list(podNs, { table: s.table });
   for (const want of sharedRoutes(cfg, s.overlay.link.index, s.overlay.ips, primary, s.families, s.table, s.peer.linkLocal)) {
@@ -78,8 +73,12 @@ export async function checkRouter(
         problems.push(`pod neighbour ${h} -> ${s.peer.link.mac} on ${s.overlay.link.name} missing`);
     }
   }
+  return problems;
+}
 
-  // Pod, per NIC: kept apart in its own table, or owner of main (then eth0's routes left main).
+/** Pod, per NIC: kept apart in its own table, or owner of main (then eth0's routes left main). */
+async function nicPodProblems(cfg: RouterConfig, podNs: Netns, s: Scene, ifName: string, ips: string[]): Promise<string[]> {
+  const problems: string[] = [];
   const tOwn = ownTable(ifName);
   const ownRules = await rulesAt(podNs, tOwn, fromPriority(tOwn));
   const apart = ownRules.some((r) => r.src !== undefined && ips.some((i) => r.src === hostCidr(i)));
@@ -89,15 +88,7 @@ export async function checkRouter(
       if (!ownRules.some((r) => r.src === hostCidr(i))) problems.push(`pod rule from ${i} lookup ${tOwn} missing`);
     }
   } else if (cfg.migrateRoute === -1) {
-    const moved = await rulesAt(podNs, s.table, fromPriority(s.table));
-    for (const o of s.families.flatMap((f) => familyIPs(s.overlay.ips, f))) {
-      if (!moved.some((r) => r.src === hostCidr(o))) problems.push(`pod rule from ${o} lookup ${s.table} missing`);
-    }
-    for (const f of s.families) {
-      const main = await route.list(podNs, { family: f });
-      if (main.some((r) => r.dst === 'default' && leadsThrough(r, s.overlay.link.index)))
-        problems.push(`${s.overlay.link.name}'s IPv${f} default route is still in main`);
-    }
+    problems.push(...(await mainLeftProblems(podNs, s)));
   }
   const nicTable = apart || cfg.migrateRoute === 1 ? tOwn : cfg.migrateRoute === -1 ? MAIN_TABLE : undefined;
   if (nicTable !== undefined) {
@@ -106,5 +97,38 @@ export async function checkRouter(
       if (!have.some((r) => r.dst === w.dst)) problems.push(`pod route ${w.dst} via ${w.gw} dev ${ifName} table ${nicTable} missing`);
     }
   }
+  return problems;
+}
+
+/** migrate_route -1 with this NIC owning main: eth0's addresses ruled to the shared table, its default gone from main. */
+async function mainLeftProblems(podNs: Netns, s: Scene): Promise<string[]> {
+  const problems: string[] = [];
+  const moved = await rulesAt(podNs, s.table, fromPriority(s.table));
+  for (const o of s.families.flatMap((f) => familyIPs(s.overlay.ips, f))) {
+    if (!moved.some((r) => r.src === hostCidr(o))) problems.push(`pod rule from ${o} lookup ${s.table} missing`);
+  }
+  for (const f of s.families) {
+    const main = await route.list(podNs, { family: f });
+    if (main.some((r) => r.dst === 'default' && leadsThrough(r, s.overlay.link.index)))
+      problems.push(`${s.overlay.link.name}'s IPv${f} default route is still in main`);
+  }
+  return problems;
+}
+
+export async function checkRouter(
+  cfg: RouterConfig,
+  hostNs: Netns,
+  podNs: Netns,
+  containerId: string,
+  ifName: string,
+  netnsPath: string,
+): Promise<void> {
+  const s = await lookScene(cfg, hostNs, podNs, ifName, netnsPath);
+  const ips = s.chainedIPs.filter((i) => s.families.includes(familyOf(i)));
+  const problems = [
+    ...(await hostProblems(cfg, hostNs, s, attachmentKey(cfg.netName, containerId, ifName), ips)),
+    ...(await sharedPodProblems(cfg, podNs, s)),
+    ...(await nicPodProblems(cfg, podNs, s, ifName, ips)),
+  ];
   if (problems.length > 0) throw new CniError(CODE_CHECK_FAILED, 'router check failed', problems.join('; '));
 }

@@ -25,7 +25,16 @@ import {
   type Netns,
   type Result,
 } from '@cnikit/netlib';
-import { discoverHostIPs, familyOf, hijackSubnets, hostCidr, migrateRoutes, requirePodIPs, tableForInterface } from '@cnikit/meta';
+import {
+  discoverHostIPs,
+  familyOf,
+  hijackSubnets,
+  hostCidr,
+  migrateRoutes,
+  requirePodIPs,
+  tableForInterface,
+  type HostIPs,
+} from '@cnikit/meta';
 import type { VethConfig } from './config';
 import { checkIpConflicts } from './ip-conflict';
 import { hostVethAlias, hostVethMac, hostVethName, POD_VETH } from './names';
@@ -151,10 +160,8 @@ async function dropStaleNeighbours(hostNs: Netns, hostIndex: number, podIPs: str
   }
 }
 
-export async function addVeth(cfg: VethConfig, req: AddRequest): Promise<Result> {
-  const prev = cfg.prevResult!;
-  const hostNs = hostNetns();
-  const podIPs = requirePodIPs(prev, req.ifName);
+/** The interface the previous plugin made in the pod, which veth is chained after. */
+async function chainedInterface(req: AddRequest): Promise<link.Link> {
   const chained = await link.find(req.podNs, req.ifName);
   if (chained === undefined) {
     throw new CniError(
@@ -163,88 +170,130 @@ export async function addVeth(cfg: VethConfig, req: AddRequest): Promise<Result>
       `netns ${req.netnsPath}; the previous plugin should have created it`,
     );
   }
+  return chained;
+}
+
+/** mac_prefix: the chained interface's MAC derived from its IPv4 address (restored on rollback). */
+async function applyMacPrefix(
+  cfg: VethConfig,
+  req: AddRequest,
+  chained: link.Link,
+  podIPs: string[],
+  result: Result,
+  undo: UndoStack,
+): Promise<void> {
+  if (cfg.macPrefix === undefined) return;
+  const v4 = podIPs.find((p) => familyOf(p) === 4);
+  if (v4 === undefined)
+    throw new CniError(
+      CniCode.InvalidNetworkConfig,
+      'mac_prefix needs an IPv4 address',
+      `interface ${req.ifName} has only ${podIPs.join(', ')}`,
+    );
+  const mac = ip.ipToMacV4(cfg.macPrefix, v4);
+  await link.setMac(req.podNs, chained.index, mac);
+  undo.push(`restore MAC of ${req.ifName}`, () => link.setMac(req.podNs, chained.index, chained.mac));
+  for (const i of result.interfaces ?? []) if (i.name === req.ifName && i.sandbox) i.mac = mac;
+}
+
+/** The pod's veth pair: made by the first chained interface, reused by the next ones. */
+async function vethPair(
+  hostNs: Netns,
+  req: AddRequest,
+  cfg: VethConfig,
+  undo: UndoStack,
+): Promise<{ host: link.Link; pod: link.Link; first: boolean }> {
+  const existing = await link.find(req.podNs, POD_VETH);
+  if (existing === undefined) return { ...(await createPair(hostNs, req, cfg, undo)), first: true };
+  const host = await link.find(hostNs, hostVethName(req.containerId));
+  if (host === undefined) {
+    throw new CniError(
+      CniCode.Internal,
+      `pod has ${POD_VETH} but host end ${hostVethName(req.containerId)} is missing`,
+      'delete and re-add the pod network',
+    );
+  }
+  return { host, pod: existing, first: false };
+}
+
+/** Neighbours: the pod resolves host IPs to the host end, the host resolves pod IPs to veth0. */
+async function publishNeighbours(
+  hostNs: Netns,
+  req: AddRequest,
+  pair: { host: link.Link; pod: link.Link },
+  podIPs: string[],
+  hostIPs: HostIPs,
+  undo: UndoStack,
+): Promise<void> {
+  const { host, pod } = pair;
+  await dropStaleNeighbours(hostNs, host.index, podIPs, undo);
+  for (const p of podIPs) {
+    await neigh.replace(hostNs, { index: host.index, ip: p, mac: pod.mac, state: neigh.NUD.PERMANENT });
+    undo.push(`delete host neighbour ${p}`, () => neigh.del(hostNs, { index: host.index, ip: p }));
+  }
+  const v6Hop = nextHop(6, hostIPs, host.mac);
+  for (const h of [...hostIPs.v4, ...hostIPs.v6, ...(v6Hop ? [v6Hop] : [])]) {
+    await neigh.replace(req.podNs, { index: pod.index, ip: h, mac: host.mac, state: neigh.NUD.PERMANENT });
+  }
+}
+
+/** Routes: on the host each pod IP through the host end; in the pod host IPs and hijacked subnets through veth0. */
+async function addRoutes(
+  hostNs: Netns,
+  cfg: VethConfig,
+  req: AddRequest,
+  ctx: { chained: link.Link; host: link.Link; pod: link.Link; first: boolean },
+  podIPs: string[],
+  hostIPs: HostIPs,
+  undo: UndoStack,
+): Promise<void> {
+  for (const p of podIPs) {
+    const r: route.Route = { dst: hostCidr(p), family: familyOf(p), oif: ctx.host.index, scope: SCOPE_LINK };
+    await route.replace(hostNs, r);
+    undo.push(`delete host route ${r.dst}`, () => route.del(hostNs, r));
+  }
+  const plan = planTables(cfg, req.ifName, ctx.first);
+  if (plan.migrateTo !== undefined) await migrateRoutes(req.podNs, ctx.chained.index, podIPs, plan.migrateTo, undo);
+  for (const table of plan.tables) {
+    for (const r of podRoutes(cfg, ctx.pod.index, hostIPs, ctx.host.mac, podIPs, table)) {
+      await route.replace(req.podNs, r);
+      undo.push(`delete pod route ${r.dst} table ${table}`, () => route.del(req.podNs, r));
+    }
+  }
+}
+
+/** The previous result with veth's two ends added (once: a second chained interface shares the pair). */
+function withPairInterfaces(result: Result, host: link.Link, pod: link.Link, netnsPath: string): Result {
+  const interfaces = result.interfaces!;
+  if (!interfaces.some((i) => i.name === host.name && !i.sandbox)) interfaces.push({ name: host.name, mac: host.mac });
+  if (!interfaces.some((i) => i.name === POD_VETH && i.sandbox)) interfaces.push({ name: POD_VETH, mac: pod.mac, sandbox: netnsPath });
+  return result;
+}
+
+export async function addVeth(cfg: VethConfig, req: AddRequest): Promise<Result> {
+  const prev = cfg.prevResult!;
+  const hostNs = hostNetns();
+  const podIPs = requirePodIPs(prev, req.ifName);
+  const chained = await chainedInterface(req);
   await checkIpConflicts(req.podNs, chained.index, req.ifName, podIPs, cfg.ipConflict);
   const hostIPs = await discoverHostIPs(hostNs, podIPs);
   req.log('host IPs', { hostIPs });
 
   const undo = new UndoStack();
   try {
-    const result: Result = structuredClone(prev);
-    result.cniVersion = cfg.cniVersion;
+    const result: Result = { ...structuredClone(prev), cniVersion: cfg.cniVersion };
     result.interfaces = result.interfaces ?? [];
-
-    if (cfg.macPrefix !== undefined) {
-      const v4 = podIPs.find((p) => familyOf(p) === 4);
-      if (v4 === undefined)
-        throw new CniError(
-          CniCode.InvalidNetworkConfig,
-          'mac_prefix needs an IPv4 address',
-          `interface ${req.ifName} has only ${podIPs.join(', ')}`,
-        );
-      const mac = ip.ipToMacV4(cfg.macPrefix, v4);
-      await link.setMac(req.podNs, chained.index, mac);
-      undo.push(`restore MAC of ${req.ifName}`, () => link.setMac(req.podNs, chained.index, chained.mac));
-      for (const i of result.interfaces) if (i.name === req.ifName && i.sandbox) i.mac = mac;
-    }
-
-    const existing = await link.find(req.podNs, POD_VETH);
-    const first = existing === undefined;
-    let host: link.Link;
-    let pod: link.Link;
-    if (first) {
-      ({ host, pod } = await createPair(hostNs, req, cfg, undo));
-    } else {
-      pod = existing;
-      const h = await link.find(hostNs, hostVethName(req.containerId));
-      if (h === undefined) {
-        throw new CniError(
-          CniCode.Internal,
-          `pod has ${POD_VETH} but host end ${hostVethName(req.containerId)} is missing`,
-          'delete and re-add the pod network',
-        );
-      }
-      host = h;
-    }
+    await applyMacPrefix(cfg, req, chained, podIPs, result, undo);
+    const { host, pod, first } = await vethPair(hostNs, req, cfg, undo);
     setSysctls(hostNs, req.podNs, cfg, host, pod, req.ifName, podIPs);
     if (first) {
       await link.setUp(hostNs, host.index);
       await link.setUp(req.podNs, pod.index);
     }
-
-    // Neighbours: the pod resolves host IPs to the host end, the host resolves pod IPs to veth0.
-    await dropStaleNeighbours(hostNs, host.index, podIPs, undo);
-    for (const p of podIPs) {
-      await neigh.replace(hostNs, { index: host.index, ip: p, mac: pod.mac, state: neigh.NUD.PERMANENT });
-      undo.push(`delete host neighbour ${p}`, () => neigh.del(hostNs, { index: host.index, ip: p }));
-    }
-    const v6Hop = nextHop(6, hostIPs, host.mac);
-    for (const h of [...hostIPs.v4, ...hostIPs.v6, ...(v6Hop ? [v6Hop] : [])]) {
-      await neigh.replace(req.podNs, { index: pod.index, ip: h, mac: host.mac, state: neigh.NUD.PERMANENT });
-    }
-
-    // Host side: each pod IP through the host end.
-    for (const p of podIPs) {
-      const r: route.Route = { dst: hostCidr(p), family: familyOf(p), oif: host.index, scope: SCOPE_LINK };
-      await route.replace(hostNs, r);
-      undo.push(`delete host route ${r.dst}`, () => route.del(hostNs, r));
-    }
-
-    // Pod side: host IPs and hijacked subnets through veth0, in main and/or the interface's table.
-    const plan = planTables(cfg, req.ifName, first);
-    if (plan.migrateTo !== undefined) await migrateRoutes(req.podNs, chained.index, podIPs, plan.migrateTo, undo);
-    for (const table of plan.tables) {
-      for (const r of podRoutes(cfg, pod.index, hostIPs, host.mac, podIPs, table)) {
-        await route.replace(req.podNs, r);
-        undo.push(`delete pod route ${r.dst} table ${table}`, () => route.del(req.podNs, r));
-      }
-    }
-
-    if (!result.interfaces.some((i) => i.name === host.name && !i.sandbox)) result.interfaces.push({ name: host.name, mac: host.mac });
-    if (!result.interfaces.some((i) => i.name === POD_VETH && i.sandbox)) {
-      result.interfaces.push({ name: POD_VETH, mac: pod.mac, sandbox: req.netnsPath });
-    }
+    await publishNeighbours(hostNs, req, { host, pod }, podIPs, hostIPs, undo);
+    await addRoutes(hostNs, cfg, req, { chained, host, pod, first }, podIPs, hostIPs, undo);
     undo.commit();
-    return result;
+    return withPairInterfaces(result, host, pod, req.netnsPath);
   } catch (e) {
     const failed = await undo.unwind();
     if (failed.length > 0) req.log('rollback incomplete', { failed });

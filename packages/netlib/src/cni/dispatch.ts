@@ -75,6 +75,75 @@ function render(value: unknown): string {
   return `${JSON.stringify(value, null, 4)}\n`;
 }
 
+function assertDeclaredVersions(versions: readonly string[]): void {
+  const undeclared = versions.filter((v) => !isSupportedVersion(v));
+  if (versions.length === 0 || undeclared.length > 0) {
+    throw new Error(
+      `plugin declares versions netlib does not support: ${JSON.stringify(undeclared)} (supported ${JSON.stringify(SUPPORTED_VERSIONS)})`,
+    );
+  }
+}
+
+/** VERSION: the runtime's stdin is {"cniVersion": ...}; answered in that version when we speak it, whatever stdin holds. */
+function versionReply(io: PluginIo, versions: readonly string[], fallback: string): PluginOutput {
+  let asked: string | undefined;
+  try {
+    asked = peekVersion(readStdin(io.stdin));
+  } catch {
+    asked = undefined;
+  }
+  const cniVersion = asked !== undefined && versions.includes(asked) ? asked : fallback;
+  return { stdout: render({ cniVersion, supportedVersions: [...versions] }), stderr: '', exitCode: 0 };
+}
+
+/**
+ * The verb's arguments: stdin JSON (code 6, reported after the env check), the env variables (code 4), the
+ * config (codes 7 and 1). `reply.version` follows the config's version as soon as it is known and spoken.
+ */
+function readArgs(io: PluginIo, versions: readonly string[], reply: { version: string }): CmdArgs {
+  const stdin = readStdin(io.stdin);
+  let raw: unknown;
+  let decodeError: unknown;
+  try {
+    raw = decodeJson(stdin);
+    const v = (raw as { cniVersion?: unknown } | null)?.cniVersion;
+    if (typeof v === 'string' && versions.includes(v)) reply.version = v;
+  } catch (err) {
+    decodeError = err;
+  }
+  const env = parseEnv(io.env);
+  if (decodeError !== undefined) throw decodeError;
+  const conf = validateNetConf(raw, { versions });
+  reply.version = conf.cniVersion;
+  return { ...env, stdin, conf };
+}
+
+/** Runs the verb's handler; ADD's result, converted to the config's version, is the only output. */
+async function callHandler(command: CniCommand, handlers: PluginHandlers, args: CmdArgs, about: string): Promise<string> {
+  switch (command) {
+    case 'ADD': {
+      const result = await handlers.add(args);
+      if (typeof result !== 'object' || result === null) throw new Error(`ADD handler returned ${String(result)} instead of a result`);
+      return render(convertResult(result, args.conf.cniVersion));
+    }
+    case 'DEL':
+      await handlers.del(args);
+      break;
+    case 'CHECK':
+      if (!handlers.check)
+        throw new CniError(CniCode.IncompatibleVersion, 'plugin does not allow CHECK', `${about || args.conf.type} implements no CHECK`);
+      await handlers.check(args);
+      break;
+    case 'GC':
+      await handlers.gc?.(args);
+      break;
+    case 'STATUS':
+      await handlers.status?.(args);
+      break;
+  }
+  return '';
+}
+
 /**
  * Runs one CNI invocation. Order of checks: CNI_COMMAND (code 4; VERSION
  * answers here), stdin JSON (code 6, reported after the env check), the other
@@ -84,17 +153,11 @@ function render(value: unknown): string {
 export async function runPlugin(handlers: PluginHandlers, opts: PluginOptions, io: PluginIo): Promise<PluginOutput> {
   const versions = opts.versions ?? SUPPORTED_VERSIONS;
   // Until the config is read, errors carry the plugin's newest version.
-  let replyVersion = highestVersion(versions);
+  const reply = { version: highestVersion(versions) };
   const started = Date.now();
   let command: CniCommand | undefined;
   try {
-    const undeclared = versions.filter((v) => !isSupportedVersion(v));
-    if (versions.length === 0 || undeclared.length > 0) {
-      throw new Error(
-        `plugin declares versions netlib does not support: ${JSON.stringify(undeclared)} (supported ${JSON.stringify(SUPPORTED_VERSIONS)})`,
-      );
-    }
-
+    assertDeclaredVersions(versions);
     try {
       command = parseCommand(io.env);
     } catch (err) {
@@ -104,65 +167,15 @@ export async function runPlugin(handlers: PluginHandlers, opts: PluginOptions, i
       }
       throw err;
     }
-
-    if (command === 'VERSION') {
-      // The runtime's stdin is {"cniVersion": ...}; answer in that version when we speak it.
-      // Discovery must work whatever stdin holds, even when it cannot be read.
-      let asked: string | undefined;
-      try {
-        asked = peekVersion(readStdin(io.stdin));
-      } catch {
-        asked = undefined;
-      }
-      const cniVersion = asked !== undefined && versions.includes(asked) ? asked : replyVersion;
-      return { stdout: render({ cniVersion, supportedVersions: [...versions] }), stderr: '', exitCode: 0 };
-    }
-
-    const stdin = readStdin(io.stdin);
-    let raw: unknown;
-    let decodeError: unknown;
-    try {
-      raw = decodeJson(stdin);
-      const v = (raw as { cniVersion?: unknown } | null)?.cniVersion;
-      if (typeof v === 'string' && versions.includes(v)) replyVersion = v;
-    } catch (err) {
-      decodeError = err;
-    }
-    const env = parseEnv(io.env);
-    if (decodeError !== undefined) throw decodeError;
-    const conf = validateNetConf(raw, { versions });
-    replyVersion = conf.cniVersion;
-    assertVersionAllows(command, conf.cniVersion);
-
-    const args: CmdArgs = { ...env, stdin, conf };
-    trace('cni', 'dispatch', { command, containerId: env.containerId, ifName: env.ifName, cniVersion: conf.cniVersion });
-    let stdout = '';
-    switch (command) {
-      case 'ADD': {
-        const result = await handlers.add(args);
-        if (typeof result !== 'object' || result === null) throw new Error(`ADD handler returned ${String(result)} instead of a result`);
-        stdout = render(convertResult(result, conf.cniVersion));
-        break;
-      }
-      case 'DEL':
-        await handlers.del(args);
-        break;
-      case 'CHECK':
-        if (!handlers.check)
-          throw new CniError(CniCode.IncompatibleVersion, 'plugin does not allow CHECK', `${opts.about || conf.type} implements no CHECK`);
-        await handlers.check(args);
-        break;
-      case 'GC':
-        await handlers.gc?.(args);
-        break;
-      case 'STATUS':
-        await handlers.status?.(args);
-        break;
-    }
-    trace('cni', 'done', { command, containerId: env.containerId, ms: Date.now() - started });
+    if (command === 'VERSION') return versionReply(io, versions, reply.version);
+    const args = readArgs(io, versions, reply);
+    assertVersionAllows(command, args.conf.cniVersion);
+    trace('cni', 'dispatch', { command, containerId: args.containerId, ifName: args.ifName, cniVersion: args.conf.cniVersion });
+    const stdout = await callHandler(command, handlers, args, opts.about);
+    trace('cni', 'done', { command, containerId: args.containerId, ms: Date.now() - started });
     return { stdout, stderr: '', exitCode: 0 };
   } catch (err) {
-    const obj = toErrorObject(err, replyVersion);
+    const obj = toErrorObject(err, reply.version);
     trace('cni', 'failed', { command, ms: Date.now() - started, ...obj, error: err });
     return { stdout: render(obj), stderr: '', exitCode: 1 };
   }

@@ -4,7 +4,7 @@
  */
 import * as fs from 'node:fs';
 import { Command } from 'commander';
-import { connect } from '@cnikit/kube';
+import { connect, type KubeTransport } from '@cnikit/kube';
 import { createLogger } from '@cnikit/netlib';
 import { kubePodSource } from '../daemon/kube-pods';
 import { loadEniConfigMap, writeCniConf } from '../daemon/eni-config';
@@ -46,57 +46,75 @@ const cmd = new Command('terwayd')
   .option('--log-file <file>', 'JSON-lines log file', '/var/log/terway/terwayd.log')
   .option('--log-level <level>', 'debug, info, warn, error or off', 'info');
 
-async function main(): Promise<void> {
-  cmd.parse(process.argv);
-  const o = cmd.opts<Record<string, string>>();
-  const log = createLogger({ file: o['logFile']!, level: o['logLevel'] as 'info', module: 'terwayd' });
+type Opts = Record<string, string>;
+type Log = (msg: string, fields?: Record<string, unknown>) => void;
+
+/** The flags that depend on each other; an error names what is missing. */
+function checkFlags(o: Opts, useKube: boolean, nodeName: string | undefined): void {
   if (o['daemonMode'] !== 'ENIMultiIP' && o['daemonMode'] !== 'ENIOnly' && o['daemonMode'] !== 'VPC')
     throw new Error(`--daemon-mode: expected ENIMultiIP, ENIOnly or VPC, got "${o['daemonMode']}"`);
-  const useKube = Boolean(o['kubeconfig']) || Boolean(process.env['KUBERNETES_SERVICE_HOST']);
-  const nodeName = o['nodeName'] ?? process.env['NODE_NAME'];
   if (o['daemonMode'] === 'VPC' && !o['podCidr'] && !(useKube && nodeName))
     throw new Error(
       "--daemon-mode VPC needs --pod-cidr, or --node-name (or $NODE_NAME) with --kubeconfig / in-cluster access to read the Node's spec.podCIDR",
     );
-  const transport = useKube || o['configmap'] ? connect(o['kubeconfig'] ? { kubeconfig: o['kubeconfig'] } : {}) : undefined;
-  let eniConf: Record<string, unknown>;
-  let configMap: { namespace: string; name: string; cniConf?: string } | undefined;
+}
+
+interface EniSettings {
+  eniConf: Record<string, unknown>;
+  configMap?: { namespace: string; name: string; cniConf?: string };
+}
+
+/** eni_conf from the ConfigMap (writing its 10-terway.conf when asked) or from the mounted file. */
+async function loadEniSettings(o: Opts, transport: KubeTransport | undefined): Promise<EniSettings> {
   if (o['configmap'] && transport) {
     const [ns, name] = o['configmap'].includes('/') ? o['configmap'].split('/', 2) : ['kube-system', o['configmap']];
     const cm = await loadEniConfigMap(transport, ns!, name!);
-    eniConf = cm.eniConf;
-    configMap = { namespace: ns!, name: name!, ...(cm.cniConf ? { cniConf: cm.cniConf } : {}) };
     if (o['cniConfDir'] && cm.cniConf) writeCniConf(o['cniConfDir'], cm.cniConf);
-  } else {
-    // VPC route mode needs no cloud: the eni_conf file is optional there (service_cidr only).
-    eniConf =
-      o['daemonMode'] === 'VPC' && !fs.existsSync(o['config']!)
-        ? {}
-        : (JSON.parse(fs.readFileSync(o['config']!, 'utf8')) as Record<string, unknown>);
+    return { eniConf: cm.eniConf, configMap: { namespace: ns!, name: name!, ...(cm.cniConf ? { cniConf: cm.cniConf } : {}) } };
   }
+  // VPC route mode needs no cloud: the eni_conf file is optional there (service_cidr only).
+  if (o['daemonMode'] === 'VPC' && !fs.existsSync(o['config']!)) return { eniConf: {} };
+  return { eniConf: JSON.parse(fs.readFileSync(o['config']!, 'utf8')) as Record<string, unknown> };
+}
+
+/** Stops the daemon and exits on SIGTERM or SIGINT. */
+function stopOnSignals(d: { stop(): Promise<void> }): void {
+  const stop = (): void => {
+    void d.stop().finally(() => process.exit(0));
+  };
+  process.on('SIGTERM', stop);
+  process.on('SIGINT', stop);
+}
+
+async function runVpcRoute(
+  o: Opts,
+  settings: EniSettings,
+  transport: KubeTransport | undefined,
+  nodeName: string | undefined,
+  log: Log,
+): Promise<void> {
   const pods = transport ? kubePodSource(transport) : undefined;
-  if (o['daemonMode'] === 'VPC') {
-    const podCidr = o['podCidr'] ?? (await nodePodCidr(transport!, nodeName!));
-    const v = await startVpcRouteTerwayd({
-      ...(pods ? { pods } : {}),
-      socket: o['socket']!,
-      stateFile: o['state']!,
-      podCidr,
-      ...(typeof eniConf['service_cidr'] === 'string' ? { serviceCidr: eniConf['service_cidr'] } : {}),
-      gcIntervalMs: Number(o['gcInterval']) * 1000,
-      log: (msg, fields) => log.info(msg, fields),
-    });
-    process.stderr.write(`terwayd: VPC route mode (${podCidr}), listening on ${o['socket']}\n`);
-    const stopV = (): void => {
-      void v.stop().finally(() => process.exit(0));
-    };
-    process.on('SIGTERM', stopV);
-    process.on('SIGINT', stopV);
-    return;
-  }
+  const podCidr = o['podCidr'] ?? (await nodePodCidr(transport!, nodeName!));
+  const serviceCidr = settings.eniConf['service_cidr'];
+  const v = await startVpcRouteTerwayd({
+    ...(pods ? { pods } : {}),
+    socket: o['socket']!,
+    stateFile: o['state']!,
+    podCidr,
+    ...(typeof serviceCidr === 'string' ? { serviceCidr } : {}),
+    gcIntervalMs: Number(o['gcInterval']) * 1000,
+    log,
+  });
+  process.stderr.write(`terwayd: VPC route mode (${podCidr}), listening on ${o['socket']}\n`);
+  stopOnSignals(v);
+}
+
+async function runEni(o: Opts, settings: EniSettings, transport: KubeTransport | undefined, log: Log): Promise<void> {
+  const pods = transport ? kubePodSource(transport) : undefined;
+  const { configMap } = settings;
   const d = await startTerwayd({
     ...(pods ? { pods } : {}),
-    eniConf,
+    eniConf: settings.eniConf,
     socket: o['socket']!,
     stateFile: o['state']!,
     metadataUrl: o['metadata']!,
@@ -119,14 +137,24 @@ async function main(): Promise<void> {
           },
         }
       : {}),
-    log: (msg, fields) => log.info(msg, fields),
+    log,
   });
   process.stderr.write(`terwayd: listening on ${o['socket']}${d.metricsServer ? `, metrics on ${d.metricsServer.url}/metrics` : ''}\n`);
-  const stop = (): void => {
-    void d.stop().finally(() => process.exit(0));
-  };
-  process.on('SIGTERM', stop);
-  process.on('SIGINT', stop);
+  stopOnSignals(d);
+}
+
+async function main(): Promise<void> {
+  cmd.parse(process.argv);
+  const o = cmd.opts<Opts>();
+  const logger = createLogger({ file: o['logFile']!, level: o['logLevel'] as 'info', module: 'terwayd' });
+  const log: Log = (msg, fields) => logger.info(msg, fields);
+  const useKube = Boolean(o['kubeconfig']) || Boolean(process.env['KUBERNETES_SERVICE_HOST']);
+  const nodeName = o['nodeName'] ?? process.env['NODE_NAME'];
+  checkFlags(o, useKube, nodeName);
+  const transport = useKube || o['configmap'] ? connect(o['kubeconfig'] ? { kubeconfig: o['kubeconfig'] } : {}) : undefined;
+  const settings = await loadEniSettings(o, transport);
+  if (o['daemonMode'] === 'VPC') await runVpcRoute(o, settings, transport, nodeName, log);
+  else await runEni(o, settings, transport, log);
 }
 
 main().catch((e: unknown) => {

@@ -45,6 +45,99 @@ function podRef(a: CmdArgs): PodRef {
   };
 }
 
+/** What every datapath's ADD starts from: the request, terwayd's answer, the pod's netns and its name. */
+interface AddContext {
+  a: CmdArgs;
+  conf: TerwayConf;
+  podNs: Netns;
+  pod: { podNamespace: string; podName: string; ifName: string };
+  nc: NetConf | undefined;
+  podIp: string;
+}
+
+/** The ENI terwayd chose: its MAC and the vSwitch gateway. */
+interface EniAddress {
+  mac: string;
+  gw: string;
+}
+
+/** VPC route: an address of the node's pod CIDR on a veth; no ENI. */
+async function addVpcRoutePod(c: AddContext): Promise<Result> {
+  const v = await setupVpcRoutePod(hostNetns(), c.podNs, { ...c.pod, ip: c.podIp, mtu: c.conf.mtu, bandwidth: bandwidthOf(c.nc, c.conf) });
+  return vethPodResult(c.a, v, c.podIp);
+}
+
+/** Exclusive ENI: the ENI itself becomes the pod's interface. */
+async function addExclusivePod(c: AddContext, { mac, gw }: EniAddress): Promise<Result> {
+  const prefix = podCidrPrefix(c.nc);
+  const x = await setupExclusivePod(hostNetns(), c.podNs, {
+    ...c.pod,
+    eni: { mac, ip: c.podIp, prefix, gateway: gw },
+    serviceCidrs: serviceCidrs(c.nc),
+    mtu: c.conf.mtu,
+  });
+  return {
+    cniVersion: c.a.conf.cniVersion,
+    interfaces: [{ name: x.hostVeth }, { name: c.a.ifName, mac, sandbox: c.a.netns }],
+    ips: [{ address: `${c.podIp}/${prefix}`, gateway: gw, interface: 1 }],
+    routes: [{ dst: '0.0.0.0/0', gw }],
+  };
+}
+
+/** ENI multi-IP, ipvlan L2: the pod's eth0 is an ipvlan slave of the ENI. */
+async function addIpvlanPod(c: AddContext, { mac, gw }: EniAddress): Promise<Result> {
+  const nodeIp = c.conf.hostIp ?? (await route.get(hostNetns(), gw)).src;
+  if (!nodeIp) throw new CniError(CniCode.Internal, `terway: ipvlan: no source address on the host towards ${gw}; set host_ip`);
+  const prefix = podCidrPrefix(c.nc);
+  const egress = bandwidthOf(c.nc, c.conf).egressBps;
+  const v = await setupIpvlanPod(hostNetns(), c.podNs, {
+    ...c.pod,
+    ip: c.podIp,
+    eni: { mac, gateway: gw, prefix },
+    nodeIp,
+    serviceCidrs: serviceCidrs(c.nc),
+    mtu: c.conf.mtu,
+    bandwidth: egress ? { egressBps: egress } : {},
+  });
+  return {
+    cniVersion: c.a.conf.cniVersion,
+    interfaces: [{ name: c.a.ifName, mac: v.podMac, sandbox: c.a.netns }],
+    ips: [{ address: `${c.podIp}/${prefix}`, gateway: gw, interface: 0 }],
+    routes: [{ dst: '0.0.0.0/0', gw }],
+  };
+}
+
+/** ENI multi-IP on a veth with policy routing; in dual stack an IPv6 of the same ENI and the vSwitch's IPv6 gateway come along. */
+async function addVethPod(c: AddContext, { mac, gw }: EniAddress): Promise<Result> {
+  const podIp6 = c.nc?.BasicInfo?.PodIP?.IPv6 || undefined;
+  const gw6 = c.nc?.ENIInfo?.GatewayIP?.IPv6 || c.nc?.BasicInfo?.GatewayIP?.IPv6 || undefined;
+  const s = await setupPod(hostNetns(), c.podNs, {
+    ...c.pod,
+    ip: c.podIp,
+    ...(podIp6 ? { ip6: podIp6 } : {}),
+    eni: { mac, gateway: gw, ...(gw6 ? { gateway6: gw6 } : {}) },
+    mtu: c.conf.mtu,
+    bandwidth: bandwidthOf(c.nc, c.conf),
+  });
+  return vethPodResult(c.a, s, c.podIp, podIp6);
+}
+
+/** The datapath terwayd's answer and the config ask for. */
+function wirePod(c: AddContext, reply: { Success: boolean; IPType: string }, ref: PodRef): Promise<Result> {
+  const who = `${ref.K8sPodNamespace}/${ref.K8sPodName}`;
+  if (reply.IPType === 'TypeVPCIP') {
+    if (!reply.Success || !c.podIp) throw new CniError(CniCode.Internal, `terway: AllocIP answered without an IPv4 for ${who}`);
+    return addVpcRoutePod(c);
+  }
+  const mac = c.nc?.ENIInfo?.MAC;
+  const gw = c.nc?.ENIInfo?.GatewayIP?.IPv4 || c.nc?.BasicInfo?.GatewayIP?.IPv4;
+  if (!reply.Success || !c.podIp || !mac || !gw)
+    throw new CniError(CniCode.Internal, `terway: AllocIP answered without an IPv4, ENI MAC or gateway for ${who}`);
+  if (reply.IPType === 'TypeVPCENI') return addExclusivePod(c, { mac, gw });
+  if (c.conf.virtualType === 'ipvlan') return addIpvlanPod(c, { mac, gw });
+  return addVethPod(c, { mac, gw });
+}
+
 export async function add(a: CmdArgs): Promise<Result> {
   const conf = parseConf(a);
   const ref = podRef(a);
@@ -55,90 +148,10 @@ export async function add(a: CmdArgs): Promise<Result> {
     const reply = await client.allocIP(ref);
     undo.push('ReleaseIP', async () => void (await client.releaseIP({ ...ref, Reason: 'roll back failed ADD' })));
     const nc = reply.NetConfs[0];
-    const podIp = nc?.BasicInfo?.PodIP?.IPv4;
-    const mac = nc?.ENIInfo?.MAC;
-    const gw = nc?.ENIInfo?.GatewayIP?.IPv4 || nc?.BasicInfo?.GatewayIP?.IPv4;
-    if (reply.IPType === 'TypeVPCIP') {
-      // VPC route: an address of the node's pod CIDR on a veth; no ENI.
-      if (!reply.Success || !podIp)
-        throw new CniError(CniCode.Internal, `terway: AllocIP answered without an IPv4 for ${ref.K8sPodNamespace}/${ref.K8sPodName}`);
-      const v = await setupVpcRoutePod(hostNetns(), podNs, {
-        podNamespace: ref.K8sPodNamespace,
-        podName: ref.K8sPodName,
-        ifName: a.ifName,
-        ip: podIp,
-        mtu: conf.mtu,
-        bandwidth: bandwidthOf(nc, conf),
-      });
-      undo.commit();
-      return vethPodResult(a, v, podIp);
-    }
-    if (!reply.Success || !podIp || !mac || !gw)
-      throw new CniError(
-        CniCode.Internal,
-        `terway: AllocIP answered without an IPv4, ENI MAC or gateway for ${ref.K8sPodNamespace}/${ref.K8sPodName}`,
-      );
-    if (reply.IPType === 'TypeVPCENI') {
-      // Exclusive ENI: the ENI itself becomes the pod's interface.
-      const prefix = podCidrPrefix(nc);
-      const services = serviceCidrs(nc);
-      const x = await setupExclusivePod(hostNetns(), podNs, {
-        podNamespace: ref.K8sPodNamespace,
-        podName: ref.K8sPodName,
-        ifName: a.ifName,
-        eni: { mac, ip: podIp, prefix, gateway: gw },
-        serviceCidrs: services,
-        mtu: conf.mtu,
-      });
-      undo.commit();
-      return {
-        cniVersion: a.conf.cniVersion,
-        interfaces: [{ name: x.hostVeth }, { name: a.ifName, mac, sandbox: a.netns }],
-        ips: [{ address: `${podIp}/${prefix}`, gateway: gw, interface: 1 }],
-        routes: [{ dst: '0.0.0.0/0', gw }],
-      };
-    }
-    if (conf.virtualType === 'ipvlan') {
-      // ENI multi-IP, ipvlan L2: the pod's eth0 is an ipvlan slave of the ENI.
-      const nodeIp = conf.hostIp ?? (await route.get(hostNetns(), gw)).src;
-      if (!nodeIp) throw new CniError(CniCode.Internal, `terway: ipvlan: no source address on the host towards ${gw}; set host_ip`);
-      const prefix = podCidrPrefix(nc);
-      const services = serviceCidrs(nc);
-      const egress = bandwidthOf(nc, conf).egressBps;
-      const v = await setupIpvlanPod(hostNetns(), podNs, {
-        podNamespace: ref.K8sPodNamespace,
-        podName: ref.K8sPodName,
-        ifName: a.ifName,
-        ip: podIp,
-        eni: { mac, gateway: gw, prefix },
-        nodeIp,
-        serviceCidrs: services,
-        mtu: conf.mtu,
-        bandwidth: egress ? { egressBps: egress } : {},
-      });
-      undo.commit();
-      return {
-        cniVersion: a.conf.cniVersion,
-        interfaces: [{ name: a.ifName, mac: v.podMac, sandbox: a.netns }],
-        ips: [{ address: `${podIp}/${prefix}`, gateway: gw, interface: 0 }],
-        routes: [{ dst: '0.0.0.0/0', gw }],
-      };
-    }
-    // Dual stack: an IPv6 of the same ENI and the vSwitch's IPv6 gateway come along.
-    const podIp6 = nc?.BasicInfo?.PodIP?.IPv6 || undefined;
-    const gw6 = nc?.ENIInfo?.GatewayIP?.IPv6 || nc?.BasicInfo?.GatewayIP?.IPv6 || undefined;
-    const s = await setupPod(hostNetns(), podNs, {
-      podNamespace: ref.K8sPodNamespace,
-      podName: ref.K8sPodName,
-      ifName: a.ifName,
-      ip: podIp,
-      ...(podIp6 ? { ip6: podIp6 } : {}),
-      eni: { mac, gateway: gw, ...(gw6 ? { gateway6: gw6 } : {}) },
-      mtu: conf.mtu,
-      bandwidth: bandwidthOf(nc, conf),
-    });
+    const pod = { podNamespace: ref.K8sPodNamespace, podName: ref.K8sPodName, ifName: a.ifName };
+    const result = await wirePod({ a, conf, podNs, pod, nc, podIp: nc?.BasicInfo?.PodIP?.IPv4 ?? '' }, reply, ref);
     undo.commit();
-    return vethPodResult(a, s, podIp, podIp6);
+    return result;
   } catch (e) {
     await undo.unwind();
     throw e;
