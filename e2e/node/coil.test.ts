@@ -9,13 +9,14 @@
  */
 import * as fs from 'node:fs';
 import * as path from 'node:path';
-import { REPO_ROOT } from '../lib/paths';
+import { cnitoolPath, REPO_ROOT } from '../lib/paths';
 import { crictl, importImage, nodeLogTail, nodeRun, nodeTryRun, restartInNode, type LabNode } from '../../tools/node-lab/lab';
 import {
   buildImages,
   describeNodes,
   eventually,
   k,
+  kubectl,
   nodeNetState,
   nodePrerequisites,
   ping,
@@ -371,6 +372,98 @@ describeNodes(
         ]);
       }
       expect(doctor().ok).toBe(true);
+    });
+
+    test('doctor node --gc: what gone sandboxes left goes by DEL, GC and host-local release; a pod in the middle of its ADD keeps what it has', async () => {
+      const node = e().lab.nodes[0]!;
+      const doctor = (args: string[]): { ok: boolean; out: unknown } => {
+        const r = nodeTryRun(node, [
+          '/opt/cni/bin/cnikit-coil',
+          'doctor',
+          'node',
+          '-o',
+          'json',
+          '--cri-socket',
+          node.containerdSocket,
+          ...args,
+        ]);
+        return { ok: r.ok, out: JSON.parse(r.stdout) };
+      };
+      type Row = { containerId: string; pod?: string; sandbox: string; state: string; objects: string[] };
+      const rows = (): Row[] => (doctor([]).out as { attachments: Row[] }).attachments;
+      // two pods gone behind the runtime's back, made by libcni's own client with the NAD's config: one whose ADD was
+      // cached (its netns lives on: its host veth too), one whose ADD was killed before it was cached (entry removed)
+      const confDir = path.join(node.dir, 'gc-conf');
+      fs.mkdirSync(confDir, { recursive: true });
+      const nad = await k(e(), ['get', 'net-attach-def', 'macvlan-veth', '-o', 'jsonpath={.spec.config}']);
+      fs.writeFileSync(path.join(confDir, 'macvlan-veth.conflist'), nad);
+      const cnitool = ['env', `NETCONFPATH=${confDir}`, 'CNI_PATH=/opt/cni/bin', 'CNI_IFNAME=net1', cnitoolPath()];
+      for (const ns of ['gcleak1', 'gcleak2']) {
+        nodeRun(node, ['ip', 'netns', 'add', ns]);
+        nodeRun(node, [...cnitool, 'add', 'macvlan-veth', `/run/netns/${ns}`]);
+      }
+      const gone = rows().filter((r) => r.sandbox === 'gone');
+      expect(gone.map((r) => r.objects.map((o) => o.split(' ')[0]).sort())).toEqual([
+        ['cache', 'lease', 'veth'],
+        ['cache', 'lease', 'veth'],
+      ]);
+      const killed = gone[1]!.containerId;
+      nodeRun(node, ['rm', `/var/lib/cni/results/macvlan-veth-${killed}-net1`]);
+      // veth's ADD held at a gate: a pod of the same network stays in the middle of its ADD (macvlan and its lease
+      // done, nothing cached), which containerd's CRI does not list until the ADD is over
+      const gate = path.join(node.dir, 'gc-gate');
+      const vethBin = path.join(node.cniBinDir, 'veth');
+      fs.rmSync(vethBin);
+      fs.writeFileSync(
+        vethBin,
+        `#!/bin/sh\n[ "$CNI_COMMAND" != ADD ] || while [ ! -e ${gate} ]; do sleep 0.05; done\nexec /opt/cni/bin/cnikit-veth-router veth "$@"\n`,
+        { mode: 0o755 },
+      );
+      try {
+        const live = rows().filter((r) => r.sandbox !== 'gone');
+        // the dry run names a DEL for the cached one, GC of the network and a lease release for the other; changes nothing
+        const dry = doctor(['--gc']);
+        expect(dry.ok).toBe(false);
+        const steps = (dry.out as { steps: { step: string; network: string; target: string }[] }).steps;
+        expect(steps.map((x) => `${x.step} ${x.network} ${x.target}`)).toEqual([
+          `del macvlan-veth ${gone[0]!.containerId}`,
+          'gc macvlan-veth macvlan, veth',
+          `release macvlan-veth ${killed}`,
+        ]);
+        expect(rows().filter((r) => r.sandbox === 'gone').length).toBe(2);
+        await k(e(), ['apply', '-f', '-'], multiPodYaml('mg', 'macvlan-veth'));
+        const creating = await eventually(
+          'the new pod in the middle of its ADD, holding its lease',
+          async () => rows().find((r) => r.sandbox === 'creating' && r.objects.some((o) => o.startsWith('lease macvlan-veth '))),
+          60_000,
+        );
+        expect(creating.state).toBe('healthy');
+        expect(crictl(e().lab, node, ['pods', '-q']).split('\n')).not.toContain(creating.containerId);
+        const applied = doctor(['--gc', '--apply']);
+        expect(applied.out).toMatchObject({ applied: true, after: [] });
+        expect((applied.out as { steps: { ok: boolean }[] }).steps.map((x) => x.ok)).toEqual([true, true, true]);
+        expect(applied.ok).toBe(true);
+        expect(rows().find((r) => r.containerId === creating.containerId)?.objects).toEqual(creating.objects);
+        nodeRun(node, ['touch', gate]);
+        await runningApp('multi', 3);
+        expect(doctor(['--gc', '--apply'])).toMatchObject({ ok: true, out: { steps: [] } });
+        // nothing of the runtime's pods was touched: the same rows as before, plus mg's, all healthy; mg reaches its node
+        const after = rows();
+        expect(after.filter((r) => r.state !== 'healthy')).toEqual([]);
+        expect(after.filter((r) => r.pod !== 'default/mg')).toEqual(live);
+        const mg = after.find((r) => r.pod === 'default/mg')!;
+        expect(mg.containerId).toBe(creating.containerId);
+        expect(mg.objects).toEqual(expect.arrayContaining([expect.stringMatching(/^veth veth\w+ \(macvlan-veth\)$/), ...creating.objects]));
+        expect((await ping(e(), { name: 'mg' } as PodInfo, '198.51.100.11')).stdout).toMatch(/2 packets received/);
+      } finally {
+        nodeRun(node, ['sh', '-c', `touch ${gate}; ip netns del gcleak1; ip netns del gcleak2; true`]);
+        fs.rmSync(vethBin, { force: true });
+        fs.symlinkSync('cnikit-veth-router', vethBin);
+        fs.rmSync(gate, { force: true });
+        fs.rmSync(confDir, { recursive: true, force: true });
+        // not k(): a failed clean-up must not hide the failure that brought the test here
+        await kubectl(e(), ['delete', 'pod', 'mg', '--ignore-not-found', '--wait=true', '--timeout=120s']);
+      }
     });
 
     test('deleting the Multus pods leaves no link, rule or lease on the node', async () => {

@@ -51,7 +51,7 @@ test('readCache: cniCacheV1 entries of every cache dir, with the chain and IPAM 
   ]);
   fs.writeFileSync(path.join(dir, 'results', 'garbage'), '{');
   const { attachments, unreadable } = readCache([dir, path.join(dir, 'multus')]);
-  expect(attachments.map(({ file: _file, ...a }) => a)).toEqual([
+  expect(attachments.map(({ file: _file, entry: _entry, ...a }) => a)).toEqual([
     { network: 'macvlan-veth', containerId: 'c1', ifName: 'net1', plugins: ['macvlan', 'veth'], ipam: ['host-local'], ips: ['10.9.0.5'] },
     { network: 'k8s-pod-network', containerId: 'c1', ifName: 'eth0', plugins: ['coil'], ipam: [], ips: ['10.1.0.2'] },
   ]);
@@ -93,6 +93,7 @@ describe('joinNode', () => {
         plugins: ['macvlan', 'veth'],
         ipam: ['host-local'],
         ips: ['10.9.0.5'],
+        entry: {},
       },
     ],
     leases: [{ network: 'macvlan-veth', ip: '10.9.0.5', containerId: 'c1', ifName: 'net1' }],
@@ -139,6 +140,7 @@ describe('joinNode', () => {
       plugins: ['loopback'],
       ipam: [],
       ips: ['127.0.0.1', '::1'],
+      entry: {},
     });
     const rows = joinNode({
       ...healthy,
@@ -156,4 +158,15 @@ describe('joinNode', () => {
     expect(byId.c3!.state).toBe('conflicting');
     expect(byId.gone!.state).toBe('leaked');
   });
+});
+
+test('joinNode: a sandbox being created (in containerd store, not yet listed by the CRI) is healthy, not leaked nor broken', () => {
+  const rows = joinNode({
+    sandboxes: [{ id: 'c9', namespace: '', name: '', uid: '', ready: false, creating: true }],
+    cached: [],
+    leases: [{ network: 'macvlan-veth', ip: '10.9.0.9', containerId: 'c9', ifName: 'net1' }],
+    veths: [],
+  });
+  expect(rows).toEqual([expect.objectContaining({ containerId: 'c9', sandbox: 'creating', state: 'healthy', problems: [] })]);
+  expect(rows[0]!.pod).toBeUndefined();
 });

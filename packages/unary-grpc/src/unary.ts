@@ -13,6 +13,7 @@ export const GrpcStatus = {
   INVALID_ARGUMENT: 3,
   DEADLINE_EXCEEDED: 4,
   RESOURCE_EXHAUSTED: 8,
+  UNIMPLEMENTED: 12,
   INTERNAL: 13,
   UNAVAILABLE: 14,
 } as const;
@@ -42,12 +43,22 @@ export class GrpcConnectError extends GrpcError {
   }
 }
 
-/** Calls `path` (`/<package>.<Service>/<Method>`) with the encoded `request`; resolves with the encoded reply. */
-export async function unaryCall(socketPath: string, path: string, request: Buffer, timeoutMs: number): Promise<Buffer> {
+/**
+ * Calls `path` (`/<package>.<Service>/<Method>`) with the encoded `request`; resolves with the encoded reply.
+ * `metadata`: request metadata beside gRPC's own (containerd's API wants `containerd-namespace`).
+ */
+export async function unaryCall(
+  socketPath: string,
+  path: string,
+  request: Buffer,
+  timeoutMs: number,
+  metadata: [string, string][] = [],
+): Promise<Buffer> {
   const headers: [string, string][] = [
     ['content-type', 'application/grpc'],
     ['te', 'trailers'],
     ['grpc-timeout', `${timeoutMs}m`],
+    ...metadata,
   ];
   let res: H2Response;
   try {

@@ -26,6 +26,7 @@ let dir: string;
 let socket: string;
 let server: grpc.Server;
 let seenDeadline: Date | number | undefined;
+let seenNamespace: unknown;
 
 beforeAll(async () => {
   dir = fs.mkdtempSync(path.join(os.tmpdir(), 'unary-grpc-'));
@@ -34,6 +35,7 @@ beforeAll(async () => {
   server.addService({ Echo: method('Echo'), Fail: method('Fail'), Hang: method('Hang') } as grpc.ServiceDefinition, {
     Echo: (call: grpc.ServerUnaryCall<Buffer, Buffer>, cb: grpc.sendUnaryData<Buffer>) => {
       seenDeadline = call.getDeadline();
+      seenNamespace = call.metadata.get('containerd-namespace')[0];
       const trailer = new grpc.Metadata();
       trailer.set('x-served-by', 'echo');
       cb(null, call.request, trailer);
@@ -73,6 +75,13 @@ describe('unaryCall against @grpc/grpc-js', () => {
     const deadline = seenDeadline instanceof Date ? seenDeadline.getTime() : Number(seenDeadline);
     expect(deadline - t0).toBeGreaterThan(25_000);
     expect(deadline - t0).toBeLessThanOrEqual(31_000);
+  });
+
+  it("request metadata reaches the server beside gRPC's own headers", async () => {
+    await unaryCall(socket, '/test.Echo/Echo', Buffer.alloc(0), 5_000, [['containerd-namespace', 'k8s.io']]);
+    expect(seenNamespace).toBe('k8s.io');
+    await unaryCall(socket, '/test.Echo/Echo', Buffer.alloc(0), 5_000);
+    expect(seenNamespace).toBeUndefined();
   });
 
   it('an empty request and reply', async () => {

@@ -3,13 +3,15 @@
  * runtime will read it, and Multus's NetworkAttachmentDefinitions as Multus will run them on this node: exit 0
  * when nothing will fail, 1 when something will. `doctor node` joins the runtime's sandboxes with what pod
  * networking holds on the node: exit 0 when every attachment is healthy, 1 when one is leaked, broken or
- * conflicting, 2 when a source cannot be read.
+ * conflicting, 2 when a source cannot be read. `doctor node --gc [--apply]` reclaims what sandboxes the runtime
+ * no longer knows left (node/gc.ts).
  */
 import { Command, Option } from 'commander';
 import { formatReports, hasErrors, lintConfDir, lintNads, type FileReport } from '../conf';
 import { listNads } from '../nads';
+import { formatGc, gcNode } from '../node/gc';
 import { formatNode, joinNode } from '../node/join';
-import { criSandboxes, hostVeths, readCache, readHostLocalLeases } from '../node/sources';
+import { readNode, type SourceOptions } from '../node/sources';
 
 interface ConfOptions {
   confDir: string;
@@ -65,7 +67,33 @@ interface NodeOptions {
   criSocket: string;
   cacheDir: string;
   hostLocalDir: string;
+  binDir: string;
+  gc: boolean;
+  apply: boolean;
   output: string;
+}
+
+function sourceOptions(o: NodeOptions): SourceOptions {
+  return { criSocket: o.criSocket, cacheDirs: o.cacheDir.split(':').filter(Boolean), hostLocalDir: o.hostLocalDir };
+}
+
+async function reportNode(o: NodeOptions): Promise<void> {
+  const { sources, unreadable } = await readNode(sourceOptions(o));
+  const rows = joinNode(sources);
+  if (o.output === 'json') process.stdout.write(`${JSON.stringify({ attachments: rows, unreadable }, null, 2)}\n`);
+  else {
+    process.stdout.write(formatNode(rows));
+    for (const f of unreadable) process.stdout.write(`not a libcni cache entry: ${f}\n`);
+  }
+  process.exitCode = rows.every((r) => r.state === 'healthy') ? 0 : 1;
+}
+
+/** Dry run: exit 0 when nothing is to be reclaimed, 1 otherwise. --apply: 0 when every step worked and nothing is left. */
+async function reclaimNode(o: NodeOptions): Promise<void> {
+  const report = await gcNode({ ...sourceOptions(o), binDirs: o.binDir.split(':').filter(Boolean), apply: o.apply });
+  process.stdout.write(o.output === 'json' ? `${JSON.stringify(report, null, 2)}\n` : formatGc(report));
+  const clean = report.applied ? report.after.length === 0 && report.steps.every((s) => s.ok) : report.before.length === 0;
+  process.exitCode = clean ? 0 : 1;
 }
 
 program
@@ -73,20 +101,23 @@ program
   .description(
     "join the runtime's sandboxes with the node's CNI result caches, host-local leases and host veths: each attachment healthy, leaked, broken or conflicting",
   )
-  .option('--cri-socket <path>', "the runtime's CRI socket", '/run/containerd/containerd.sock')
+  .option(
+    '--cri-socket <path>',
+    "the runtime's CRI socket (containerd's: its sandbox store is read there too)",
+    '/run/containerd/containerd.sock',
+  )
   .option('--cache-dir <dirs>', "libcni cache dirs, colon-separated (the runtime's, Multus's)", '/var/lib/cni:/var/lib/cni/multus')
   .option('--host-local-dir <dir>', "host-local's data dir", '/var/lib/cni/networks')
+  .option(
+    '--gc',
+    'reclaim what sandboxes the runtime no longer knows left: DEL of cached attachments, GC, host-local release (a dry run without --apply)',
+  )
+  .option('--apply', 'with --gc: do it')
+  .option('--bin-dir <dirs>', 'with --gc: the CNI bin dirs, colon-separated', '/opt/cni/bin')
   .addOption(outputOption())
   .action(async (o: NodeOptions) => {
-    const sandboxes = await criSandboxes(o.criSocket);
-    const cache = readCache(o.cacheDir.split(':').filter(Boolean));
-    const rows = joinNode({ sandboxes, cached: cache.attachments, leases: readHostLocalLeases(o.hostLocalDir), veths: await hostVeths() });
-    if (o.output === 'json') process.stdout.write(`${JSON.stringify({ attachments: rows, unreadable: cache.unreadable }, null, 2)}\n`);
-    else {
-      process.stdout.write(formatNode(rows));
-      for (const f of cache.unreadable) process.stdout.write(`not a libcni cache entry: ${f}\n`);
-    }
-    process.exitCode = rows.every((r) => r.state === 'healthy') ? 0 : 1;
+    if (o.apply && !o.gc) program.error('doctor: --apply goes with --gc', { exitCode: 2 });
+    await (o.gc ? reclaimNode(o) : reportNode(o));
   });
 
 program.parseAsync().catch((err: unknown) => {

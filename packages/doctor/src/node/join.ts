@@ -6,6 +6,8 @@
  *   broken       a ready sandbox missing an object: a cached veth attachment without its host veth, a cached
  *                host-local address without its lease (CHECK would fail);
  *   conflicting  one IP held by two ready sandboxes.
+ * A sandbox being created (in containerd's store, not yet in the CRI's list) is healthy: what it holds is
+ * still growing, and CHECK is not due before its ADD returns.
  * Pure: the sources are read by sources.ts.
  */
 import type { CachedAttachment, HostVeth, Lease, Sandbox } from './sources';
@@ -16,7 +18,7 @@ export interface NodeRow {
   containerId: string;
   /** namespace/name of the pod, when the runtime still knows the sandbox. */
   pod?: string;
-  sandbox: 'ready' | 'stopped' | 'gone';
+  sandbox: 'ready' | 'creating' | 'stopped' | 'gone';
   state: AttachmentState;
   /** What this container holds on the node: `cache <network>/<ifname> <ips>`, `lease <network> <ip>`, `veth <name>`. */
   objects: string[];
@@ -101,9 +103,13 @@ export function joinNode(s: NodeSources): NodeRow[] {
   const rows: NodeRow[] = [];
   for (const [containerId, held] of byContainer(s)) {
     const sb = sandboxes.get(containerId);
-    const sandbox = !sb ? 'gone' : sb.ready ? 'ready' : 'stopped';
+    const sandbox = !sb ? 'gone' : sb.ready ? 'ready' : sb.creating ? 'creating' : 'stopped';
     const row: NodeRow = { containerId, sandbox, state: 'healthy', objects: objectsOf(held), problems: [] };
-    if (sb) row.pod = `${sb.namespace}/${sb.name}`;
+    if (sb?.name) row.pod = `${sb.namespace}/${sb.name}`;
+    if (sandbox === 'creating') {
+      rows.push(row);
+      continue;
+    }
     if (sandbox !== 'ready') {
       row.state = 'leaked';
       row.problems.push(sandbox === 'gone' ? 'the runtime has no such sandbox' : 'the sandbox is stopped: its network should be gone');

@@ -9,7 +9,8 @@
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { hostNetns, link, type Netns } from '@cnikit/netlib';
-import { protoFields, unaryCall } from '@cnikit/unary-grpc';
+import { GrpcError, GrpcStatus, protoFields, unaryCall } from '@cnikit/unary-grpc';
+import type { NodeSources } from './join';
 
 export interface Sandbox {
   id: string;
@@ -18,6 +19,8 @@ export interface Sandbox {
   uid: string;
   /** SANDBOX_READY: its network is set up; NOTREADY: stopped (its network torn down, or being). */
   ready: boolean;
+  /** Not in the CRI's list yet, only in containerd's sandbox store: being created, its network being set up. */
+  creating?: boolean;
 }
 
 export interface CachedAttachment {
@@ -29,6 +32,8 @@ export interface CachedAttachment {
   plugins: string[];
   ipam: string[];
   ips: string[];
+  /** The entry as libcni wrote it: what a DEL of the attachment needs (config, result, netns, arguments). */
+  entry: CacheFile;
 }
 
 export interface Lease {
@@ -63,7 +68,7 @@ function decodeSandbox(buf: Buffer): Sandbox {
   return s;
 }
 
-/** Every sandbox the runtime knows (ListPodSandbox without a filter: ListPodSandboxResponse.items = 1). */
+/** Every sandbox the CRI lists (ListPodSandbox without a filter: ListPodSandboxResponse.items = 1). */
 export async function criSandboxes(socket: string, timeoutMs = 10_000): Promise<Sandbox[]> {
   const res = await unaryCall(socket, '/runtime.v1.RuntimeService/ListPodSandbox', Buffer.alloc(0), timeoutMs);
   const out: Sandbox[] = [];
@@ -71,13 +76,43 @@ export async function criSandboxes(socket: string, timeoutMs = 10_000): Promise<
   return out;
 }
 
-interface CacheFile {
+/**
+ * The sandbox IDs in containerd's own store (containerd.services.sandbox.v1.Store/List in the k8s.io namespace;
+ * StoreListResponse.list = 1, containerd.types.Sandbox.sandbox_id = 1). containerd's CRI puts a sandbox in the
+ * list ListPodSandbox answers from only once it runs, after its network is set up (internal/cri/server/
+ * sandbox_run.go: sandboxStore.Add comes last); its store record is written before the first CNI call. Without
+ * it a pod being created looks gone while its ADD runs. `undefined`: the runtime has no such service (not
+ * containerd), so sandboxes being created cannot be seen.
+ */
+export async function containerdSandboxIds(socket: string, timeoutMs = 10_000): Promise<string[] | undefined> {
+  let res: Buffer;
+  try {
+    res = await unaryCall(socket, '/containerd.services.sandbox.v1.Store/List', Buffer.alloc(0), timeoutMs, [
+      ['containerd-namespace', 'k8s.io'],
+    ]);
+  } catch (err) {
+    if (err instanceof GrpcError && !err.local && err.code === GrpcStatus.UNIMPLEMENTED) return undefined;
+    throw err;
+  }
+  const ids: string[] = [];
+  for (const f of protoFields(res)) {
+    if (f.field !== 1 || !Buffer.isBuffer(f.value)) continue;
+    for (const m of protoFields(f.value)) if (m.field === 1) ids.push(text(m.value));
+  }
+  return ids;
+}
+
+/** libcni's cniCacheV1 entry (cachedInfo): the network config base64-encoded, the runtime's CNI_ARGS as pairs. */
+export interface CacheFile {
   kind?: string;
   containerId?: string;
   ifName?: string;
   networkName?: string;
+  netns?: string;
   config?: string;
-  result?: { ips?: { address?: string }[] };
+  cniArgs?: [string, string][];
+  capabilityArgs?: Record<string, unknown>;
+  result?: { cniVersion?: string; ips?: { address?: string }[] };
 }
 
 interface PluginConf {
@@ -122,7 +157,7 @@ export function readCache(cacheDirs: string[]): { attachments: CachedAttachment[
       continue;
     }
     const ips = (c.result?.ips ?? []).map((i) => (i.address ?? '').split('/')[0]!).filter(Boolean);
-    attachments.push({ file, network: c.networkName, containerId: c.containerId, ifName: c.ifName, ...chainOf(c.config), ips });
+    attachments.push({ file, network: c.networkName, containerId: c.containerId, ifName: c.ifName, ...chainOf(c.config), ips, entry: c });
   }
   return { attachments, unreadable };
 }
@@ -150,4 +185,38 @@ export async function hostVeths(ns: Netns = hostNetns()): Promise<HostVeth[]> {
     if (m) out.push({ name: l.name, network: m[1]!, containerId: m[2]! });
   }
   return out;
+}
+
+export interface SourceOptions {
+  criSocket: string;
+  /** libcni cache dirs, the runtime's first (its DEL of Multus's network reaches the delegates cached after it). */
+  cacheDirs: string[];
+  hostLocalDir: string;
+}
+
+export interface NodeRead {
+  sources: NodeSources;
+  unreadable: string[];
+  /** Whether sandboxes being created were read (containerd's store); without it they look gone. */
+  seesCreating: boolean;
+}
+
+/**
+ * Everything `doctor node` joins, read now. The runtime is asked last: a sandbox is in containerd's store before
+ * its network is set up, so every object read belongs to a sandbox the runtime then names, unless it is gone.
+ */
+export async function readNode(o: SourceOptions): Promise<NodeRead> {
+  const cache = readCache(o.cacheDirs);
+  const leases = readHostLocalLeases(o.hostLocalDir);
+  const veths = await hostVeths();
+  const stored = await containerdSandboxIds(o.criSocket);
+  const sandboxes = await criSandboxes(o.criSocket);
+  const listed = new Set(sandboxes.map((x) => x.id));
+  for (const id of stored ?? [])
+    if (!listed.has(id)) sandboxes.push({ id, namespace: '', name: '', uid: '', ready: false, creating: true });
+  return {
+    sources: { sandboxes, cached: cache.attachments, leases, veths },
+    unreadable: cache.unreadable,
+    seesCreating: stored !== undefined,
+  };
 }

@@ -1,0 +1,76 @@
+// doctor node --gc, the plan: which objects of which sandboxes a DEL, a GC or a host-local release reclaims, and
+// that nothing of a ready, stopped or being-created sandbox is planned. Applying it runs in the node tier
+// (e2e/node/coil.test.ts) against containerd, Multus and the plugins.
+import { formatGc, planGc } from '../src/node/gc';
+import type { NodeSources } from '../src/node/join';
+import type { CachedAttachment, Sandbox } from '../src/node/sources';
+
+const chain = {
+  cniVersion: '1.0.0',
+  name: 'macvlan-veth',
+  plugins: [{ type: 'macvlan', ipam: { type: 'host-local', ranges: [[{ subnet: '10.9.0.0/24' }]] } }, { type: 'veth' }],
+};
+const cached = (containerId: string, ip: string): CachedAttachment => ({
+  file: `/var/lib/cni/results/macvlan-veth-${containerId}-net1`,
+  network: 'macvlan-veth',
+  containerId,
+  ifName: 'net1',
+  plugins: ['macvlan', 'veth'],
+  ipam: ['host-local'],
+  ips: [ip],
+  entry: { kind: 'cniCacheV1', config: Buffer.from(JSON.stringify(chain)).toString('base64') },
+});
+const sandbox = (id: string, state: 'ready' | 'stopped' | 'creating'): Sandbox => ({
+  id,
+  namespace: 'default',
+  name: state === 'creating' ? '' : id,
+  uid: id,
+  ready: state === 'ready',
+  creating: state === 'creating',
+});
+const held = (id: string, ip: string) => ({
+  lease: { network: 'macvlan-veth', ip, containerId: id, ifName: 'net1' },
+  veth: { name: `veth${id}`, network: 'macvlan-veth', containerId: id },
+});
+
+const node: NodeSources = {
+  sandboxes: [sandbox('live', 'ready'), sandbox('stopped', 'stopped'), sandbox('new', 'creating')],
+  // live, stopped and new hold everything; gone1 left a cached attachment, gone2 objects without one
+  cached: [cached('live', '10.9.0.2'), cached('stopped', '10.9.0.3'), cached('new', '10.9.0.4'), cached('gone1', '10.9.0.5')],
+  leases: ['live', 'stopped', 'new', 'gone1', 'gone2'].map((id, i) => held(id, `10.9.0.${i + 2}`).lease),
+  veths: ['live', 'stopped', 'new', 'gone1', 'gone2'].map((id, i) => held(id, `10.9.0.${i + 2}`).veth),
+};
+
+test("a cached attachment of a gone sandbox gets libcni's DEL; objects no cache entry covers get GC and a host-local release", () => {
+  const steps = planGc(node);
+  expect(steps.map((s) => [s.step, s.network, s.target])).toEqual([
+    ['del', 'macvlan-veth', 'gone1'],
+    ['gc', 'macvlan-veth', 'macvlan, veth'],
+    ['release', 'macvlan-veth', 'gone2'],
+  ]);
+  expect(steps[2]!.what).toBe('host-local DEL of 10.9.0.6 (net1)');
+  expect(formatGc({ applied: false, steps, before: [], after: [] })).toMatch(/^STEP +NETWORK +TARGET +ACTION\ndel /);
+});
+
+test('nothing is planned for ready, stopped or being-created sandboxes', () => {
+  const keep = new Set(['live', 'stopped', 'new']);
+  const only: NodeSources = {
+    ...node,
+    cached: node.cached.filter((a) => keep.has(a.containerId)),
+    leases: node.leases.filter((l) => keep.has(l.containerId)),
+    veths: node.veths.filter((v) => keep.has(v.containerId)),
+  };
+  expect(planGc(only)).toEqual([]);
+  expect(formatGc({ applied: false, steps: [], before: [], after: [] })).toBe(
+    'nothing to reclaim\ndry run: 0 objects of 0 gone sandboxes; --apply reclaims them\n',
+  );
+});
+
+test('without a config of the network on the node, the leftovers are named and kept', () => {
+  const steps = planGc({ ...node, cached: [] });
+  expect(steps.map((s) => s.what)).toEqual([
+    'no config of macvlan-veth on the node: its host veths stay',
+    'no host-local config of macvlan-veth on the node: 10.9.0.5 stays',
+    'no host-local config of macvlan-veth on the node: 10.9.0.6 stays',
+  ]);
+});
