@@ -167,6 +167,9 @@ function cniCalls(): CniCall[] {
   return calls;
 }
 
+/** The image's own doctor, as cni-install left it in the node's bin dir (what `kubectl exec` into coild would run). */
+const DOCTOR = ['/opt/cni/bin/cnikit-coil', 'doctor'];
+
 const inPool = (ip: string): boolean => /^10\.100\.\d+\.\d+$/.test(ip);
 
 async function runningApp(app: string, count: number): Promise<PodInfo[]> {
@@ -466,6 +469,35 @@ describeNodes(
       }
     });
 
+    test("doctor pod: a running pod has its network; a pod asking for a network whose plugin is missing gets the runtime's CNI error", async () => {
+      const node = e().lab.nodes[0]!;
+      const doctorPod = (ref: string): { ok: boolean; stdout: string } =>
+        nodeTryRun(node, [...DOCTOR, 'pod', ref, '--kubeconfig', e().cluster.kubeconfig, '--cri-socket', node.containerdSocket]);
+      const mv = doctorPod('default/mv');
+      expect(mv.stdout.split('\n')[0]).toMatch(/^default\/mv: has its network: 10\.100\.\d+\.\d+ \(sandbox \w+\)$/);
+      expect(mv.stdout).toMatch(/status: multus-cni-network\/multus: ok/);
+      expect(mv.ok).toBe(true);
+      const nad = {
+        apiVersion: 'k8s.cni.cncf.io/v1',
+        kind: 'NetworkAttachmentDefinition',
+        metadata: { name: 'broken', namespace: 'default' },
+        spec: { config: JSON.stringify({ cniVersion: '1.0.0', name: 'broken', plugins: [{ type: 'nope' }] }) },
+      };
+      await k(e(), ['apply', '-f', '-'], JSON.stringify(nad));
+      await k(e(), ['apply', '-f', '-'], multiPodYaml('stuck', 'broken'));
+      try {
+        const why = await eventually("doctor pod naming the runtime's CNI error", async () => {
+          const r = doctorPod('default/stuck');
+          return !r.ok && /^default\/stuck: the runtime's CNI ADD fails: .*"nope"/.test(r.stdout) ? r.stdout : undefined;
+        });
+        expect(why).toMatch(/\n {2}event: Warning FailedCreatePodSandBox \(x\d+, /);
+        expect(why).toMatch(/\n {2}status: multus-cni-network\/multus: ok\n/);
+      } finally {
+        await kubectl(e(), ['delete', 'pod', 'stuck', '--ignore-not-found', '--wait=true', '--timeout=120s']);
+        await kubectl(e(), ['delete', 'net-attach-def', 'broken', '--ignore-not-found']);
+      }
+    });
+
     test('deleting the Multus pods leaves no link, rule or lease on the node', async () => {
       const node = e().lab.nodes[0]!;
       await k(e(), ['delete', 'pod', 'mv', 'mr', '--wait=true']);
@@ -538,11 +570,26 @@ describeNodes(
         return /untolerated taint/.test(ev) ? ev : undefined;
       });
       expect(event).toMatch(/untolerated taint/);
-      expect((await podsIn(e(), 'default', 'app=late'))[0]?.phase).toBe('Pending');
+      const [late] = await podsIn(e(), 'default', 'app=late');
+      expect(late?.phase).toBe('Pending');
+      // doctor pod on the node the pod wants: not scheduled, and the evidence why (STATUS fails through Multus)
+      const kb = e().lab.nodes[1]!;
+      const why = nodeTryRun(kb, [
+        ...DOCTOR,
+        'pod',
+        `default/${late!.name}`,
+        '--kubeconfig',
+        e().cluster.kubeconfig,
+        '--cri-socket',
+        kb.containerdSocket,
+      ]);
+      expect(why.ok).toBe(false);
+      expect(why.stdout).toMatch(new RegExp(`^default/${late!.name}: not scheduled: .*untolerated taint`));
+      expect(why.stdout).toMatch(/\n {2}status: multus-cni-network\/multus: FAILED code \d+: .*coild/);
       await patchCoild('json', '[{"op":"remove","path":"/spec/template/spec/nodeSelector"}]');
       await eventually('kl-b Ready', async () => (await readyCondition(e(), 'kl-b'))?.status === 'True', 240_000);
-      const [late] = await runningApp('late', 1);
-      expect(inPool(late!.ip)).toBe(true);
+      const [running] = await runningApp('late', 1);
+      expect(inPool(running!.ip)).toBe(true);
       await deleteApp('late');
     });
 

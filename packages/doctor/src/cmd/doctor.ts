@@ -4,7 +4,7 @@
  * when nothing will fail, 1 when something will. `doctor node` joins the runtime's sandboxes with what pod
  * networking holds on the node: exit 0 when every attachment is healthy, 1 when one is leaked, broken or
  * conflicting, 2 when a source cannot be read. `doctor node --gc [--apply]` reclaims what sandboxes the runtime
- * no longer knows left (node/gc.ts).
+ * no longer knows left (node/gc.ts). `doctor pod NAMESPACE/NAME` says why a pod has no network (pod.ts).
  */
 import { Command, Option } from 'commander';
 import { formatReports, hasErrors, lintConfDir, lintNads, type FileReport } from '../conf';
@@ -12,6 +12,8 @@ import { listNads } from '../nads';
 import { formatGc, gcNode } from '../node/gc';
 import { formatNode, joinNode } from '../node/join';
 import { readNode, type SourceOptions } from '../node/sources';
+import { diagnose, formatPod, networkStatus, podSandboxes } from '../pod';
+import { readPod } from '../pod-api';
 
 interface ConfOptions {
   confDir: string;
@@ -73,7 +75,7 @@ interface NodeOptions {
   output: string;
 }
 
-function sourceOptions(o: NodeOptions): SourceOptions {
+function sourceOptions(o: Pick<NodeOptions, 'criSocket' | 'cacheDir' | 'hostLocalDir'>): SourceOptions {
   return { criSocket: o.criSocket, cacheDirs: o.cacheDir.split(':').filter(Boolean), hostLocalDir: o.hostLocalDir };
 }
 
@@ -119,6 +121,44 @@ program
     if (o.apply && !o.gc) program.error('doctor: --apply goes with --gc', { exitCode: 2 });
     await (o.gc ? reclaimNode(o) : reportNode(o));
   });
+
+interface PodOptions {
+  kubeconfig?: string;
+  criSocket: string;
+  cacheDir: string;
+  hostLocalDir: string;
+  confDir: string;
+  binDir: string;
+  output: string;
+}
+
+/** Exit 0 when the pod has its network, 1 when not (the verdict says why), 2 on bad usage or an unreadable source. */
+async function explainPod(ref: string, o: PodOptions): Promise<void> {
+  const [namespace, name] = ref.includes('/') ? ref.split('/', 2) : ['default', ref];
+  if (!namespace || !name) program.error(`doctor: pod ${ref}: NAMESPACE/NAME expected`, { exitCode: 2 });
+  const { pod, events } = await readPod(namespace!, name!, o.kubeconfig);
+  const status = await networkStatus(o.confDir, o.binDir.split(':').filter(Boolean));
+  const sandboxes = pod ? await podSandboxes(pod, sourceOptions(o)) : [];
+  const evidence = { pod, events, status, sandboxes };
+  const d = diagnose(evidence);
+  process.stdout.write(
+    o.output === 'json' ? `${JSON.stringify({ ...d, ...evidence }, null, 2)}\n` : formatPod(`${namespace}/${name}`, evidence, d),
+  );
+  process.exitCode = d.ok ? 0 : 1;
+}
+
+program
+  .command('pod')
+  .argument('<pod>', 'NAMESPACE/NAME (or NAME in default)')
+  .description("why a pod has no network, in one line, with the evidence: its events, STATUS of the node's network, its sandboxes here")
+  .option('--kubeconfig <file>', 'the API server (default: $KUBECONFIG or in-cluster)')
+  .option('--cri-socket <path>', "the runtime's CRI socket", '/run/containerd/containerd.sock')
+  .option('--cache-dir <dirs>', 'libcni cache dirs, colon-separated', '/var/lib/cni:/var/lib/cni/multus')
+  .option('--host-local-dir <dir>', "host-local's data dir", '/var/lib/cni/networks')
+  .option('--conf-dir <dir>', 'the CNI conf dir', '/etc/cni/net.d')
+  .option('--bin-dir <dirs>', 'the CNI bin dirs, colon-separated', '/opt/cni/bin')
+  .addOption(outputOption())
+  .action(explainPod);
 
 program.parseAsync().catch((err: unknown) => {
   process.stderr.write(`doctor: ${(err as Error).message}\n`);

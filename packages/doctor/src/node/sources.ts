@@ -77,14 +77,14 @@ export async function criSandboxes(socket: string, timeoutMs = 10_000): Promise<
 }
 
 /**
- * The sandbox IDs in containerd's own store (containerd.services.sandbox.v1.Store/List in the k8s.io namespace;
- * StoreListResponse.list = 1, containerd.types.Sandbox.sandbox_id = 1). containerd's CRI puts a sandbox in the
- * list ListPodSandbox answers from only once it runs, after its network is set up (internal/cri/server/
- * sandbox_run.go: sandboxStore.Add comes last); its store record is written before the first CNI call. Without
- * it a pod being created looks gone while its ADD runs. `undefined`: the runtime has no such service (not
- * containerd), so sandboxes being created cannot be seen.
+ * The sandboxes in containerd's own store (containerd.services.sandbox.v1.Store/List in the k8s.io namespace;
+ * StoreListResponse.list = 1; containerd.types.Sandbox: sandbox_id = 1, labels = 4 as {key = 1, value = 2}).
+ * containerd's CRI puts a sandbox in the list ListPodSandbox answers from only once it runs, after its network is
+ * set up (internal/cri/server/sandbox_run.go: sandboxStore.Add comes last); its store record is written before
+ * the first CNI call, labelled with the CRI's sandbox name `<pod>_<namespace>_<uid>_<attempt>`. Without it a pod
+ * being created looks gone while its ADD runs. `undefined`: the runtime has no such service (not containerd).
  */
-export async function containerdSandboxIds(socket: string, timeoutMs = 10_000): Promise<string[] | undefined> {
+export async function containerdSandboxes(socket: string, timeoutMs = 10_000): Promise<Sandbox[] | undefined> {
   let res: Buffer;
   try {
     res = await unaryCall(socket, '/containerd.services.sandbox.v1.Store/List', Buffer.alloc(0), timeoutMs, [
@@ -94,12 +94,24 @@ export async function containerdSandboxIds(socket: string, timeoutMs = 10_000): 
     if (err instanceof GrpcError && !err.local && err.code === GrpcStatus.UNIMPLEMENTED) return undefined;
     throw err;
   }
-  const ids: string[] = [];
-  for (const f of protoFields(res)) {
-    if (f.field !== 1 || !Buffer.isBuffer(f.value)) continue;
-    for (const m of protoFields(f.value)) if (m.field === 1) ids.push(text(m.value));
+  const out: Sandbox[] = [];
+  for (const f of protoFields(res)) if (f.field === 1 && Buffer.isBuffer(f.value)) out.push(decodeStored(f.value));
+  return out;
+}
+
+function decodeStored(buf: Buffer): Sandbox {
+  const s: Sandbox = { id: '', namespace: '', name: '', uid: '', ready: false, creating: true };
+  for (const f of protoFields(buf)) {
+    if (f.field === 1) s.id = text(f.value);
+    else if (f.field === 4 && Buffer.isBuffer(f.value)) {
+      const kv = [...protoFields(f.value)];
+      const key = text(kv.find((x) => x.field === 1)?.value ?? 0);
+      const value = text(kv.find((x) => x.field === 2)?.value ?? 0);
+      const parts = value.split('_');
+      if (key === 'name' && parts.length === 4) [s.name, s.namespace, s.uid] = parts as [string, string, string];
+    }
   }
-  return ids;
+  return s;
 }
 
 /** libcni's cniCacheV1 entry (cachedInfo): the network config base64-encoded, the runtime's CNI_ARGS as pairs. */
@@ -209,11 +221,10 @@ export async function readNode(o: SourceOptions): Promise<NodeRead> {
   const cache = readCache(o.cacheDirs);
   const leases = readHostLocalLeases(o.hostLocalDir);
   const veths = await hostVeths();
-  const stored = await containerdSandboxIds(o.criSocket);
+  const stored = await containerdSandboxes(o.criSocket);
   const sandboxes = await criSandboxes(o.criSocket);
   const listed = new Set(sandboxes.map((x) => x.id));
-  for (const id of stored ?? [])
-    if (!listed.has(id)) sandboxes.push({ id, namespace: '', name: '', uid: '', ready: false, creating: true });
+  sandboxes.push(...(stored ?? []).filter((x) => !listed.has(x.id)));
   return {
     sources: { sandboxes, cached: cache.attachments, leases, veths },
     unreadable: cache.unreadable,
