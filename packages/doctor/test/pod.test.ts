@@ -72,7 +72,9 @@ test('nothing explains it yet: the last event is named', () => {
     '  pod: Pending on kl-a',
     '  waiting: app: ContainerCreating',
     '  event: Normal Scheduled (x1, t): Successfully assigned default/web to kl-a',
-    expect.stringMatching(/^ {2}event: Warning FailedCreatePodSandBox \(x3, 2026-11-26T13:00:03Z\): Failed to create pod sandbox: .*"nope"$/),
+    expect.stringMatching(
+      /^ {2}event: Warning FailedCreatePodSandBox \(x3, 2026-11-26T13:00:03Z\): Failed to create pod sandbox: .*"nope"$/,
+    ),
     '  status: k8s-pod-network/coil: ok',
     "  sandbox: none of this pod on this node's runtime",
     '',
