@@ -339,9 +339,11 @@ describeNodes(
           expect.stringMatching(/^cache macvlan-veth\/net1 198\.51\.100\./),
           expect.stringMatching(/^lease macvlan-veth 198\.51\.100\./),
           expect.stringMatching(/^veth veth\w+ \(macvlan-veth\)$/),
+          expect.stringMatching(/^coil veth\w+ eth0 10\.100\.\d+\.\d+ \(pool default\)$/),
         ]),
       );
-      // planted: what a pod gone behind the runtime's back leaves (cache entry, lease, host veth), and mv's lease lost
+      // planted: what a pod gone behind the runtime's back leaves (cache entry, lease, host veth); mv's lease lost and
+      // its route in Coil's table gone (Coil #370)
       const gone = 'deadbeef'.repeat(8);
       const cacheFile = `/var/lib/cni/results/k8s-pod-network-${gone}-eth0`;
       const entry = { kind: 'cniCacheV1', containerId: gone, ifName: 'eth0', networkName: 'k8s-pod-network', result: { ips: [] } };
@@ -349,6 +351,10 @@ describeNodes(
       const leaseDir = '/var/lib/cni/networks/macvlan-veth';
       nodeRun(node, ['sh', '-ec', `echo '${JSON.stringify(entry)}' > ${cacheFile}; printf '${gone}\\nnet1' > ${leaseDir}/198.51.100.149`]);
       nodeRun(node, ['sh', '-ec', `mv ${leaseDir}/${mvLease} /tmp/doctor-lease`]);
+      const mvIp = mv.objects.find((o) => o.startsWith('coil '))!.split(' ')[3]!;
+      const mvRoute = nodeRun(node, ['ip', 'route', 'show', 'table', '116', `${mvIp}/32`]).trim();
+      expect(mvRoute).toMatch(/dev veth/);
+      nodeRun(node, ['ip', 'route', 'del', `${mvIp}/32`, 'table', '116']);
       nodeRun(node, [
         'sh',
         '-ec',
@@ -364,7 +370,10 @@ describeNodes(
         );
         expect(found.rows.find((r) => r.pod === 'default/mv')).toMatchObject({
           state: 'broken',
-          problems: [`macvlan-veth/net1: ${mvLease} has no host-local lease (another pod may be given it)`],
+          problems: [
+            `k8s-pod-network/eth0: ${mvIp} has no route in Coil's table 116 (nothing on the node reaches the pod)`,
+            `macvlan-veth/net1: ${mvLease} has no host-local lease (another pod may be given it)`,
+          ],
         });
         expect(found.rows.filter((r) => r.state !== 'healthy').length).toBe(2);
       } finally {
@@ -373,6 +382,7 @@ describeNodes(
           '-c',
           `rm -f ${cacheFile} ${leaseDir}/198.51.100.149; mv /tmp/doctor-lease ${leaseDir}/${mvLease}; ip link del vethdoctor`,
         ]);
+        nodeRun(node, ['sh', '-c', `ip route add table 116 ${mvRoute}`]);
       }
       expect(doctor().ok).toBe(true);
     });
@@ -412,6 +422,13 @@ describeNodes(
       ]);
       const killed = gone[1]!.containerId;
       nodeRun(node, ['rm', `/var/lib/cni/results/macvlan-veth-${killed}-net1`]);
+      // and a Coil pod (coild's address and host veth) whose ADD was killed before it was cached, from the node's conflist
+      nodeRun(node, ['ip', 'netns', 'add', 'gcleak3']);
+      const coilAdd = ['env', 'NETCONFPATH=/etc/cni/net.d', 'CNI_PATH=/opt/cni/bin', 'CNI_ARGS=K8S_POD_NAMESPACE=default', cnitoolPath()];
+      nodeRun(node, [...coilAdd, 'add', 'k8s-pod-network', '/run/netns/gcleak3']);
+      const coilLeak = rows().find((r) => r.sandbox === 'gone' && r.objects.some((o) => o.startsWith('coil ')))!;
+      expect(coilLeak.objects.map((o) => o.split(' ')[0]).sort()).toEqual(['cache', 'coil']);
+      nodeRun(node, ['rm', `/var/lib/cni/results/k8s-pod-network-${coilLeak.containerId}-eth0`]);
       // veth's ADD held at a gate: a pod of the same network stays in the middle of its ADD (macvlan and its lease
       // done, nothing cached), which containerd's CRI does not list until the ADD is over
       const gate = path.join(node.dir, 'gc-gate');
@@ -430,10 +447,11 @@ describeNodes(
         const steps = (dry.out as { steps: { step: string; network: string; target: string }[] }).steps;
         expect(steps.map((x) => `${x.step} ${x.network} ${x.target}`)).toEqual([
           `del macvlan-veth ${gone[0]!.containerId}`,
+          'gc k8s-pod-network coil',
           'gc macvlan-veth macvlan, veth',
           `release macvlan-veth ${killed}`,
         ]);
-        expect(rows().filter((r) => r.sandbox === 'gone').length).toBe(2);
+        expect(rows().filter((r) => r.sandbox === 'gone').length).toBe(3);
         await k(e(), ['apply', '-f', '-'], multiPodYaml('mg', 'macvlan-veth'));
         const creating = await eventually(
           'the new pod in the middle of its ADD, holding its lease',
@@ -444,7 +462,7 @@ describeNodes(
         expect(crictl(e().lab, node, ['pods', '-q']).split('\n')).not.toContain(creating.containerId);
         const applied = doctor(['--gc', '--apply']);
         expect(applied.out).toMatchObject({ applied: true, after: [] });
-        expect((applied.out as { steps: { ok: boolean }[] }).steps.map((x) => x.ok)).toEqual([true, true, true]);
+        expect((applied.out as { steps: { ok: boolean }[] }).steps.map((x) => x.ok)).toEqual([true, true, true, true]);
         expect(applied.ok).toBe(true);
         expect(rows().find((r) => r.containerId === creating.containerId)?.objects).toEqual(creating.objects);
         nodeRun(node, ['touch', gate]);
@@ -459,7 +477,7 @@ describeNodes(
         expect(mg.objects).toEqual(expect.arrayContaining([expect.stringMatching(/^veth veth\w+ \(macvlan-veth\)$/), ...creating.objects]));
         expect((await ping(e(), { name: 'mg' } as PodInfo, '198.51.100.11')).stdout).toMatch(/2 packets received/);
       } finally {
-        nodeRun(node, ['sh', '-c', `touch ${gate}; ip netns del gcleak1; ip netns del gcleak2; true`]);
+        nodeRun(node, ['sh', '-c', `touch ${gate}; ip netns del gcleak1; ip netns del gcleak2; ip netns del gcleak3; true`]);
         fs.rmSync(vethBin, { force: true });
         fs.symlinkSync('cnikit-veth-router', vethBin);
         fs.rmSync(gate, { force: true });

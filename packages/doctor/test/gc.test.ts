@@ -39,6 +39,7 @@ const node: NodeSources = {
   cached: [cached('live', '10.9.0.2'), cached('stopped', '10.9.0.3'), cached('new', '10.9.0.4'), cached('gone1', '10.9.0.5')],
   leases: ['live', 'stopped', 'new', 'gone1', 'gone2'].map((id, i) => held(id, `10.9.0.${i + 2}`).lease),
   veths: ['live', 'stopped', 'new', 'gone1', 'gone2'].map((id, i) => held(id, `10.9.0.${i + 2}`).veth),
+  coil: [],
 };
 
 test("a cached attachment of a gone sandbox gets libcni's DEL; objects no cache entry covers get GC and a host-local release", () => {
@@ -72,5 +73,25 @@ test('without a config of the network on the node, the leftovers are named and k
     'no config of macvlan-veth on the node: its host veths stay',
     'no host-local config of macvlan-veth on the node: 10.9.0.5 stays',
     'no host-local config of macvlan-veth on the node: 10.9.0.6 stays',
+  ]);
+});
+
+test('a Coil pod of a gone sandbox without a cache entry: GC of every network whose chain has coil (coild knows it by container)', () => {
+  const coilNet = { cniVersion: '1.1.0', name: 'k8s-pod-network', plugins: [{ type: 'coil', socket: '/run/coild.sock' }] };
+  const live: CachedAttachment = {
+    file: 'k8s-pod-network-live-eth0',
+    network: 'k8s-pod-network',
+    containerId: 'live',
+    ifName: 'eth0',
+    plugins: ['coil'],
+    ipam: [],
+    ips: ['10.1.0.2'],
+    entry: { config: Buffer.from(JSON.stringify(coilNet)).toString('base64') },
+  };
+  const veth = (id: string, ip: string) => ({ name: `veth${id}`, pool: 'default', containerId: id, ifName: 'eth0', ips: [ip] });
+  const s: NodeSources = { sandboxes: [sandbox('live', 'ready')], cached: [live], leases: [], veths: [], coil: [veth('live', '10.1.0.2')] };
+  expect(planGc(s)).toEqual([]);
+  expect(planGc({ ...s, coil: [...s.coil, veth('gone', '10.1.0.9')] }).map((x) => [x.step, x.network, x.target])).toEqual([
+    ['gc', 'k8s-pod-network', 'coil'],
   ]);
 });

@@ -6,7 +6,7 @@ import * as path from 'node:path';
 import { link } from '@cnikit/netlib';
 import { cleanupAll, newNs, sh } from '@cnikit/netlib-testing';
 import { joinNode, formatNode, type NodeSources } from '../src/node/join';
-import { hostVeths, readCache, readHostLocalLeases, type Sandbox } from '../src/node/sources';
+import { coilVeths, hostVeths, readCache, readHostLocalLeases, type CachedAttachment, type Sandbox } from '../src/node/sources';
 
 let dir: string;
 beforeEach(() => {
@@ -98,6 +98,7 @@ describe('joinNode', () => {
     ],
     leases: [{ network: 'macvlan-veth', ip: '10.9.0.5', containerId: 'c1', ifName: 'net1' }],
     veths: [{ name: 'vethc1', network: 'macvlan-veth', containerId: 'c1' }],
+    coil: [],
   };
 
   test('a ready sandbox holding every object its attachments imply is healthy', () => {
@@ -166,7 +167,58 @@ test('joinNode: a sandbox being created (in containerd store, not yet listed by 
     cached: [],
     leases: [{ network: 'macvlan-veth', ip: '10.9.0.9', containerId: 'c9', ifName: 'net1' }],
     veths: [],
+    coil: [],
   });
   expect(rows).toEqual([expect.objectContaining({ containerId: 'c9', sandbox: 'creating', state: 'healthy', problems: [] })]);
   expect(rows[0]!.pod).toBeUndefined();
+});
+
+test("coilVeths: Coil's host veths by alias, each with the addresses its pod table routes to it", async () => {
+  const t = newNs('doc');
+  sh(t.name, 'ip link add vethcoil1 type veth peer name vethcoil2 && ip link set vethcoil1 up && ip link set vethcoil2 up');
+  sh(t.name, 'ip route add 10.1.0.2/32 dev vethcoil1 table 116 && ip route add 10.1.0.0/24 dev vethcoil1 table 116');
+  const [v] = (await link.list(t.ns)).filter((l) => l.name === 'vethcoil1');
+  await link.setAlias(t.ns, v!.index, 'COIL:default:c1:eth0');
+  expect(await coilVeths(t.ns)).toEqual([{ name: 'vethcoil1', pool: 'default', containerId: 'c1', ifName: 'eth0', ips: ['10.1.0.2'] }]);
+});
+
+describe('joinNode, Coil', () => {
+  const coilConf = (id: string, ip: string): CachedAttachment => ({
+    file: `k8s-pod-network-${id}-eth0`,
+    network: 'k8s-pod-network',
+    containerId: id,
+    ifName: 'eth0',
+    plugins: ['coil'],
+    ipam: [],
+    ips: [ip],
+    entry: {},
+  });
+  const coilVeth = (id: string, ips: string[]) => ({ name: `veth${id}`, pool: 'default', containerId: id, ifName: 'eth0', ips });
+  const base = { sandboxes: [sandbox('c1', 'web')], cached: [coilConf('c1', '10.1.0.2')], leases: [], veths: [] };
+
+  test('a cached Coil attachment with its host veth and pod-table route is healthy; without the route, broken (Coil #370)', () => {
+    const [ok] = joinNode({ ...base, coil: [coilVeth('c1', ['10.1.0.2'])] });
+    expect(ok).toMatchObject({
+      state: 'healthy',
+      objects: ['cache k8s-pod-network/eth0 10.1.0.2', 'coil vethc1 eth0 10.1.0.2 (pool default)'],
+    });
+    const [noRoute] = joinNode({ ...base, coil: [coilVeth('c1', [])] });
+    expect(noRoute).toMatchObject({
+      state: 'broken',
+      problems: ["k8s-pod-network/eth0: 10.1.0.2 has no route in Coil's table 116 (nothing on the node reaches the pod)"],
+    });
+    const [noVeth] = joinNode({ ...base, coil: [] });
+    expect(noVeth!.problems).toEqual(["k8s-pod-network/eth0: no Coil host veth (coil's CHECK fails)"]);
+  });
+
+  test("a Coil veth of a gone sandbox is leaked; one IP on two ready pods' Coil veths is a conflict", () => {
+    const rows = joinNode({ ...base, coil: [coilVeth('c1', ['10.1.0.2']), coilVeth('old', ['10.1.0.9'])] });
+    expect(rows.find((r) => r.containerId === 'old')).toMatchObject({ state: 'leaked', sandbox: 'gone' });
+    const clash = joinNode({
+      ...base,
+      sandboxes: [sandbox('c1', 'web'), sandbox('c2', 'api')],
+      coil: [coilVeth('c1', ['10.1.0.2']), coilVeth('c2', ['10.1.0.2'])],
+    });
+    expect(clash.map((r) => r.state)).toEqual(['conflicting', 'conflicting']);
+  });
 });

@@ -5,8 +5,8 @@
  *      config, the result as prevResult, the netns while it exists, the runtime's CNI_ARGS), each plugin of the
  *      chain in reverse order, then its cache entry removed. The runtime's entries go first: Multus's DEL
  *      reaches its delegates and removes their entries itself.
- *   2. GC: objects still held by gone sandboxes (a host veth without a cache entry: an ADD killed before the
- *      runtime cached it) are collected by GC of each plugin of the network that speaks CNI 1.1.0, with
+ *   2. GC: objects still held by gone sandboxes (a host veth or a Coil pod without a cache entry: an ADD killed
+ *      before the runtime cached it) are collected by GC of each plugin of the network that speaks CNI 1.1.0, with
  *      cni.dev/valid-attachments: every attachment of the network that a sandbox the runtime knows holds.
  *   3. Release: host-local leases still held by gone sandboxes. host-local has no GC (containernetworking/
  *      plugins #1047), so its DEL with the network's IPAM config, the lease's container ID and ifname.
@@ -92,21 +92,30 @@ function planDels(s: NodeSources, gone: Set<string>): GcStep[] {
     }));
 }
 
-/** Objects of gone sandboxes that no cache entry of the same network covers: a DEL will not reach them. */
-function uncovered(s: NodeSources, gone: Set<string>): { veths: Set<string>; leases: Lease[] } {
+/**
+ * Objects of gone sandboxes that no cache entry covers, so a DEL will not reach them: host veths (by network),
+ * Coil's host veths (any network whose chain has coil: coild knows them by container and ifname), leases.
+ */
+function uncovered(s: NodeSources, gone: Set<string>, configs: Map<string, NetConfList>): { networks: Set<string>; leases: Lease[] } {
   const cached = new Set(s.cached.map((a) => `${a.network}\0${a.containerId}`));
   const open = (network: string, id: string): boolean => gone.has(id) && !cached.has(`${network}\0${id}`);
+  const coilCached = new Set(s.cached.filter((a) => a.plugins.includes('coil')).map((a) => `${a.containerId}\0${a.ifName}`));
+  const coilLeft = s.coil.some((v) => gone.has(v.containerId) && !coilCached.has(`${v.containerId}\0${v.ifName}`));
+  const coilNetworks = [...configs].filter(([, c]) => c.plugins.some((p) => p.type === 'coil')).map(([n]) => n);
   return {
-    veths: new Set(s.veths.filter((v) => open(v.network, v.containerId)).map((v) => v.network)),
+    networks: new Set([
+      ...s.veths.filter((v) => open(v.network, v.containerId)).map((v) => v.network),
+      ...(coilLeft ? (coilNetworks.length ? coilNetworks : ['(a Coil network)']) : []),
+    ]),
     leases: s.leases.filter((l) => open(l.network, l.containerId)),
   };
 }
 
 function planCollect(s: NodeSources, gone: Set<string>): GcStep[] {
   const configs = configsByNetwork(s);
-  const left = uncovered(s, gone);
+  const left = uncovered(s, gone, configs);
   const steps: GcStep[] = [];
-  for (const network of [...left.veths].sort()) {
+  for (const network of [...left.networks].sort()) {
     const conf = configs.get(network);
     steps.push({
       step: 'gc',

@@ -4,13 +4,14 @@
  *   healthy      a ready sandbox, and every object its cached attachments imply is there;
  *   leaked       objects (cache entries, leases, host veths) of a sandbox that is gone or stopped;
  *   broken       a ready sandbox missing an object: a cached veth attachment without its host veth, a cached
- *                host-local address without its lease (CHECK would fail);
+ *                host-local address without its lease, a cached Coil attachment without its host veth or its
+ *                pod-table route (CHECK would fail);
  *   conflicting  one IP held by two ready sandboxes.
  * A sandbox being created (in containerd's store, not yet in the CRI's list) is healthy: what it holds is
  * still growing, and CHECK is not due before its ADD returns.
  * Pure: the sources are read by sources.ts.
  */
-import type { CachedAttachment, HostVeth, Lease, Sandbox } from './sources';
+import { COIL_POD_TABLE, type CachedAttachment, type CoilVeth, type HostVeth, type Lease, type Sandbox } from './sources';
 
 export type AttachmentState = 'healthy' | 'leaked' | 'broken' | 'conflicting';
 
@@ -20,7 +21,7 @@ export interface NodeRow {
   pod?: string;
   sandbox: 'ready' | 'creating' | 'stopped' | 'gone';
   state: AttachmentState;
-  /** What this container holds on the node: `cache <network>/<ifname> <ips>`, `lease <network> <ip>`, `veth <name>`. */
+  /** What this container holds: `cache <network>/<ifname> <ips>`, `lease <network> <ip>`, `veth <name> (<network>)`, `coil <veth> <ifname> <ips> (pool <pool>)`. */
   objects: string[];
   problems: string[];
 }
@@ -30,24 +31,27 @@ export interface NodeSources {
   cached: CachedAttachment[];
   leases: Lease[];
   veths: HostVeth[];
+  coil: CoilVeth[];
 }
 
 interface Held {
   cached: CachedAttachment[];
   leases: Lease[];
   veths: HostVeth[];
+  coil: CoilVeth[];
 }
 
 function byContainer(s: NodeSources): Map<string, Held> {
   const held = new Map<string, Held>();
   const of = (id: string): Held => {
     let h = held.get(id);
-    if (!h) held.set(id, (h = { cached: [], leases: [], veths: [] }));
+    if (!h) held.set(id, (h = { cached: [], leases: [], veths: [], coil: [] }));
     return h;
   };
   for (const c of s.cached) of(c.containerId).cached.push(c);
   for (const l of s.leases) of(l.containerId).leases.push(l);
   for (const v of s.veths) of(v.containerId).veths.push(v);
+  for (const v of s.coil) of(v.containerId).coil.push(v);
   return held;
 }
 
@@ -56,6 +60,7 @@ function objectsOf(h: Held): string[] {
     ...h.cached.map((c) => `cache ${c.network}/${c.ifName}${c.ips.length ? ` ${c.ips.join(',')}` : ''}`),
     ...h.leases.map((l) => `lease ${l.network} ${l.ip}`),
     ...h.veths.map((v) => `veth ${v.name} (${v.network})`),
+    ...h.coil.map((v) => `coil ${v.name} ${v.ifName}${v.ips.length ? ` ${v.ips.join(',')}` : ''} (pool ${v.pool})`),
   ];
 }
 
@@ -65,6 +70,7 @@ function missingObjects(h: Held): string[] {
   for (const c of h.cached) {
     if (c.plugins.includes('veth') && !h.veths.some((v) => v.network === c.network))
       problems.push(`${c.network}/${c.ifName}: no host veth (the veth plugin's CHECK fails)`);
+    if (c.plugins.includes('coil')) problems.push(...coilProblems(c, h.coil));
     if (c.ipam.includes('host-local')) {
       for (const ip of c.ips)
         if (!h.leases.some((l) => l.network === c.network && l.ip === ip))
@@ -72,6 +78,15 @@ function missingObjects(h: Held): string[] {
     }
   }
   return problems;
+}
+
+/** A cached Coil attachment needs its host veth and, for each address, the pod table's route to it (Coil #370). */
+function coilProblems(c: CachedAttachment, coil: CoilVeth[]): string[] {
+  const v = coil.find((x) => x.ifName === c.ifName);
+  if (!v) return [`${c.network}/${c.ifName}: no Coil host veth (coil's CHECK fails)`];
+  return c.ips
+    .filter((ip) => !v.ips.includes(ip))
+    .map((ip) => `${c.network}/${c.ifName}: ${ip} has no route in Coil's table ${COIL_POD_TABLE} (nothing on the node reaches the pod)`);
 }
 
 /** Every sandbox has its own loopback (the runtime's cni-loopback network caches 127.0.0.1 and ::1 for each). */
@@ -87,6 +102,7 @@ function conflicts(s: NodeSources, ready: Set<string>): Map<string, string[]> {
   };
   for (const c of s.cached) for (const ip of c.ips) hold(ip, c.containerId);
   for (const l of s.leases) hold(l.ip, l.containerId);
+  for (const v of s.coil) for (const ip of v.ips) hold(ip, v.containerId);
   const byContainerId = new Map<string, string[]>();
   for (const [ip, ids] of holders) {
     if (ids.size < 2) continue;

@@ -4,11 +4,13 @@
  *   - the attachments libcni cached (`<cacheDir>/results/<network>-<containerID>-<ifname>`: the runtime's in
  *     /var/lib/cni, Multus's for each delegate in /var/lib/cni/multus);
  *   - host-local leases (`<dataDir>/<network>/<ip>`: the container ID, then the ifname);
- *   - host veths the veth plugin left (alias `cnikit-veth:<network>:<containerID>`).
+ *   - host veths the veth plugin left (alias `cnikit-veth:<network>:<containerID>`);
+ *   - Coil's pods: host veths with alias `COIL:<pool>:<containerID>:<ifname>`, and their /32 and /128 routes in
+ *     Coil's pod table (116 unless coild's --pod-table-id says otherwise), as coild itself recovers them.
  */
 import * as fs from 'node:fs';
 import * as path from 'node:path';
-import { hostNetns, link, type Netns } from '@cnikit/netlib';
+import { hostNetns, link, route, type Netns } from '@cnikit/netlib';
 import { GrpcError, GrpcStatus, protoFields, unaryCall } from '@cnikit/unary-grpc';
 import type { NodeSources } from './join';
 
@@ -48,6 +50,18 @@ export interface HostVeth {
   network: string;
   containerId: string;
 }
+
+export interface CoilVeth {
+  name: string;
+  pool: string;
+  containerId: string;
+  ifName: string;
+  /** Addresses routed to the veth in Coil's pod table. */
+  ips: string[];
+}
+
+/** Coil's pod routing table (coild --pod-table-id). */
+export const COIL_POD_TABLE = 116;
 
 const text = (v: number | Buffer): string => (Buffer.isBuffer(v) ? v.toString('utf8') : '');
 
@@ -199,6 +213,19 @@ export async function hostVeths(ns: Netns = hostNetns()): Promise<HostVeth[]> {
   return out;
 }
 
+/** Coil's host veths (alias `COIL:<pool>:<containerID>:<ifname>`), each with the addresses its pod table routes to it. */
+export async function coilVeths(ns: Netns = hostNetns(), table = COIL_POD_TABLE): Promise<CoilVeth[]> {
+  const links = (await link.list(ns)).flatMap((l) => {
+    const m = /^COIL:([^:]+):([^:]+):([^:]+)$/.exec(l.alias ?? '');
+    return m ? [{ index: l.index, veth: { name: l.name, pool: m[1]!, containerId: m[2]!, ifName: m[3]!, ips: [] as string[] } }] : [];
+  });
+  if (links.length === 0) return [];
+  const routes = await route.list(ns, { table });
+  for (const { index, veth } of links)
+    for (const r of routes) if (r.oif === index && /\/(32|128)$/.test(r.dst)) veth.ips.push(r.dst.split('/')[0]!);
+  return links.map((l) => l.veth);
+}
+
 export interface SourceOptions {
   criSocket: string;
   /** libcni cache dirs, the runtime's first (its DEL of Multus's network reaches the delegates cached after it). */
@@ -221,12 +248,13 @@ export async function readNode(o: SourceOptions): Promise<NodeRead> {
   const cache = readCache(o.cacheDirs);
   const leases = readHostLocalLeases(o.hostLocalDir);
   const veths = await hostVeths();
+  const coil = await coilVeths();
   const stored = await containerdSandboxes(o.criSocket);
   const sandboxes = await criSandboxes(o.criSocket);
   const listed = new Set(sandboxes.map((x) => x.id));
   sandboxes.push(...(stored ?? []).filter((x) => !listed.has(x.id)));
   return {
-    sources: { sandboxes, cached: cache.attachments, leases, veths },
+    sources: { sandboxes, cached: cache.attachments, leases, veths, coil },
     unreadable: cache.unreadable,
     seesCreating: stored !== undefined,
   };
