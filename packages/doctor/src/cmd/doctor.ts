@@ -5,6 +5,7 @@
  * networking holds on the node: exit 0 when every attachment is healthy, 1 when one is leaked, broken or
  * conflicting, 2 when a source cannot be read. `doctor node --gc [--apply]` reclaims what sandboxes the runtime
  * no longer knows left (node/gc.ts). `doctor pod NAMESPACE/NAME` says why a pod has no network (pod.ts).
+ * `doctor serve` exposes the node's pod networking as Prometheus metrics (serve.ts).
  */
 import { Command, Option } from 'commander';
 import { formatReports, hasErrors, lintConfDir, lintNads, type FileReport } from '../conf';
@@ -14,6 +15,7 @@ import { formatNode, joinNode } from '../node/join';
 import { readNode, type SourceOptions } from '../node/sources';
 import { diagnose, formatPod, networkStatus, podSandboxes } from '../pod';
 import { readPod } from '../pod-api';
+import { serve } from '../serve';
 
 interface ConfOptions {
   confDir: string;
@@ -159,6 +161,47 @@ program
   .option('--bin-dir <dirs>', 'the CNI bin dirs, colon-separated', '/opt/cni/bin')
   .addOption(outputOption())
   .action(explainPod);
+
+interface ServeCliOptions {
+  listen: string;
+  interval: string;
+  gc: boolean;
+  criSocket: string;
+  cacheDir: string;
+  hostLocalDir: string;
+  confDir: string;
+  binDir: string;
+}
+
+program
+  .command('serve')
+  .description(
+    "the node's pod networking as Prometheus metrics: attachments by state and plugin, leaked objects, STATUS, our plugins' call latencies; --gc reclaims leaks each round",
+  )
+  .option('--listen <host:port>', 'where /metrics, /healthz and /readyz are served', '0.0.0.0:9402')
+  .option('--interval <seconds>', 'seconds between rounds', '30')
+  .option('--gc', 'each round, reclaim what gone sandboxes left (doctor node --gc --apply)')
+  .option('--cri-socket <path>', "the runtime's CRI socket", '/run/containerd/containerd.sock')
+  .option('--cache-dir <dirs>', 'libcni cache dirs, colon-separated', '/var/lib/cni:/var/lib/cni/multus')
+  .option('--host-local-dir <dir>', "host-local's data dir", '/var/lib/cni/networks')
+  .option('--conf-dir <dir>', 'the CNI conf dir', '/etc/cni/net.d')
+  .option('--bin-dir <dirs>', 'the CNI bin dirs, colon-separated', '/opt/cni/bin')
+  .action(async (o: ServeCliOptions) => {
+    const at = o.listen.lastIndexOf(':');
+    const port = Number(o.listen.slice(at + 1));
+    const seconds = Number(o.interval);
+    if (at < 0 || !Number.isInteger(port) || !(seconds > 0))
+      program.error('doctor: serve: --listen host:port and --interval seconds > 0', { exitCode: 2 });
+    await serve({
+      ...sourceOptions(o),
+      confDir: o.confDir,
+      binDirs: o.binDir.split(':').filter(Boolean),
+      gc: !!o.gc,
+      host: o.listen.slice(0, at) || '0.0.0.0',
+      port,
+      intervalMs: seconds * 1000,
+    });
+  });
 
 program.parseAsync().catch((err: unknown) => {
   process.stderr.write(`doctor: ${(err as Error).message}\n`);

@@ -9,6 +9,7 @@
 import * as fs from 'node:fs';
 import { CniCode, CniError } from '../errors';
 import { trace } from '../log';
+import { recordCall } from './calls';
 import { type NetConf, decodeJson, validateNetConf } from './conf';
 import { type CniEnv, type EnvSource, parseCommand, parseEnv } from './env';
 import { type Result, convertResult } from './result';
@@ -53,6 +54,8 @@ export interface PluginOutput {
   stdout: string;
   stderr: string;
   exitCode: 0 | 1;
+  /** The config's `type` (the plugin as the runtime called it), once the config was read: the call log's key. */
+  type?: string;
 }
 
 /** The error object of the spec, printed on stdout with exit code 1. */
@@ -156,6 +159,7 @@ export async function runPlugin(handlers: PluginHandlers, opts: PluginOptions, i
   const reply = { version: highestVersion(versions) };
   const started = Date.now();
   let command: CniCommand | undefined;
+  let type: string | undefined;
   try {
     assertDeclaredVersions(versions);
     try {
@@ -169,15 +173,16 @@ export async function runPlugin(handlers: PluginHandlers, opts: PluginOptions, i
     }
     if (command === 'VERSION') return versionReply(io, versions, reply.version);
     const args = readArgs(io, versions, reply);
+    type = typeof args.conf.type === 'string' ? args.conf.type : undefined;
     assertVersionAllows(command, args.conf.cniVersion);
     trace('cni', 'dispatch', { command, containerId: args.containerId, ifName: args.ifName, cniVersion: args.conf.cniVersion });
     const stdout = await callHandler(command, handlers, args, opts.about);
     trace('cni', 'done', { command, containerId: args.containerId, ms: Date.now() - started });
-    return { stdout, stderr: '', exitCode: 0 };
+    return { stdout, stderr: '', exitCode: 0, type };
   } catch (err) {
     const obj = toErrorObject(err, reply.version);
     trace('cni', 'failed', { command, ms: Date.now() - started, ...obj, error: err });
-    return { stdout: render(obj), stderr: '', exitCode: 1 };
+    return { stdout: render(obj), stderr: '', exitCode: 1, type };
   }
 }
 
@@ -215,6 +220,8 @@ export function pluginMain(handlers: PluginHandlers, opts: PluginOptions): void 
     (out) => {
       writeFd(1, out.stdout);
       writeFd(2, out.stderr);
+      // after the answer is written: the runtime's wait ends at exit, the log line costs it one append
+      recordCall(out.type, process.env.CNI_COMMAND, out.exitCode === 0);
       process.exit(out.exitCode);
     },
     (err: unknown) => {

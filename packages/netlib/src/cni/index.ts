@@ -60,6 +60,7 @@ export {
   type RuntimeConfig,
   runtimeConfigOf,
 } from './capabilities';
+export { CALL_LOG_DIR, type CallRecord, recordCall, takeCalls } from './calls';
 export {
   type CmdArgs,
   type ErrorObject,
