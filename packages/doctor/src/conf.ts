@@ -213,18 +213,33 @@ export interface LintOptions {
   binDirs: string[];
 }
 
+const readConfig = (file: string): Parsed => parseConfig(fs.readFileSync(file, 'utf8'), path.extname(file) === '.conflist');
+
+// libcni skips a file that does not load (bad JSON, no name or version) and takes the next one
+const loads = (parsed: Parsed): boolean => !parsed.findings.some((f) => f.severity === 'error') && parsed.plugins.length > 0;
+
+/** The network the runtime uses (the first file that loads), read without asking any plugin. */
+export function usedNetwork(
+  confDir: string,
+): { file: string; name?: string; cniVersion?: string; plugins: Record<string, unknown>[] } | undefined {
+  for (const file of confFiles(confDir)) {
+    const parsed = readConfig(file);
+    if (loads(parsed))
+      return { file, name: parsed.name, cniVersion: parsed.cniVersion, plugins: parsed.plugins as Record<string, unknown>[] };
+  }
+  return undefined;
+}
+
 /** Every file of the conf dir the runtime considers, in its order, with its findings. */
 export async function lintConfDir(o: LintOptions): Promise<FileReport[]> {
   const reports: FileReport[] = [];
   let usedFound = false;
   const names = new Map<string, string>();
   for (const file of confFiles(o.confDir)) {
-    const parsed = parseConfig(fs.readFileSync(file, 'utf8'), path.extname(file) === '.conflist');
+    const parsed = readConfig(file);
     const report = await lintConfig(file, parsed, o.binDirs);
-    // libcni skips a file that does not load (bad JSON, no name or version) and takes the next one
-    const loads = !parsed.findings.some((f) => f.severity === 'error') && parsed.plugins.length > 0;
-    if (loads && !usedFound) report.used = usedFound = true;
-    else if (loads)
+    if (loads(parsed) && !usedFound) report.used = usedFound = true;
+    else if (loads(parsed))
       report.findings.push({
         severity: 'warning',
         msg: `not used: the runtime takes the first network by file name (${path.basename(reports.find((r) => r.used)!.file)})`,

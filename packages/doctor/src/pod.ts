@@ -10,9 +10,8 @@
  *     their attachments as `doctor node` judges them.
  * The verdict (diagnose) is pure: the first of these that explains the pod wins.
  */
-import * as fs from 'node:fs';
 import { CniError, compareVersions, execDelegate } from '@cnikit/netlib';
-import { lintConfDir } from './conf';
+import { usedNetwork } from './conf';
 import { joinNode, type NodeRow } from './node/join';
 import { readNode, type SourceOptions } from './node/sources';
 
@@ -99,14 +98,13 @@ const errorText = (err: unknown): string =>
 
 /** STATUS of each plugin of the network the runtime uses, with the plugin's conf as libcni builds it from the list. */
 export async function networkStatus(confDir: string, binDirs: string[]): Promise<NetworkStatus> {
-  const used = (await lintConfDir({ confDir, binDirs })).find((r) => r.used);
+  const used = usedNetwork(confDir);
   if (!used) return { plugins: [], note: `no network config the runtime can load in ${confDir}` };
   const base = { file: used.file, network: used.name, cniVersion: used.cniVersion };
   if (!used.cniVersion || compareVersions(used.cniVersion, '1.1.0') < 0)
     return { ...base, plugins: [], note: `cniVersion ${used.cniVersion}: no STATUS before 1.1.0` };
-  const raw = JSON.parse(fs.readFileSync(used.file, 'utf8')) as { plugins?: Record<string, unknown>[] } & Record<string, unknown>;
   const plugins: PluginStatus[] = [];
-  for (const p of raw.plugins ?? [raw]) {
+  for (const p of used.plugins) {
     const conf = { ...p, name: used.name, cniVersion: used.cniVersion };
     const type = String(p.type);
     try {

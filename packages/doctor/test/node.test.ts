@@ -6,7 +6,8 @@ import * as path from 'node:path';
 import { link } from '@cnikit/netlib';
 import { cleanupAll, newNs, sh } from '@cnikit/netlib-testing';
 import { joinNode, formatNode, type NodeSources } from '../src/node/join';
-import { coilVeths, hostVeths, readCache, readHostLocalLeases, type CachedAttachment, type Sandbox } from '../src/node/sources';
+import { healthyNode, sandbox } from './support';
+import { coilVeths, hostVeths, readCache, readHostLocalLeases, type CachedAttachment } from '../src/node/sources';
 
 let dir: string;
 beforeEach(() => {
@@ -42,7 +43,6 @@ const vethChain = {
   name: 'macvlan-veth',
   plugins: [{ type: 'macvlan', ipam: { type: 'host-local' } }, { type: 'veth' }],
 };
-const sandbox = (id: string, name: string, ready = true): Sandbox => ({ id, name, namespace: 'default', uid: `uid-${name}`, ready });
 
 test('readCache: cniCacheV1 entries of every cache dir, with the chain and IPAM types; other files listed as unreadable', () => {
   cacheEntry(dir, 'macvlan-veth', 'c1', 'net1', vethChain, ['10.9.0.5']);
@@ -82,24 +82,7 @@ test('hostVeths: links with the veth plugin alias, by network and container; oth
 });
 
 describe('joinNode', () => {
-  const healthy: NodeSources = {
-    sandboxes: [sandbox('c1', 'web')],
-    cached: [
-      {
-        file: 'f',
-        network: 'macvlan-veth',
-        containerId: 'c1',
-        ifName: 'net1',
-        plugins: ['macvlan', 'veth'],
-        ipam: ['host-local'],
-        ips: ['10.9.0.5'],
-        entry: {},
-      },
-    ],
-    leases: [{ network: 'macvlan-veth', ip: '10.9.0.5', containerId: 'c1', ifName: 'net1' }],
-    veths: [{ name: 'vethc1', network: 'macvlan-veth', containerId: 'c1' }],
-    coil: [],
-  };
+  const healthy: NodeSources = healthyNode();
 
   test('a ready sandbox holding every object its attachments imply is healthy', () => {
     const rows = joinNode(healthy);

@@ -6,6 +6,7 @@ import * as path from 'node:path';
 import { recordCall } from '@cnikit/netlib';
 import type { NodeSources } from '../src/node/join';
 import { NodeMetrics, round } from '../src/serve';
+import { healthyNode } from './support';
 
 let dir: string;
 beforeEach(() => {
@@ -16,26 +17,10 @@ afterEach(() => fs.rmSync(dir, { recursive: true, force: true }));
 const lines = async (m: NodeMetrics, name: string): Promise<string[]> =>
   (await m.registry.metrics()).split('\n').filter((l) => l.startsWith(name));
 
+// pod web's attachment, and a lease a gone container left
 const sources: NodeSources = {
-  sandboxes: [{ id: 'c1', namespace: 'default', name: 'web', uid: 'u', ready: true }],
-  cached: [
-    {
-      file: 'f',
-      network: 'macvlan-veth',
-      containerId: 'c1',
-      ifName: 'net1',
-      plugins: ['macvlan', 'veth'],
-      ipam: ['host-local'],
-      ips: ['10.9.0.5'],
-      entry: {},
-    },
-  ],
-  leases: [
-    { network: 'macvlan-veth', ip: '10.9.0.5', containerId: 'c1', ifName: 'net1' },
-    { network: 'macvlan-veth', ip: '10.9.0.6', containerId: 'gone', ifName: 'net1' },
-  ],
-  veths: [{ name: 'vethc1', network: 'macvlan-veth', containerId: 'c1' }],
-  coil: [],
+  ...healthyNode(),
+  leases: [...healthyNode().leases, { network: 'macvlan-veth', ip: '10.9.0.6', containerId: 'gone', ifName: 'net1' }],
 };
 
 test('observeNode: attachments by state (zeros included), by plugin of their chain, leaked objects by kind', async () => {

@@ -17,9 +17,18 @@ import { diagnose, formatPod, networkStatus, podSandboxes } from '../pod';
 import { readPod } from '../pod-api';
 import { serve } from '../serve';
 
-interface ConfOptions {
+/** The flags withNodeSources, withConfDir and withBinDir declare. */
+interface NodeSourceFlags {
+  criSocket: string;
+  cacheDir: string;
+  hostLocalDir: string;
+}
+interface DirFlags {
   confDir: string;
   binDir: string;
+}
+
+interface ConfOptions extends DirFlags {
   output: string;
   nads: boolean;
   kubeconfig?: string;
@@ -42,13 +51,25 @@ const program = new Command('doctor')
   .exitOverride((err) => process.exit(err.exitCode === 0 ? 0 : 2));
 const outputOption = (): Option => new Option('-o, --output <format>', 'table or json').choices(['table', 'json']).default('table');
 
-program
-  .command('conf')
+/** Where the node's state is read: the runtime's socket, libcni's caches, host-local's leases (node, pod, serve). */
+const withNodeSources = (c: Command): Command =>
+  c
+    .option(
+      '--cri-socket <path>',
+      "the runtime's CRI socket (containerd's: its sandbox store is read there too)",
+      '/run/containerd/containerd.sock',
+    )
+    .option('--cache-dir <dirs>', "libcni cache dirs, colon-separated (the runtime's, Multus's)", '/var/lib/cni:/var/lib/cni/multus')
+    .option('--host-local-dir <dir>', "host-local's data dir", '/var/lib/cni/networks');
+
+/** Where the runtime finds network configs and plugins (conf, pod, serve; node --gc needs the bin dirs only). */
+const withConfDir = (c: Command): Command => c.option('--conf-dir <dir>', 'the CNI conf dir', '/etc/cni/net.d');
+const withBinDir = (c: Command): Command => c.option('--bin-dir <dirs>', 'the CNI bin dirs, colon-separated', '/opt/cni/bin');
+
+withBinDir(withConfDir(program.command('conf')))
   .description(
     "lint the node's CNI network configs and Multus's NetworkAttachmentDefinitions: each plugin found and asked VERSION as the runtime asks it",
   )
-  .option('--conf-dir <dir>', 'the CNI conf dir', '/etc/cni/net.d')
-  .option('--bin-dir <dirs>', 'the CNI bin dirs, colon-separated', '/opt/cni/bin')
   .option('--kubeconfig <file>', 'read NetworkAttachmentDefinitions with this kubeconfig (default: $KUBECONFIG or in-cluster)')
   .option('--no-nads', 'do not read NetworkAttachmentDefinitions')
   .addOption(outputOption())
@@ -67,17 +88,13 @@ program
     process.exitCode = hasErrors(files) || nads.reports.some((r) => r.findings.some((f) => f.severity === 'error')) ? 1 : 0;
   });
 
-interface NodeOptions {
-  criSocket: string;
-  cacheDir: string;
-  hostLocalDir: string;
-  binDir: string;
+interface NodeOptions extends NodeSourceFlags, Pick<DirFlags, 'binDir'> {
   gc: boolean;
   apply: boolean;
   output: string;
 }
 
-function sourceOptions(o: Pick<NodeOptions, 'criSocket' | 'cacheDir' | 'hostLocalDir'>): SourceOptions {
+function sourceOptions(o: NodeSourceFlags): SourceOptions {
   return { criSocket: o.criSocket, cacheDirs: o.cacheDir.split(':').filter(Boolean), hostLocalDir: o.hostLocalDir };
 }
 
@@ -100,37 +117,23 @@ async function reclaimNode(o: NodeOptions): Promise<void> {
   process.exitCode = clean ? 0 : 1;
 }
 
-program
-  .command('node')
+withBinDir(withNodeSources(program.command('node')))
   .description(
     "join the runtime's sandboxes with the node's CNI result caches, host-local leases and host veths: each attachment healthy, leaked, broken or conflicting",
   )
-  .option(
-    '--cri-socket <path>',
-    "the runtime's CRI socket (containerd's: its sandbox store is read there too)",
-    '/run/containerd/containerd.sock',
-  )
-  .option('--cache-dir <dirs>', "libcni cache dirs, colon-separated (the runtime's, Multus's)", '/var/lib/cni:/var/lib/cni/multus')
-  .option('--host-local-dir <dir>', "host-local's data dir", '/var/lib/cni/networks')
   .option(
     '--gc',
     'reclaim what sandboxes the runtime no longer knows left: DEL of cached attachments, GC, host-local release (a dry run without --apply)',
   )
   .option('--apply', 'with --gc: do it')
-  .option('--bin-dir <dirs>', 'with --gc: the CNI bin dirs, colon-separated', '/opt/cni/bin')
   .addOption(outputOption())
   .action(async (o: NodeOptions) => {
     if (o.apply && !o.gc) program.error('doctor: --apply goes with --gc', { exitCode: 2 });
     await (o.gc ? reclaimNode(o) : reportNode(o));
   });
 
-interface PodOptions {
+interface PodOptions extends NodeSourceFlags, DirFlags {
   kubeconfig?: string;
-  criSocket: string;
-  cacheDir: string;
-  hostLocalDir: string;
-  confDir: string;
-  binDir: string;
   output: string;
 }
 
@@ -149,43 +152,26 @@ async function explainPod(ref: string, o: PodOptions): Promise<void> {
   process.exitCode = d.ok ? 0 : 1;
 }
 
-program
-  .command('pod')
+withBinDir(withConfDir(withNodeSources(program.command('pod'))))
   .argument('<pod>', 'NAMESPACE/NAME (or NAME in default)')
   .description("why a pod has no network, in one line, with the evidence: its events, STATUS of the node's network, its sandboxes here")
   .option('--kubeconfig <file>', 'the API server (default: $KUBECONFIG or in-cluster)')
-  .option('--cri-socket <path>', "the runtime's CRI socket", '/run/containerd/containerd.sock')
-  .option('--cache-dir <dirs>', 'libcni cache dirs, colon-separated', '/var/lib/cni:/var/lib/cni/multus')
-  .option('--host-local-dir <dir>', "host-local's data dir", '/var/lib/cni/networks')
-  .option('--conf-dir <dir>', 'the CNI conf dir', '/etc/cni/net.d')
-  .option('--bin-dir <dirs>', 'the CNI bin dirs, colon-separated', '/opt/cni/bin')
   .addOption(outputOption())
   .action(explainPod);
 
-interface ServeCliOptions {
+interface ServeCliOptions extends NodeSourceFlags, DirFlags {
   listen: string;
   interval: string;
   gc: boolean;
-  criSocket: string;
-  cacheDir: string;
-  hostLocalDir: string;
-  confDir: string;
-  binDir: string;
 }
 
-program
-  .command('serve')
+withBinDir(withConfDir(withNodeSources(program.command('serve'))))
   .description(
     "the node's pod networking as Prometheus metrics: attachments by state and plugin, leaked objects, STATUS, our plugins' call latencies; --gc reclaims leaks each round",
   )
   .option('--listen <host:port>', 'where /metrics, /healthz and /readyz are served', '0.0.0.0:9402')
   .option('--interval <seconds>', 'seconds between rounds', '30')
   .option('--gc', 'each round, reclaim what gone sandboxes left (doctor node --gc --apply)')
-  .option('--cri-socket <path>', "the runtime's CRI socket", '/run/containerd/containerd.sock')
-  .option('--cache-dir <dirs>', 'libcni cache dirs, colon-separated', '/var/lib/cni:/var/lib/cni/multus')
-  .option('--host-local-dir <dir>', "host-local's data dir", '/var/lib/cni/networks')
-  .option('--conf-dir <dir>', 'the CNI conf dir', '/etc/cni/net.d')
-  .option('--bin-dir <dirs>', 'the CNI bin dirs, colon-separated', '/opt/cni/bin')
   .action(async (o: ServeCliOptions) => {
     const at = o.listen.lastIndexOf(':');
     const port = Number(o.listen.slice(at + 1));
