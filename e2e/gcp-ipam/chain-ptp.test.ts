@@ -114,6 +114,7 @@ describeGcp('gcp-ipam under ptp via cnitool, real API server, fake GCE', () => {
     dirs?.remove();
     await fake?.stop();
     if (info) await stopCluster(info);
+    if (stateDir) fs.rmSync(stateDir, { recursive: true, force: true });
   });
 
   const conflist = () => ({

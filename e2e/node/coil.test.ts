@@ -17,7 +17,6 @@ import {
   eventually,
   k,
   kubectl,
-  nodeNetState,
   nodePrerequisites,
   ping,
   multusImage,
@@ -30,40 +29,23 @@ import {
   type NodeEnv,
   type PodInfo,
 } from './lib';
+import {
+  cniCalls,
+  containerPid,
+  deleteApp,
+  deploymentYaml,
+  DOCTOR,
+  exchangeRoutes,
+  inPool,
+  installCoil,
+  NodeSnapshots,
+  runningApp,
+} from './coil-lib';
 
-const CONFIG = path.join(REPO_ROOT, 'packages', 'coil', 'config');
 const META_CONFIG = path.join(REPO_ROOT, 'packages', 'meta', 'config');
 const MULTUS_SRC = process.env.CNIKIT_MULTUS_SRC ?? path.join(REPO_ROOT, '..', 'shared', 'third_party', 'multus-cni');
-const POOL = '10.100.0.0/16';
 let env: NodeEnv | undefined;
 const e = (): NodeEnv => env!;
-
-const poolYaml = JSON.stringify({
-  apiVersion: 'coil.cybozu.com/v2',
-  kind: 'AddressPool',
-  metadata: { name: 'default' },
-  spec: { blockSizeBits: 5, subnets: [{ ipv4: POOL }] },
-});
-
-function deploymentYaml(name: string, replicas: number, node?: string): string {
-  return JSON.stringify({
-    apiVersion: 'apps/v1',
-    kind: 'Deployment',
-    metadata: { name, namespace: 'default' },
-    spec: {
-      replicas,
-      selector: { matchLabels: { app: name } },
-      template: {
-        metadata: { labels: { app: name } },
-        spec: {
-          ...(node ? { nodeSelector: { 'kubernetes.io/hostname': node } } : {}),
-          terminationGracePeriodSeconds: 1,
-          containers: [TEST_CONTAINER],
-        },
-      },
-    },
-  });
-}
 
 function multiPodYaml(name: string, network: string): string {
   return JSON.stringify({
@@ -101,88 +83,9 @@ async function installMultus(env: NodeEnv): Promise<void> {
   }
 }
 
-/** Deletes a Deployment and waits until its pods are gone (kubectl's --wait covers only the Deployment itself). */
-async function deleteApp(app: string): Promise<void> {
-  await k(e(), ['delete', 'deployment', app, '--wait=true']);
-  await eventually(`no ${app} pod left`, async () => (await podsIn(e(), 'default', `app=${app}`)).length === 0);
-}
-
 /** kubectl patch of coild's DaemonSet (to take it off a node and back). */
 async function patchCoild(type: 'merge' | 'json', patch: string): Promise<void> {
   await k(e(), ['-n', 'kube-system', 'patch', 'ds', 'coild', '--type', type, '-p', patch]);
-}
-
-/** What BIRD does on a real network: each node learns the others' blocks (table 119) via their address. */
-function exchangeRoutes(nodes: LabNode[]): void {
-  for (const from of nodes) {
-    const routes = nodeRun(from, ['ip', '-j', 'route', 'show', 'table', '119']);
-    for (const r of JSON.parse(routes || '[]') as { dst: string }[]) {
-      for (const to of nodes) if (to !== from) nodeRun(to, ['ip', 'route', 'replace', r.dst, 'via', from.ip, 'proto', '186']);
-    }
-  }
-}
-
-/** The host pid of a running container of a node (through the node's CRI, as crictl shows it). */
-function containerPid(node: LabNode, name: string): number {
-  const [id] = crictl(e().lab, node, ['ps', '--name', `^${name}$`, '-q'])
-    .trim()
-    .split('\n');
-  if (!id) throw new Error(`no running ${name} container on ${node.name}`);
-  return (JSON.parse(crictl(e().lab, node, ['inspect', '-o', 'json', id])) as { info: { pid: number } }).info.pid;
-}
-
-interface CniCall {
-  pid: number;
-  env: Record<string, string>;
-  /** CNI_ARGS split into its key=value pairs. */
-  args: Record<string, string>;
-}
-
-/** CNI plugin processes running now on any node, read from /proc (the environment the runtime gave them). */
-function cniCalls(): CniCall[] {
-  const calls: CniCall[] = [];
-  for (const entry of fs.readdirSync('/proc')) {
-    if (!/^\d+$/.test(entry)) continue;
-    let raw: string;
-    try {
-      raw = fs.readFileSync(`/proc/${entry}/environ`, 'utf8');
-    } catch {
-      continue; // gone, or a kernel thread
-    }
-    const env = Object.fromEntries(
-      raw
-        .split('\0')
-        .filter((kv) => kv.includes('='))
-        .map((kv) => [kv.slice(0, kv.indexOf('=')), kv.slice(kv.indexOf('=') + 1)]),
-    );
-    if (!env.CNI_COMMAND) continue;
-    const args = Object.fromEntries(
-      (env.CNI_ARGS ?? '')
-        .split(';')
-        .filter(Boolean)
-        .map((kv) => kv.split('=', 2) as [string, string]),
-    );
-    calls.push({ pid: Number(entry), env, args });
-  }
-  return calls;
-}
-
-/** The image's own doctor, as cni-install left it in the node's bin dir (what `kubectl exec` into coild would run). */
-const DOCTOR = ['/opt/cni/bin/cnikit-coil', 'doctor'];
-
-const inPool = (ip: string): boolean => /^10\.100\.\d+\.\d+$/.test(ip);
-
-async function runningApp(app: string, count: number): Promise<PodInfo[]> {
-  return eventually(
-    `${count} pods of ${app} Running with an address`,
-    async () => {
-      const list = await podsIn(e(), 'default', `app=${app}`);
-      const running = list.filter((p) => p.phase === 'Running' && p.ip);
-      if (running.length === count) return running;
-      throw new Error(`${running.length}/${count} running: ${list.map((p) => `${p.name} ${p.phase} ${p.node} ${p.ip}`).join('; ')}`);
-    },
-    240_000,
-  );
 }
 
 const missingMultus = fs.existsSync(path.join(MULTUS_SRC, 'go.mod')) ? [] : [`the Multus source at ${MULTUS_SRC} (CNIKIT_MULTUS_SRC)`];
@@ -211,71 +114,24 @@ describeNodes(
     });
 
     test('kubectl apply of the manifests: coild on every node, the nodes turn Ready', async () => {
-      await k(e(), ['apply', '-f', path.join(CONFIG, 'crds.yaml')]);
-      await k(e(), ['wait', '--for=condition=Established', 'crd/addresspools.coil.cybozu.com', '--timeout=60s']);
-      await k(e(), ['apply', '-f', path.join(CONFIG, 'rbac.yaml'), '-f', path.join(CONFIG, 'deploy.yaml')]);
-      await k(e(), ['apply', '-f', '-'], poolYaml);
+      await installCoil(e());
       for (const node of e().lab.nodes) {
-        await eventually(`${node.name} Ready`, async () => (await readyCondition(e(), node.name))?.status === 'True', 240_000);
         // the install step left the plugin (a link to the image's one executable) and the conflist, nothing else
         expect(nodeRun(node, ['ls', '-A', '/opt/cni/bin']).split('\n').filter(Boolean).sort()).toEqual(['cnikit-coil', 'coil', 'loopback']);
         expect(nodeRun(node, ['ls', '-A', '/etc/cni/net.d']).trim()).toBe('10-coil.conflist');
       }
       const coild = await podsIn(e(), 'kube-system', 'app.kubernetes.io/name=coild');
       expect(coild.map((p) => p.node).sort()).toEqual(['kl-a', 'kl-b']);
-      await k(e(), ['-n', 'kube-system', 'rollout', 'status', 'deployment/coil-ipam-controller', '--timeout=180s']);
     });
 
-    /** Links and pod routes of each node before a test's pods (Coil's own pods, e.g. coil-egress-controller, have some). */
-    const before = new Map<string, { links: string[]; podRoutes: string; rules: string }>();
-    // Coil's table 116 exists only while the node has a pod: the scheduler may put both of Coil's own pods on one node
-    const podRoutes = (node: LabNode): string => nodeRun(node, ['sh', '-c', 'ip route show table 116 2>/dev/null || true']);
-    const snapshot = (): void => {
-      for (const node of e().lab.nodes)
-        before.set(node.name, {
-          links: nodeNetState(node).links,
-          podRoutes: podRoutes(node),
-          rules: nodeRun(node, ['ip', 'rule']),
-        });
-    };
-    type DoctorRow = { containerId: string; pod?: string; sandbox: string; state: string; objects: string[] };
-    /**
-     * Host links and addresses of the pods the node runs now, as doctor node sees them: a pod started after the
-     * snapshot (one of Coil's own, re-created) holds them, so they are not a leak.
-     */
-    const liveOn = (node: LabNode): { links: Set<string>; ips: Set<string>; rows: DoctorRow[] } => {
-      const r = nodeTryRun(node, [...DOCTOR, 'node', '-o', 'json', '--cri-socket', node.containerdSocket]);
-      const rows = r.stdout ? (JSON.parse(r.stdout) as { attachments: DoctorRow[] }).attachments : [];
-      const links = new Set<string>();
-      const ips = new Set<string>();
-      for (const row of rows.filter((x) => x.sandbox === 'ready'))
-        for (const [kind, name, , held] of row.objects.map((o) => o.split(' '))) {
-          if (kind === 'veth' || kind === 'coil') links.add(name!);
-          if (kind === 'coil' && /^\d/.test(held ?? '')) for (const ip of held!.split(',')) ips.add(ip);
-        }
-      return { links, ips, rows };
-    };
-    /** Waits until a node has no link the snapshot did not have, then checks no pod route or rule is left either. */
-    const backToSnapshot = async (node: LabNode): Promise<void> => {
-      const was = before.get(node.name)!;
-      await eventually(`no new link on ${node.name}`, async () => {
-        const live = liveOn(node);
-        const extra = nodeNetState(node).links.filter((l) => !was.links.includes(l) && !live.links.has(l));
-        if (extra.length === 0) return true;
-        const owners = live.rows.filter((r) => r.objects.some((o) => extra.some((x) => o.includes(x))));
-        throw new Error(`${extra.join(' ')} (doctor node: ${JSON.stringify(owners)})`);
-      });
-      const lines = (t: string): string[] => t.split('\n').filter(Boolean);
-      const live = liveOn(node);
-      const wasRoutes = lines(was.podRoutes);
-      expect(lines(podRoutes(node)).filter((l) => !wasRoutes.includes(l) && !live.ips.has(l.split(' ')[0]!))).toEqual([]);
-      expect(nodeRun(node, ['ip', 'rule'])).toBe(was.rules);
-    };
+    const snapshots = new NodeSnapshots();
+    const snapshot = (): void => snapshots.take(e().lab.nodes);
+    const backToSnapshot = (node: LabNode): Promise<void> => snapshots.backTo(node);
 
     test('30 pods get distinct Coil addresses and ping each other on one node and across nodes', async () => {
       snapshot();
       await k(e(), ['apply', '-f', '-'], deploymentYaml('web', 30));
-      const pods = await runningApp('web', 30);
+      const pods = await runningApp(e(), 'web', 30);
       expect(pods.every((p) => inPool(p.ip))).toBe(true);
       expect(new Set(pods.map((p) => p.ip)).size).toBe(30);
       const on = (n: string): PodInfo[] => pods.filter((p) => p.node === n);
@@ -295,7 +151,7 @@ describeNodes(
     });
 
     test('deleting the pods returns every address and leaves no pod link, route or rule on the nodes', async () => {
-      await deleteApp('web');
+      await deleteApp(e(), 'web');
       for (const node of e().lab.nodes) await backToSnapshot(node);
     });
 
@@ -312,7 +168,7 @@ describeNodes(
       snapshot();
       await k(e(), ['apply', '-f', path.join(META_CONFIG, 'nads.yaml')]);
       await k(e(), ['apply', '-f', '-'], multiPodYaml('mv', 'macvlan-veth'));
-      await runningApp('multi', 1);
+      await runningApp(e(), 'multi', 1);
       const ifaces = await k(e(), ['exec', 'mv', '--', 'ip', '-o', 'addr']);
       expect(ifaces).toMatch(/eth0\s+inet 10\.100\./);
       expect(ifaces).toMatch(/net1\s+inet 198\.51\.100\.1[0-4]\d\//);
@@ -332,7 +188,7 @@ describeNodes(
 
     test('macvlan + router behind Multus: east-west and Services via eth0 (Coil), the rest via net1', async () => {
       await k(e(), ['apply', '-f', '-'], multiPodYaml('mr', 'macvlan-router'));
-      await runningApp('multi', 2);
+      await runningApp(e(), 'multi', 2);
       expect(await k(e(), ['exec', 'mr', '--', 'ip', 'route', 'get', '10.100.200.1'])).toMatch(/dev eth0/);
       expect(await k(e(), ['exec', 'mr', '--', 'ip', 'route', 'get', '10.0.0.1'])).toMatch(/dev eth0/);
       expect(await k(e(), ['exec', 'mr', '--', 'ip', 'route', 'get', '203.0.113.1'])).toMatch(/dev net1/);
@@ -488,7 +344,7 @@ describeNodes(
         expect(applied.ok).toBe(true);
         expect(rows().find((r) => r.containerId === creating.containerId)?.objects).toEqual(creating.objects);
         nodeRun(node, ['touch', gate]);
-        await runningApp('multi', 3);
+        await runningApp(e(), 'multi', 3);
         expect(doctor(['--gc', '--apply'])).toMatchObject({ ok: true, out: { steps: [] } });
         // nothing of the runtime's pods was touched: the same rows as before, plus mg's, all healthy; mg reaches its node
         const after = rows();
@@ -551,7 +407,7 @@ describeNodes(
       try {
         await eventually('the first round served', async () => has(metrics(), 'cnikit_attachments{state="healthy"}'));
         await k(e(), ['apply', '-f', '-'], multiPodYaml('mm', 'macvlan-veth'));
-        await runningApp('multi', 3);
+        await runningApp(e(), 'multi', 3);
         await k(e(), ['delete', 'pod', 'mm', '--wait=true']);
         const t = await eventually("veth's and coil's ADD and DEL counted", async () => {
           const text = metrics();
@@ -664,15 +520,15 @@ describeNodes(
       expect(why.stdout).toMatch(/\n {2}status: multus-cni-network\/multus: FAILED code \d+: .*coild/);
       await patchCoild('json', '[{"op":"remove","path":"/spec/template/spec/nodeSelector"}]');
       await eventually('kl-b Ready', async () => (await readyCondition(e(), 'kl-b'))?.status === 'True', 240_000);
-      const [running] = await runningApp('late', 1);
+      const [running] = await runningApp(e(), 'late', 1);
       expect(inPool(running!.ip)).toBe(true);
-      await deleteApp('late');
+      await deleteApp(e(), 'late');
     });
 
     test('a pod deleted while its ADD waits on a stalled coild: the ADD carries the pod in CNI_ARGS, and nothing leaks', async () => {
       const node = e().lab.nodes[1]!;
       snapshot();
-      const coild = containerPid(node, 'coild');
+      const coild = containerPid(e(), node, 'coild');
       process.kill(coild, 'SIGSTOP');
       try {
         await k(e(), ['apply', '-f', '-'], podYaml('brief', node.name));
@@ -704,7 +560,7 @@ describeNodes(
       const node = e().lab.nodes[1]!;
       snapshot();
       await k(e(), ['apply', '-f', '-'], deploymentYaml('solo', 1, node.name));
-      const [pod] = await runningApp('solo', 1);
+      const [pod] = await runningApp(e(), 'solo', 1);
       const sandboxes = (): { id: string; state: string }[] =>
         (JSON.parse(crictl(e().lab, node, ['pods', '--name', pod!.name, '-o', 'json'])) as { items: { id: string; state: string }[] })
           .items;
@@ -720,24 +576,24 @@ describeNodes(
       expect(inPool(freshIp)).toBe(true);
       // the pod's status follows the new sandbox once kubelet's next sync reports it
       const again = await eventually("the pod's status showing the new sandbox's address", async () =>
-        (await runningApp('solo', 1)).find((p) => p.ip === freshIp),
+        (await runningApp(e(), 'solo', 1)).find((p) => p.ip === freshIp),
       );
       expect(again.name).toBe(pod!.name);
       // one attachment on the node: the new sandbox's (the dead one's host veth and route are gone)
       await eventually('exactly one new link on the node', async () => {
-        const extra = nodeNetState(node).links.filter((l) => !before.get(node.name)!.links.includes(l));
+        const extra = snapshots.newLinks(node);
         if (extra.length === 1) return true;
         throw new Error(extra.join(' ') || 'none');
       });
       expect(nodeRun(node, ['ip', 'route', 'show', 'table', '116']).trim().split('\n')).toContainEqual(expect.stringContaining(again.ip));
-      await deleteApp('solo');
+      await deleteApp(e(), 'solo');
       await backToSnapshot(node);
     });
 
     test('containerd and kubelet restarted: running pods keep their sandboxes and addresses, and still talk', async () => {
       const node = e().lab.nodes[1]!;
       await k(e(), ['apply', '-f', '-'], deploymentYaml('keep', 2, node.name));
-      const pods = await runningApp('keep', 2);
+      const pods = await runningApp(e(), 'keep', 2);
       const uids = async (): Promise<string> => k(e(), ['get', 'pods', '-l', 'app=keep', '-o', 'jsonpath={.items[*].metadata.uid}']);
       const uidsBefore = await uids();
       await restartInNode(e().lab, node, 'containerd');
@@ -753,7 +609,7 @@ describeNodes(
         240_000,
       );
       // kubelet serves exec again once it is back (the Ready condition may still be the one from before the restart)
-      const after = await runningApp('keep', 2);
+      const after = await runningApp(e(), 'keep', 2);
       const r = await eventually('ping between the pods through the restarted kubelet', async () => {
         const res = await ping(e(), after[0]!, after[1]!.ip);
         if (res.code === 0) return res;
@@ -765,7 +621,7 @@ describeNodes(
       expect(await k(e(), ['get', 'pods', '-l', 'app=keep', '-o', 'jsonpath={.items[*].status.containerStatuses[0].restartCount}'])).toBe(
         '0 0',
       );
-      await deleteApp('keep');
+      await deleteApp(e(), 'keep');
     });
 
     test('down leaves nothing on the host', async () => {

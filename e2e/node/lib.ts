@@ -106,7 +106,7 @@ export async function k(env: NodeEnv, args: string[], input?: string): Promise<s
 
 /** The fields of kubectl's JSON the node tests read. */
 export interface KObject {
-  metadata: { name: string; annotations?: Record<string, string> };
+  metadata: { name: string; annotations?: Record<string, string>; deletionTimestamp?: string };
   spec?: { nodeName?: string };
   status?: {
     phase?: string;

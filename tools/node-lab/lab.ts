@@ -324,18 +324,28 @@ export function startInNode(lab: Lab, node: LabNode, name: string, argv: string[
   return pid;
 }
 
+/** Stops a node daemon the lab started (SIGTERM, as an init system would; SIGKILL after 30 s). */
+export async function stopInNode(lab: Lab, node: LabNode, name: string): Promise<void> {
+  if (!node.commands?.[name]) throw new Error(`nodes: ${name} of ${node.name} was not started by the lab`);
+  await stopPid(node.pids[name], lab.dir, 30_000);
+}
+
 /**
- * Stops a node daemon (SIGTERM, as an init system would) and starts it again with the same command line; a
- * containerd is waited for until it serves, as systemd orders kubelet after containerd (a kubelet that finds no
- * CRI socket exits).
+ * Starts a stopped node daemon again with the same command line; a containerd is waited for until it serves,
+ * as systemd orders kubelet after containerd (a kubelet that finds no CRI socket exits).
  */
-export async function restartInNode(lab: Lab, node: LabNode, name: string): Promise<number> {
+export async function startAgainInNode(lab: Lab, node: LabNode, name: string): Promise<number> {
   const cmd = node.commands?.[name];
   if (!cmd) throw new Error(`nodes: ${name} of ${node.name} was not started by the lab`);
-  await stopPid(node.pids[name], lab.dir, 30_000);
   const pid = startInNode(lab, node, name, cmd.argv, cmd.env);
   if (name === 'containerd') await containerdServing(lab, node);
   return pid;
+}
+
+/** Stops a node daemon and starts it again with the same command line (systemctl restart). */
+export async function restartInNode(lab: Lab, node: LabNode, name: string): Promise<number> {
+  await stopInNode(lab, node, name);
+  return startAgainInNode(lab, node, name);
 }
 
 /** Starts `argv` detached in the host namespaces, recorded so that downNodes stops it. */

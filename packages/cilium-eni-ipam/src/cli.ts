@@ -4,7 +4,7 @@
  */
 import * as os from 'node:os';
 import { Command, CommanderError, InvalidArgumentError } from 'commander';
-import { HealthServer, connect, installCrd, traceLogger } from '@cnikit/kube';
+import { HealthServer, connect, installCrd, leaderIdentity, traceLogger } from '@cnikit/kube';
 import { Agent, type InstanceData } from './agent';
 import { ciliumNodeCrd } from './crd';
 import { SdkEc2 } from './ec2';
@@ -180,7 +180,7 @@ export function operatorMain(argv: string[]): Promise<void> {
       excessDelayMs: o.excessDelayMs,
       gcIntervalMs: o.gcIntervalMs,
       namespace: o.leaderElectionNamespace,
-      identity: `${os.hostname()}-${process.pid}`,
+      identity: leaderIdentity(),
       logger: log,
     });
     const server = await new HealthServer({ host: o.metrics.host, port: o.metrics.port, registry: operator.metrics.registry }).listen();

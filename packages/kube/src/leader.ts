@@ -15,6 +15,8 @@
  *
  * Defaults are client-go's / controller-runtime's: lease 15 s, renew deadline 10 s, retry period 2 s.
  */
+import { randomUUID } from 'node:crypto';
+import { hostname } from 'node:os';
 import { performance } from 'node:perf_hooks';
 import { ResourceClient } from './client';
 import { KubeConfigError, isAlreadyExists, isConflict, isNotFound } from './errors';
@@ -24,12 +26,19 @@ import { Leases, type Lease } from './resource';
 import { sleep } from './retry';
 import type { KubeTransport } from './transport';
 
+/**
+ * A candidate's identity as client-go's users make it: the hostname and a random UUID. Hostname and pid are not
+ * unique: a container's process is pid 1, and host-network replicas on one node share its hostname, so two
+ * replicas would both hold the Lease (seen: Coil's controller carving two blocks for one BlockRequest).
+ */
+export const leaderIdentity = (): string => `${hostname()}_${randomUUID()}`;
+
 export interface LeaderElectionOptions {
   transport: KubeTransport;
   namespace: string;
   /** Lease name. */
   name: string;
-  /** This candidate's identity (unique per process: e.g. hostname + pid). */
+  /** This candidate's identity, unique per process: leaderIdentity(). */
   identity: string;
   leaseDurationMs?: number;
   renewDeadlineMs?: number;

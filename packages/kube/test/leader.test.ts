@@ -7,7 +7,7 @@ import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
 import { build } from 'esbuild';
-import { LeaderElector, Leases, ResourceClient, microTime, type KubeTransport } from '@cnikit/kube';
+import { LeaderElector, Leases, ResourceClient, leaderIdentity, microTime, type KubeTransport } from '@cnikit/kube';
 import { TcpProxy, transportFor, uniqueName } from '@cnikit/kube-testing';
 import { cluster, eventually } from './support';
 
@@ -205,4 +205,10 @@ test('configuration is checked like client-go does', () => {
     () => new LeaderElector({ transport, namespace: 'default', name: 'x', identity: 'i', renewDeadlineMs: 2000, retryPeriodMs: 2000 }),
   ).toThrow(/renewDeadline .* must exceed retryPeriod/);
   expect(microTime(new Date('2026-01-02T03:04:05.678Z'))).toBe('2026-01-02T03:04:05.678000Z');
+});
+
+test('identities are unique per process even where hostname and pid are not (host-network replicas, pid 1 in containers)', () => {
+  const [a, b] = [leaderIdentity(), leaderIdentity()];
+  expect(a).not.toBe(b);
+  expect(a).toMatch(new RegExp(`^${os.hostname().replace(/[.]/g, '\\.')}_[0-9a-f-]{36}$`));
 });

@@ -508,6 +508,19 @@ export async function stopPid(pid: number | undefined, owner: string, graceMs = 
   while (isAlive(pid) && Date.now() < deadline + 5000) await sleep(20);
 }
 
+/**
+ * Restarts the API server the way an upgrade or a crash-looping static pod does: SIGTERM, then the same command
+ * line on the same port; every client's watch breaks and has to come back. Waits until it is ready again.
+ */
+export async function restartApiServer(info: ClusterInfo, readyTimeoutMs = 60_000): Promise<void> {
+  const argv = fs.readFileSync(`/proc/${info.pids.apiserver}/cmdline`, 'utf8').split('\0').filter(Boolean);
+  await stopPid(info.pids.apiserver, info.stateDir, 10_000);
+  info.pids.apiserver = startProcess(info.stateDir, 'apiserver', argv[0]!, argv.slice(1));
+  fs.writeFileSync(path.join(info.stateDir, 'state.json'), JSON.stringify(info, null, 2));
+  const dead = (): string | undefined => deadProcess(info.stateDir, info.pids);
+  await waitForApiServer(info.server, path.join(info.stateDir, 'pki'), Date.now() + readyTimeoutMs, dead);
+}
+
 /** Stops the processes recorded in stateDir (controller manager, API server, then etcd) and removes the state. */
 export async function stopCluster(target: string | ClusterInfo = defaultStateDir(), opts: { keepState?: boolean } = {}): Promise<boolean> {
   const stateDir = typeof target === 'string' ? path.resolve(target) : target.stateDir;

@@ -5,8 +5,7 @@
  * leaders never write the same objects; stop() releases the lease so a standby takes over within about
  * one retry period.
  */
-import { hostname } from 'node:os';
-import { LeaderElector, leaderElectionHealthy, type KubeMetrics, type KubeTransport } from '@cnikit/kube';
+import { LeaderElector, leaderElectionHealthy, leaderIdentity, type KubeMetrics, type KubeTransport } from '@cnikit/kube';
 import type { Registry } from 'prom-client';
 import { serveEndpoints, shutdownOnSignal } from '../program';
 import type { IpamController } from './ipam-controller';
@@ -118,7 +117,7 @@ export async function serveLeaderElected(o: ServeOptions): Promise<void> {
     transport: o.transport,
     namespace: o.leaderElectionNamespace,
     name: o.leaderElectionId,
-    identity: `${hostname()}_${process.pid}`,
+    identity: leaderIdentity(),
     metrics: o.kubeMetrics,
     onLost: () => fatal('lost leadership'),
     onStartFailed: (err) => fatal(`start failed: ${(err as Error).message}`),

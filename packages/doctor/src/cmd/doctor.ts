@@ -5,9 +5,12 @@
  * networking holds on the node: exit 0 when every attachment is healthy, 1 when one is leaked, broken or
  * conflicting, 2 when a source cannot be read. `doctor node --gc [--apply]` reclaims what sandboxes the runtime
  * no longer knows left (node/gc.ts). `doctor pod NAMESPACE/NAME` says why a pod has no network (pod.ts).
- * `doctor serve` exposes the node's pod networking as Prometheus metrics (serve.ts).
+ * `doctor serve` exposes the node's pod networking as Prometheus metrics (serve.ts). `doctor cluster` reads what
+ * no node sees alone: Coil's blocks whose node is gone, address conflicts between live pods (cluster.ts).
  */
 import { Command, Option } from 'commander';
+import { clusterHealthy, formatCluster, judgeCluster } from '../cluster';
+import { deleteBlocks, readCluster } from '../cluster-api';
 import { formatReports, hasErrors, lintConfDir, lintNads, type FileReport } from '../conf';
 import { listNads } from '../nads';
 import { formatGc, gcNode } from '../node/gc';
@@ -158,6 +161,54 @@ withBinDir(withConfDir(withNodeSources(program.command('pod'))))
   .option('--kubeconfig <file>', 'the API server (default: $KUBECONFIG or in-cluster)')
   .addOption(outputOption())
   .action(explainPod);
+
+interface ClusterOptions {
+  kubeconfig?: string;
+  gc: boolean;
+  apply: boolean;
+  output: string;
+}
+
+/**
+ * Exit 0 when no block is leaked and no address conflicts, 1 otherwise; with --gc --apply, 0 when every leaked
+ * block went and nothing is left.
+ */
+async function explainCluster(o: ClusterOptions): Promise<void> {
+  if (o.apply && !o.gc) program.error('doctor: --apply goes with --gc', { exitCode: 2 });
+  const apply = !!o.apply;
+  const report = judgeCluster(await readCluster(o.kubeconfig));
+  if (!o.gc) {
+    process.stdout.write(o.output === 'json' ? `${JSON.stringify(report, null, 2)}\n` : formatCluster(report));
+    process.exitCode = clusterHealthy(report) ? 0 : 1;
+    return;
+  }
+  const steps = apply
+    ? await deleteBlocks(
+        report.leakedBlocks.map((b) => b.name),
+        o.kubeconfig,
+      )
+    : [];
+  const after = apply ? judgeCluster(await readCluster(o.kubeconfig)) : undefined;
+  const plan = report.leakedBlocks.map((b) => `delete block ${b.name} (node ${b.node} is gone)`);
+  if (o.output === 'json') process.stdout.write(`${JSON.stringify({ applied: apply, before: report, steps, after }, null, 2)}\n`);
+  else {
+    const done = (i: number): string => (apply ? (steps[i]!.ok ? ' ok' : ` FAILED: ${steps[i]!.error}`) : '');
+    process.stdout.write(plan.map((p, i) => `${apply ? '' : 'would '}${p}${done(i)}\n`).join('') || 'nothing to reclaim\n');
+    if (after) process.stdout.write(formatCluster(after));
+  }
+  process.exitCode = (after ? clusterHealthy(after) && steps.every((x) => x.ok) : report.leakedBlocks.length === 0) ? 0 : 1;
+}
+
+program
+  .command('cluster')
+  .description(
+    "what no node sees alone: Coil's blocks whose node is gone, each pool's blocks in use, an address held by two live pods; --gc deletes the leaked blocks",
+  )
+  .option('--kubeconfig <file>', 'the API server (default: $KUBECONFIG or in-cluster)')
+  .option('--gc', "delete the blocks whose node is gone, as Coil's controller would (a dry run without --apply)")
+  .option('--apply', 'with --gc: do it')
+  .addOption(outputOption())
+  .action(explainCluster);
 
 interface ServeCliOptions extends NodeSourceFlags, DirFlags {
   listen: string;
