@@ -38,6 +38,7 @@ module.exports = {
     '^@cnikit/netlib$': path.join(__dirname, 'packages/netlib/src/index.ts'),
     '^@cnikit/netlib/retry$': path.join(__dirname, 'packages/netlib/src/retry/index.ts'),
     '^@cnikit/meta$': path.join(__dirname, 'packages/meta/src/index.ts'),
+    '^@cnikit/router/marks$': path.join(__dirname, 'packages/router/src/marks.ts'),
     '^@cnikit/unary-grpc$': path.join(__dirname, 'packages/unary-grpc/src/index.ts'),
     '^@cnikit/kube$': path.join(__dirname, 'packages/kube/src/index.ts'),
     '^@cnikit/kube/lite$': path.join(__dirname, 'packages/kube/src/lite.ts'),

@@ -9,6 +9,7 @@
  */
 import * as fs from 'node:fs';
 import * as path from 'node:path';
+import { attachmentKey } from '@cnikit/router/marks';
 import { cnitoolPath, REPO_ROOT } from '../lib/paths';
 import { crictl, importImage, nodeLogTail, nodeRun, nodeTryRun, restartInNode, startInNode, type LabNode } from '../../tools/node-lab/lab';
 import {
@@ -220,8 +221,14 @@ describeNodes(
           expect.stringMatching(/^coil veth\w+ eth0 10\.100\.\d+\.\d+ \(pool default\)$/),
         ]),
       );
+      // router's host route of mr's net1, through mr's overlay peer (its Coil host veth), tied to it by its key
+      const mr = clean.rows.find((r) => r.pod === 'default/mr')!;
+      const mrRoute = mr.objects.find((o) => o.startsWith('router '))!;
+      const [, mrIp, , mrLink, , mrTable] = mrRoute.replace(/[()]/g, '').split(' ');
+      expect(mr.objects).toContainEqual(expect.stringMatching(new RegExp(`^coil ${mrLink} eth0 `)));
+      expect(mrIp).toMatch(/^198\.51\.100\.\d+$/);
       // planted: what a pod gone behind the runtime's back leaves (cache entry, lease, host veth); mv's lease lost and
-      // its route in Coil's table gone (Coil #370)
+      // its route in Coil's table gone (Coil #370); mr's router host route gone
       const gone = 'deadbeef'.repeat(8);
       const cacheFile = `/var/lib/cni/results/k8s-pod-network-${gone}-eth0`;
       const entry = { kind: 'cniCacheV1', containerId: gone, ifName: 'eth0', networkName: 'k8s-pod-network', result: { ips: [] } };
@@ -233,6 +240,8 @@ describeNodes(
       const mvRoute = nodeRun(node, ['ip', 'route', 'show', 'table', '116', `${mvIp}/32`]).trim();
       expect(mvRoute).toMatch(/dev veth/);
       nodeRun(node, ['ip', 'route', 'del', `${mvIp}/32`, 'table', '116']);
+      const mrRouteLine = nodeRun(node, ['ip', 'route', 'show', 'table', mrTable!, `${mrIp}/32`, 'proto', '158']).trim();
+      nodeRun(node, ['ip', 'route', 'del', `${mrIp}/32`, 'table', mrTable!, 'proto', '158']);
       nodeRun(node, [
         'sh',
         '-ec',
@@ -253,7 +262,11 @@ describeNodes(
             `macvlan-veth/net1: ${mvLease} has no host-local lease (another pod may be given it)`,
           ],
         });
-        expect(found.rows.filter((r) => r.state !== 'healthy').length).toBe(2);
+        expect(found.rows.find((r) => r.pod === 'default/mr')).toMatchObject({
+          state: 'broken',
+          problems: [`macvlan-router/net1: ${mrIp} has no router host route (router's CHECK fails; the node does not reach it)`],
+        });
+        expect(found.rows.filter((r) => r.state !== 'healthy').length).toBe(3);
       } finally {
         nodeRun(node, [
           'sh',
@@ -261,6 +274,8 @@ describeNodes(
           `rm -f ${cacheFile} ${leaseDir}/198.51.100.149; mv /tmp/doctor-lease ${leaseDir}/${mvLease}; ip link del vethdoctor`,
         ]);
         nodeRun(node, ['sh', '-c', `ip route add table 116 ${mvRoute}`]);
+        // `ip route show ... proto 158` leaves out what it filtered on: the protocol goes back by hand
+        nodeRun(node, ['sh', '-c', `ip route add table ${mrTable} ${mrRouteLine} proto 158`]);
       }
       expect(doctor().ok).toBe(true);
     });
@@ -318,6 +333,31 @@ describeNodes(
         { mode: 0o755 },
       );
       try {
+        // and a router host route whose DEL never came (its pod gone with its cache entry), beside mr's, through mr's peer
+        const mrRoute = rows()
+          .find((r) => r.pod === 'default/mr')!
+          .objects.find((o) => o.startsWith('router '))!
+          .split(' ');
+        const routerKey = attachmentKey('macvlan-router', 'feedface'.repeat(8), 'net1');
+        nodeRun(node, [
+          'ip',
+          'route',
+          'add',
+          '198.51.100.148/32',
+          'dev',
+          mrRoute[3]!,
+          'proto',
+          '158',
+          'scope',
+          'link',
+          'metric',
+          String(routerKey),
+        ]);
+        expect(rows().find((r) => r.containerId === `router-key:${routerKey}`)).toMatchObject({
+          sandbox: 'gone',
+          state: 'leaked',
+          objects: [`router 198.51.100.148 via ${mrRoute[3]} (table 254)`],
+        });
         const live = rows().filter((r) => r.sandbox !== 'gone');
         // the dry run names a DEL for the cached one, GC of the network and a lease release for the other; changes nothing
         const dry = doctor(['--gc']);
@@ -326,10 +366,11 @@ describeNodes(
         expect(steps.map((x) => `${x.step} ${x.network} ${x.target}`)).toEqual([
           `del macvlan-veth ${gone[0]!.containerId}`,
           'gc k8s-pod-network coil',
+          'gc macvlan-router macvlan, router',
           'gc macvlan-veth macvlan, veth',
           `release macvlan-veth ${killed}`,
         ]);
-        expect(rows().filter((r) => r.sandbox === 'gone').length).toBe(3);
+        expect(rows().filter((r) => r.sandbox === 'gone').length).toBe(4);
         await k(e(), ['apply', '-f', '-'], multiPodYaml('mg', 'macvlan-veth'));
         const creating = await eventually(
           'the new pod in the middle of its ADD, holding its lease',
@@ -340,7 +381,7 @@ describeNodes(
         expect(crictl(e().lab, node, ['pods', '-q']).split('\n')).not.toContain(creating.containerId);
         const applied = doctor(['--gc', '--apply']);
         expect(applied.out).toMatchObject({ applied: true, after: [] });
-        expect((applied.out as { steps: { ok: boolean }[] }).steps.map((x) => x.ok)).toEqual([true, true, true, true]);
+        expect((applied.out as { steps: { ok: boolean }[] }).steps.map((x) => x.ok)).toEqual([true, true, true, true, true]);
         expect(applied.ok).toBe(true);
         expect(rows().find((r) => r.containerId === creating.containerId)?.objects).toEqual(creating.objects);
         nodeRun(node, ['touch', gate]);
@@ -355,7 +396,11 @@ describeNodes(
         expect(mg.objects).toEqual(expect.arrayContaining([expect.stringMatching(/^veth veth\w+ \(macvlan-veth\)$/), ...creating.objects]));
         expect((await ping(e(), { name: 'mg' } as PodInfo, '198.51.100.11')).stdout).toMatch(/2 packets received/);
       } finally {
-        nodeRun(node, ['sh', '-c', `touch ${gate}; ip netns del gcleak1; ip netns del gcleak2; ip netns del gcleak3; true`]);
+        nodeRun(node, [
+          'sh',
+          '-c',
+          `touch ${gate}; ip netns del gcleak1; ip netns del gcleak2; ip netns del gcleak3; ip route del 198.51.100.148/32 proto 158; true`,
+        ]);
         fs.rmSync(vethBin, { force: true });
         fs.symlinkSync('cnikit-veth-router', vethBin);
         fs.rmSync(gate, { force: true });

@@ -3,6 +3,7 @@
 // (e2e/node/coil.test.ts) against containerd, Multus and the plugins.
 import { formatGc, planGc } from '../src/node/gc';
 import type { NodeSources } from '../src/node/join';
+import { attachmentKey } from '@cnikit/router/marks';
 import type { CachedAttachment, Sandbox } from '../src/node/sources';
 
 const chain = {
@@ -40,6 +41,7 @@ const node: NodeSources = {
   leases: ['live', 'stopped', 'new', 'gone1', 'gone2'].map((id, i) => held(id, `10.9.0.${i + 2}`).lease),
   veths: ['live', 'stopped', 'new', 'gone1', 'gone2'].map((id, i) => held(id, `10.9.0.${i + 2}`).veth),
   coil: [],
+  router: [],
 };
 
 test("a cached attachment of a gone sandbox gets libcni's DEL; objects no cache entry covers get GC and a host-local release", () => {
@@ -70,7 +72,7 @@ test('nothing is planned for ready, stopped or being-created sandboxes', () => {
 test('without a config of the network on the node, the leftovers are named and kept', () => {
   const steps = planGc({ ...node, cached: [] });
   expect(steps.map((s) => s.what)).toEqual([
-    'no config of macvlan-veth on the node: its host veths stay',
+    'no config of macvlan-veth on the node: what it left stays',
     'no host-local config of macvlan-veth on the node: 10.9.0.5 stays',
     'no host-local config of macvlan-veth on the node: 10.9.0.6 stays',
   ]);
@@ -89,9 +91,49 @@ test('a Coil pod of a gone sandbox without a cache entry: GC of every network wh
     entry: { config: Buffer.from(JSON.stringify(coilNet)).toString('base64') },
   };
   const veth = (id: string, ip: string) => ({ name: `veth${id}`, pool: 'default', containerId: id, ifName: 'eth0', ips: [ip] });
-  const s: NodeSources = { sandboxes: [sandbox('live', 'ready')], cached: [live], leases: [], veths: [], coil: [veth('live', '10.1.0.2')] };
+  const s: NodeSources = {
+    sandboxes: [sandbox('live', 'ready')],
+    cached: [live],
+    leases: [],
+    veths: [],
+    coil: [veth('live', '10.1.0.2')],
+    router: [],
+  };
   expect(planGc(s)).toEqual([]);
   expect(planGc({ ...s, coil: [...s.coil, veth('gone', '10.1.0.9')] }).map((x) => [x.step, x.network, x.target])).toEqual([
     ['gc', 'k8s-pod-network', 'coil'],
+  ]);
+});
+
+test("router host routes no cache entry covers: GC of the network whose tag is in the route's key; a live pod's route keeps nothing planned", () => {
+  const routerNet = { cniVersion: '1.0.0', name: 'macvlan-router', plugins: [{ type: 'macvlan' }, { type: 'router' }] };
+  const live: CachedAttachment = {
+    file: 'macvlan-router-live-net1',
+    network: 'macvlan-router',
+    containerId: 'live',
+    ifName: 'net1',
+    plugins: ['macvlan', 'router'],
+    ipam: [],
+    ips: ['10.9.0.2'],
+    entry: { config: Buffer.from(JSON.stringify(routerNet)).toString('base64') },
+  };
+  const route = (id: string, ip: string) => ({ ip, table: 254, link: 'vethx', key: attachmentKey('macvlan-router', id, 'net1') });
+  const s: NodeSources = {
+    sandboxes: [sandbox('live', 'ready')],
+    cached: [live],
+    leases: [],
+    veths: [],
+    coil: [],
+    router: [route('live', '10.9.0.2')],
+  };
+  expect(planGc(s)).toEqual([]);
+  // a pod gone without a cache entry: its key resolves to no sandbox the node knows, its network by the key's tag
+  expect(planGc({ ...s, router: [...s.router, route('gone', '10.9.0.7')] }).map((x) => [x.step, x.network, x.target])).toEqual([
+    ['gc', 'macvlan-router', 'macvlan, router'],
+  ]);
+  // a route of a network the node has no config of: named, kept
+  const stray = { ip: '10.9.0.8', table: 254, link: 'vethx', key: attachmentKey('elsewhere', 'gone', 'net1') };
+  expect(planGc({ ...s, router: [stray] }).map((x) => x.what)).toEqual([
+    `no config of (the router network of key ${stray.key}) on the node: what it left stays`,
   ]);
 });

@@ -6,6 +6,7 @@ import * as path from 'node:path';
 import { link } from '@cnikit/netlib';
 import { cleanupAll, newNs, sh } from '@cnikit/netlib-testing';
 import { joinNode, formatNode, type NodeSources } from '../src/node/join';
+import { attachmentKey } from '@cnikit/router/marks';
 import { healthyNode, sandbox } from './support';
 import { coilVeths, hostVeths, readCache, readHostLocalLeases, type CachedAttachment } from '../src/node/sources';
 
@@ -151,6 +152,7 @@ test('joinNode: a sandbox being created (in containerd store, not yet listed by 
     leases: [{ network: 'macvlan-veth', ip: '10.9.0.9', containerId: 'c9', ifName: 'net1' }],
     veths: [],
     coil: [],
+    router: [],
   });
   expect(rows).toEqual([expect.objectContaining({ containerId: 'c9', sandbox: 'creating', state: 'healthy', problems: [] })]);
   expect(rows[0]!.pod).toBeUndefined();
@@ -177,7 +179,7 @@ describe('joinNode, Coil', () => {
     entry: {},
   });
   const coilVeth = (id: string, ips: string[]) => ({ name: `veth${id}`, pool: 'default', containerId: id, ifName: 'eth0', ips });
-  const base = { sandboxes: [sandbox('c1', 'web')], cached: [coilConf('c1', '10.1.0.2')], leases: [], veths: [] };
+  const base = { sandboxes: [sandbox('c1', 'web')], cached: [coilConf('c1', '10.1.0.2')], leases: [], veths: [], router: [] };
 
   test('a cached Coil attachment with its host veth and pod-table route is healthy; without the route, broken (Coil #370)', () => {
     const [ok] = joinNode({ ...base, coil: [coilVeth('c1', ['10.1.0.2'])] });
@@ -203,5 +205,33 @@ describe('joinNode, Coil', () => {
       coil: [coilVeth('c1', ['10.1.0.2']), coilVeth('c2', ['10.1.0.2'])],
     });
     expect(clash.map((r) => r.state)).toEqual(['conflicting', 'conflicting']);
+  });
+
+  test("router's host route belongs to the attachment its key names: healthy with it, broken without it, leaked when no sandbox holds the key", () => {
+    const routerConf: CachedAttachment = {
+      ...coilConf('c1', '198.51.100.7'),
+      file: 'mr-c1-net1',
+      network: 'mr',
+      ifName: 'net1',
+      plugins: ['macvlan', 'router'],
+    };
+    const route = (id: string, ip: string, ifName = 'net1') => ({ ip, table: 254, link: 'vethc1', key: attachmentKey('mr', id, ifName) });
+    const s: NodeSources = { ...base, coil: [], cached: [routerConf], router: [route('c1', '198.51.100.7')] };
+    const [ok] = joinNode(s);
+    expect(ok).toMatchObject({
+      containerId: 'c1',
+      state: 'healthy',
+      objects: ['cache mr/net1 198.51.100.7', 'router 198.51.100.7 via vethc1 (table 254)'],
+    });
+    const [broken] = joinNode({ ...s, router: [] });
+    expect(broken).toMatchObject({
+      state: 'broken',
+      problems: ["mr/net1: 198.51.100.7 has no router host route (router's CHECK fails; the node does not reach it)"],
+    });
+    // a route of another ifname of the same pod is its own (net2), one of a container the node does not know is leaked
+    const rows = joinNode({ ...s, router: [...s.router, route('c1', '198.51.100.8', 'net2'), route('gone', '198.51.100.9')] });
+    expect(rows.find((r) => r.containerId === 'c1')!.objects).toContain('router 198.51.100.8 via vethc1 (table 254)');
+    const key = attachmentKey('mr', 'gone', 'net1');
+    expect(rows.find((r) => r.containerId === `router-key:${key}`)).toMatchObject({ state: 'leaked', sandbox: 'gone' });
   });
 });

@@ -22,4 +22,5 @@ export const healthyNode = (): NodeSources => ({
   leases: [{ network: 'macvlan-veth', ip: '10.9.0.5', containerId: 'c1', ifName: 'net1' }],
   veths: [{ name: 'vethc1', network: 'macvlan-veth', containerId: 'c1' }],
   coil: [],
+  router: [],
 });

@@ -5,8 +5,8 @@
  *      config, the result as prevResult, the netns while it exists, the runtime's CNI_ARGS), each plugin of the
  *      chain in reverse order, then its cache entry removed. The runtime's entries go first: Multus's DEL
  *      reaches its delegates and removes their entries itself.
- *   2. GC: objects still held by gone sandboxes (a host veth or a Coil pod without a cache entry: an ADD killed
- *      before the runtime cached it) are collected by GC of each plugin of the network that speaks CNI 1.1.0, with
+ *   2. GC: objects still held by gone sandboxes (a host veth, a Coil pod or a router host route without a cache
+ *      entry: an ADD killed before the runtime cached it) are collected by GC of each plugin of the network that speaks CNI 1.1.0, with
  *      cni.dev/valid-attachments: every attachment of the network that a sandbox the runtime knows holds.
  *   3. Release: host-local leases still held by gone sandboxes. host-local has no GC (containernetworking/
  *      plugins #1047), so its DEL with the network's IPAM config, the lease's container ID and ifname.
@@ -17,7 +17,8 @@
  */
 import * as fs from 'node:fs';
 import { CniError, compareVersions, execDelegate } from '@cnikit/netlib';
-import { joinNode, type NodeRow, type NodeSources } from './join';
+import { networkTag, networkTagOfKey } from '@cnikit/router/marks';
+import { joinNode, routerOwners, type NodeRow, type NodeSources } from './join';
 import { readNode, type CachedAttachment, type Lease, type SourceOptions } from './sources';
 
 export interface GcOptions extends SourceOptions {
@@ -94,7 +95,8 @@ function planDels(s: NodeSources, gone: Set<string>): GcStep[] {
 
 /**
  * Objects of gone sandboxes that no cache entry covers, so a DEL will not reach them: host veths (by network),
- * Coil's host veths (any network whose chain has coil: coild knows them by container and ifname), leases.
+ * Coil's host veths (any network whose chain has coil: coild knows them by container and ifname), router's host
+ * routes (by the network tag of their key), leases.
  */
 function uncovered(s: NodeSources, gone: Set<string>, configs: Map<string, NetConfList>): { networks: Set<string>; leases: Lease[] } {
   const cached = new Set(s.cached.map((a) => `${a.network}\0${a.containerId}`));
@@ -106,9 +108,20 @@ function uncovered(s: NodeSources, gone: Set<string>, configs: Map<string, NetCo
     networks: new Set([
       ...s.veths.filter((v) => open(v.network, v.containerId)).map((v) => v.network),
       ...(coilLeft ? (coilNetworks.length ? coilNetworks : ['(a Coil network)']) : []),
+      ...routerLeft(s, configs, open),
     ]),
     leases: s.leases.filter((l) => open(l.network, l.containerId)),
   };
+}
+
+/** Networks of router host routes held by gone sandboxes (or by none): the network's tag is in the route's key. */
+function routerLeft(s: NodeSources, configs: Map<string, NetConfList>, open: (network: string, id: string) => boolean): string[] {
+  const owners = routerOwners(s);
+  const byTag = new Map([...configs.keys()].map((n) => [networkTag(n), n]));
+  return s.router.flatMap((r) => {
+    const network = byTag.get(networkTagOfKey(r.key)) ?? `(the router network of key ${r.key})`;
+    return open(network, owners.get(r.key) ?? `router-key:${r.key}`) ? [network] : [];
+  });
 }
 
 function planCollect(s: NodeSources, gone: Set<string>): GcStep[] {
@@ -121,7 +134,7 @@ function planCollect(s: NodeSources, gone: Set<string>): GcStep[] {
       step: 'gc',
       network,
       target: conf ? conf.plugins.map((p) => p.type).join(', ') : '-',
-      what: conf ? `GC of ${network}'s plugins that speak CNI 1.1.0` : `no config of ${network} on the node: its host veths stay`,
+      what: conf ? `GC of ${network}'s plugins that speak CNI 1.1.0` : `no config of ${network} on the node: what it left stays`,
     });
   }
   for (const l of left.leases) {

@@ -5,13 +5,17 @@
  *   leaked       objects (cache entries, leases, host veths) of a sandbox that is gone or stopped;
  *   broken       a ready sandbox missing an object: a cached veth attachment without its host veth, a cached
  *                host-local address without its lease, a cached Coil attachment without its host veth or its
- *                pod-table route (CHECK would fail);
+ *                pod-table route, a cached router attachment without its host route (CHECK would fail);
  *   conflicting  one IP held by two ready sandboxes.
  * A sandbox being created (in containerd's store, not yet in the CRI's list) is healthy: what it holds is
  * still growing, and CHECK is not due before its ADD returns.
+ * router's host routes belong to the attachment whose key their metric is (router's only tie between a route and
+ * its attachment): the keys of every network, sandbox and ifname the node knows are tried; a route no key
+ * resolves belongs to no sandbox (`router-key:<key>`), and is leaked.
  * Pure: the sources are read by sources.ts.
  */
-import { COIL_POD_TABLE, type CachedAttachment, type CoilVeth, type HostVeth, type Lease, type Sandbox } from './sources';
+import { attachmentKey } from '@cnikit/router/marks';
+import { COIL_POD_TABLE, type CachedAttachment, type CoilVeth, type HostVeth, type Lease, type RouterRoute, type Sandbox } from './sources';
 
 export type AttachmentState = 'healthy' | 'leaked' | 'broken' | 'conflicting';
 
@@ -21,7 +25,10 @@ export interface NodeRow {
   pod?: string;
   sandbox: 'ready' | 'creating' | 'stopped' | 'gone';
   state: AttachmentState;
-  /** What this container holds: `cache <network>/<ifname> <ips>`, `lease <network> <ip>`, `veth <name> (<network>)`, `coil <veth> <ifname> <ips> (pool <pool>)`. */
+  /**
+   * What this container holds: `cache <network>/<ifname> <ips>`, `lease <network> <ip>`, `veth <name> (<network>)`,
+   * `coil <veth> <ifname> <ips> (pool <pool>)`, `router <ip> via <link> (table <table>)`.
+   */
   objects: string[];
   problems: string[];
 }
@@ -32,6 +39,7 @@ export interface NodeSources {
   leases: Lease[];
   veths: HostVeth[];
   coil: CoilVeth[];
+  router: RouterRoute[];
 }
 
 interface Held {
@@ -39,19 +47,36 @@ interface Held {
   leases: Lease[];
   veths: HostVeth[];
   coil: CoilVeth[];
+  router: RouterRoute[];
+}
+
+/** The ifnames router attachments get: the cached ones, eth0, and Multus's net1..net9. */
+const IFNAMES = ['eth0', ...Array.from({ length: 9 }, (_, i) => `net${i + 1}`)];
+
+/** Container of each router key the node's networks, sandboxes and ifnames make (computed only when router left routes). */
+export function routerOwners(s: NodeSources): Map<number, string> {
+  const owners = new Map<number, string>();
+  if (s.router.length === 0) return owners;
+  const networks = new Set(s.cached.map((c) => c.network));
+  const ids = new Set([...s.sandboxes.map((x) => x.id), ...s.cached.map((c) => c.containerId)]);
+  const ifNames = new Set([...IFNAMES, ...s.cached.map((c) => c.ifName)]);
+  for (const network of networks) for (const id of ids) for (const ifName of ifNames) owners.set(attachmentKey(network, id, ifName), id);
+  return owners;
 }
 
 function byContainer(s: NodeSources): Map<string, Held> {
   const held = new Map<string, Held>();
   const of = (id: string): Held => {
     let h = held.get(id);
-    if (!h) held.set(id, (h = { cached: [], leases: [], veths: [], coil: [] }));
+    if (!h) held.set(id, (h = { cached: [], leases: [], veths: [], coil: [], router: [] }));
     return h;
   };
   for (const c of s.cached) of(c.containerId).cached.push(c);
   for (const l of s.leases) of(l.containerId).leases.push(l);
   for (const v of s.veths) of(v.containerId).veths.push(v);
   for (const v of s.coil) of(v.containerId).coil.push(v);
+  const owners = routerOwners(s);
+  for (const r of s.router) of(owners.get(r.key) ?? `router-key:${r.key}`).router.push(r);
   return held;
 }
 
@@ -61,6 +86,7 @@ function objectsOf(h: Held): string[] {
     ...h.leases.map((l) => `lease ${l.network} ${l.ip}`),
     ...h.veths.map((v) => `veth ${v.name} (${v.network})`),
     ...h.coil.map((v) => `coil ${v.name} ${v.ifName}${v.ips.length ? ` ${v.ips.join(',')}` : ''} (pool ${v.pool})`),
+    ...h.router.map((r) => `router ${r.ip} via ${r.link} (table ${r.table})`),
   ];
 }
 
@@ -71,6 +97,12 @@ function missingObjects(h: Held): string[] {
     if (c.plugins.includes('veth') && !h.veths.some((v) => v.network === c.network))
       problems.push(`${c.network}/${c.ifName}: no host veth (the veth plugin's CHECK fails)`);
     if (c.plugins.includes('coil')) problems.push(...coilProblems(c, h.coil));
+    if (c.plugins.includes('router')) {
+      const key = attachmentKey(c.network, c.containerId, c.ifName);
+      for (const ip of c.ips)
+        if (!h.router.some((r) => r.key === key && r.ip === ip))
+          problems.push(`${c.network}/${c.ifName}: ${ip} has no router host route (router's CHECK fails; the node does not reach it)`);
+    }
     if (c.ipam.includes('host-local')) {
       for (const ip of c.ips)
         if (!h.leases.some((l) => l.network === c.network && l.ip === ip))

@@ -6,11 +6,13 @@
  *   - host-local leases (`<dataDir>/<network>/<ip>`: the container ID, then the ifname);
  *   - host veths the veth plugin left (alias `cnikit-veth:<network>:<containerID>`);
  *   - Coil's pods: host veths with alias `COIL:<pool>:<containerID>:<ifname>`, and their /32 and /128 routes in
- *     Coil's pod table (116 unless coild's --pod-table-id says otherwise), as coild itself recovers them.
+ *     Coil's pod table (116 unless coild's --pod-table-id says otherwise), as coild itself recovers them;
+ *   - router's host routes (protocol 158, in any table), each carrying its attachment's key as its metric.
  */
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { hostNetns, link, route, type Netns } from '@cnikit/netlib';
+import { RTPROT_ROUTER } from '@cnikit/router/marks';
 import { GrpcError, GrpcStatus, protoFields, unaryCall } from '@cnikit/unary-grpc';
 import type { NodeSources } from './join';
 
@@ -58,6 +60,16 @@ export interface CoilVeth {
   ifName: string;
   /** Addresses routed to the veth in Coil's pod table. */
   ips: string[];
+}
+
+/** A host route router made: `<ip>/32 dev <overlay peer> proto 158 metric <attachment key>`. */
+export interface RouterRoute {
+  ip: string;
+  table: number;
+  /** The overlay peer the route goes through (the pod's eth0 seen from the host). */
+  link: string;
+  /** attachmentKey(network, containerID, ifname) of @cnikit/router: the route's only tie to its attachment. */
+  key: number;
 }
 
 /** Coil's pod routing table (coild --pod-table-id). */
@@ -226,6 +238,19 @@ export async function coilVeths(ns: Netns = hostNetns(), table = COIL_POD_TABLE)
   return links.map((l) => l.veth);
 }
 
+/** router's host routes, found by their protocol (RTPROT_ROUTER) in every table, as router's own DEL and GC find them. */
+export async function routerRoutes(ns: Netns = hostNetns()): Promise<RouterRoute[]> {
+  const routes = (await route.list(ns, { table: 0 })).filter((r) => r.protocol === RTPROT_ROUTER);
+  if (routes.length === 0) return [];
+  const names = new Map((await link.list(ns)).map((l) => [l.index, l.name]));
+  return routes.map((r) => ({
+    ip: r.dst.split('/')[0]!,
+    table: r.table ?? 254,
+    link: names.get(r.oif ?? 0) ?? `#${r.oif}`,
+    key: r.metric ?? 0,
+  }));
+}
+
 export interface SourceOptions {
   criSocket: string;
   /** libcni cache dirs, the runtime's first (its DEL of Multus's network reaches the delegates cached after it). */
@@ -249,12 +274,13 @@ export async function readNode(o: SourceOptions): Promise<NodeRead> {
   const leases = readHostLocalLeases(o.hostLocalDir);
   const veths = await hostVeths();
   const coil = await coilVeths();
+  const router = await routerRoutes();
   const stored = await containerdSandboxes(o.criSocket);
   const sandboxes = await criSandboxes(o.criSocket);
   const listed = new Set(sandboxes.map((x) => x.id));
   sandboxes.push(...(stored ?? []).filter((x) => !listed.has(x.id)));
   return {
-    sources: { sandboxes, cached: cache.attachments, leases, veths, coil },
+    sources: { sandboxes, cached: cache.attachments, leases, veths, coil, router },
     unreadable: cache.unreadable,
     seesCreating: stored !== undefined,
   };
