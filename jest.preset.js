@@ -47,5 +47,7 @@ module.exports = {
     '^@cnikit/cilium-eni-ipam$': path.join(__dirname, 'packages/cilium-eni-ipam/src/index.ts'),
     // test support lives in its own workspace packages (testing/<name>), outside anything that ships
     '^@cnikit/([a-z-]+)-testing$': path.join(__dirname, 'testing/$1/src/index.ts'),
+    // the cloud emulators: programs of their own (npm run gce-emulator), and the tests' in-process doubles
+    '^@cnikit/gce-emulator$': path.join(__dirname, 'testing/gce-emulator/src/index.ts'),
   },
 };

@@ -12,7 +12,7 @@ import * as os from 'node:os';
 import * as path from 'node:path';
 import { execFileSync, spawn } from 'node:child_process';
 import { eventually, startCluster, stopCluster, type ClusterInfo } from '@cnikit/kube-testing';
-import { FakeGce } from '../../packages/gcp-ipam/test/fake-gce';
+import { FakeGce } from '@cnikit/gce-emulator';
 import { CniDirs, cnitool, cnitoolOk, deleteAllNamespaces, describeWithPlugin, Netns, podmanEnv, REPO_ROOT, writeConflist } from '../lib';
 
 const describeGcp = describeWithPlugin('gcp-ipam');

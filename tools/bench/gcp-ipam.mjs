@@ -39,7 +39,7 @@ export async function run(ctx) {
   const bin = path.join(ctx.binDir, 'gcp-ipam');
   if (!fs.existsSync(bin)) return ctx.skip(`${bin} not built (npm run build)`);
   const { startCluster, stopCluster } = await import(path.join(ctx.root, 'testing/kube/src/cluster.ts'));
-  const { FakeGce } = await import(path.join(ctx.root, 'packages/gcp-ipam/test/fake-gce.ts'));
+  const { FakeGce } = await import(path.join(ctx.root, 'testing/gce-emulator/src/emulator.ts'));
   const work = fs.mkdtempSync(path.join(os.tmpdir(), 'cnikit-bench-gcp-'));
   const info = await startCluster({ stateDir: path.join(work, 'cluster'), garbageCollector: false });
   const fake = new FakeGce({ opDurationMs: 3000 });

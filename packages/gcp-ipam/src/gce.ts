@@ -1,6 +1,6 @@
 /**
  * Google Compute Engine through its REST API (plain HTTP, no SDK: the IPAM process starts per CNI call).
- * The endpoint is overridable so tests and benchmarks point it at the fake in test/fake-gce.ts.
+ * The endpoint is overridable so tests and benchmarks point it at the emulator in testing/gce-emulator.
  *
  * Calls: instances.get, instances.updateNetworkInterface (fingerprint + requestId), zoneOperations.wait/get,
  * subnetworks.get/patch, and Network Connectivity internalRanges.create (provisioner).

@@ -4,7 +4,7 @@ import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { AliasCoalescer, applyChanges } from '../src/coalescer';
 import type { GceClient } from '../src/gce';
-import type { FakeGce } from './fake-gce';
+import type { FakeGce } from '@cnikit/gce-emulator';
 import { startGce, stopGce, tmpDir, ZONE } from './support';
 
 let fake: FakeGce;

@@ -1,6 +1,6 @@
 // The compute REST client against the fake, and the fake against the API reference's rules.
 import { GceClient, GceError, GceOperationError } from '../src/gce';
-import { FakeGce } from './fake-gce';
+import { FakeGce } from '@cnikit/gce-emulator';
 import { startGce, stopGce, ZONE } from './support';
 
 let fake: FakeGce;

@@ -17,7 +17,7 @@ import {
   ZONE,
   type NodeSetup,
 } from './support';
-import type { FakeGce } from './fake-gce';
+import type { FakeGce } from '@cnikit/gce-emulator';
 
 let fake: FakeGce;
 let src: NodeSetup;

@@ -10,7 +10,7 @@ import { crds } from '../src/crds';
 import { GceClient } from '../src/gce';
 import { add, check, del, gc, status } from '../src/plugin';
 import { API_VERSION, type IPAllocation, type IPPool } from '../src/types';
-import { FakeGce } from './fake-gce';
+import { FakeGce } from '@cnikit/gce-emulator';
 
 export const cluster = testCluster();
 export const kubeconfig = cluster.kubeconfig;

@@ -1,12 +1,16 @@
-// A local fake of the parts of the GCE compute API (and Network Connectivity internalRanges) gcp-ipam uses,
+// A local emulator of the parts of the GCE compute API (and Network Connectivity internalRanges) gcp-ipam uses,
 // following the API reference: instances.get; instances.updateNetworkInterface (fingerprint required -> 400,
 // stale -> 412 conditionNotMet, requestId makes a retry return the same operation, a second update while one
 // runs on the instance -> 400 resourceNotReady); zoneOperations get/wait with a configurable duration
 // (default 3 s, the anchor's measured alias-update latency); 403 rateLimitExceeded on demand or above a QPS.
 // An alias /32 attached to another instance makes the operation finish with an error (IP in use).
 //
-// Only erasable TypeScript (no enums, no parameter properties) and Node built-ins: the benchmark imports this
-// file directly with Node's type stripping.
+// Also the metadata server's access token (Metadata-Flavor: Google, or 403 as on a VM) and the project ID, and
+// a control API under /_emulator/ (state, instances, subnets, injected errors, operation duration, QPS) for a
+// user or a test driving the program (src/cmd/gce-emulator.ts, `npm run gce-emulator`) from outside.
+//
+// Only erasable TypeScript (no enums, no parameter properties) and Node built-ins: the benchmark and the program
+// run this file directly with Node's type stripping.
 import * as http from 'node:http';
 import { createHash, randomUUID } from 'node:crypto';
 
@@ -141,15 +145,32 @@ export class FakeGce {
     this.updates.length = 0;
   }
 
-  async start(port = 0): Promise<string> {
+  async start(port = 0, host = '127.0.0.1'): Promise<string> {
     this.server = http.createServer((req, res) => {
       this.handle(req, res).catch((err: Error) => this.send(res, 500, errorBody(500, 'backendError', err.message)));
     });
     this.server.keepAliveTimeout = 60_000;
-    await new Promise<void>((resolve) => this.server!.listen(port, '127.0.0.1', () => resolve()));
+    await new Promise<void>((resolve) => this.server!.listen(port, host, () => resolve()));
     const addr = this.server.address() as { port: number };
-    this.url = `http://127.0.0.1:${addr.port}`;
+    this.url = `http://${host === '0.0.0.0' ? '127.0.0.1' : host}:${addr.port}`;
     return this.url;
+  }
+
+  /** What the control API's GET /_emulator/state answers: instances with their aliases, subnets, calls so far. */
+  state(): unknown {
+    this.settleAll();
+    return {
+      project: this.project,
+      opDurationMs: this.opDurationMs,
+      mutateQps: Number.isFinite(this.mutateQps) ? this.mutateQps : null,
+      instances: [...this.instances.values()].map((i) => ({
+        zone: i.zone,
+        name: i.name,
+        networkInterfaces: i.networkInterfaces.map((n) => ({ name: n.name, networkIP: n.networkIP, aliasIpRanges: n.aliasIpRanges })),
+      })),
+      subnets: [...this.subnets.values()],
+      calls: this.calls,
+    };
   }
 
   /** Compute API base for GceClient's `endpoint`. */
@@ -242,6 +263,8 @@ export class FakeGce {
     this.settleAll();
     let m: RegExpMatchArray | null;
     const method = req.method ?? 'GET';
+    if (p.startsWith('/_emulator/')) return this.control(method, p, await this.body(req), res);
+    if (p.startsWith('/computeMetadata/v1/')) return this.metadata(req, p, res);
     const fail = (inj: Injected | undefined): boolean => {
       if (!inj) return false;
       this.send(res, inj.status, errorBody(inj.status, inj.reason, inj.message ?? inj.reason));
@@ -383,7 +406,53 @@ export class FakeGce {
     if ((m = p.match(/^\/v1\/(projects\/[^/]+\/locations\/global\/operations\/[^/]+)$/))) {
       return this.send(res, 200, { name: m[1], done: true });
     }
-    this.send(res, 404, errorBody(404, 'notFound', `fake gce: no route ${method} ${p}`));
+    this.send(res, 404, errorBody(404, 'notFound', `gce emulator: no route ${method} ${p}`));
+  }
+
+  /** The control API: not GCE's; how a program outside drives what the tests do in-process. */
+  private control(method: string, p: string, body: Record<string, unknown>, res: http.ServerResponse): void {
+    const str = (k: string): string => String(body[k] ?? '');
+    if (method === 'GET' && p === '/_emulator/state') return this.send(res, 200, this.state());
+    if (method === 'POST' && p === '/_emulator/instances') {
+      if (!str('zone') || !str('name')) return this.send(res, 400, { error: 'zone and name are required' });
+      return this.send(res, 200, this.addInstance(str('zone'), str('name'), str('networkIP') || undefined));
+    }
+    if (method === 'POST' && p === '/_emulator/subnets') {
+      if (!str('region') || !str('name') || !str('ipCidrRange'))
+        return this.send(res, 400, { error: 'region, name and ipCidrRange are required' });
+      this.addSubnet(str('region'), str('name'), str('ipCidrRange'));
+      return this.send(res, 200, this.subnets.get(`${str('region')}/${str('name')}`));
+    }
+    if (method === 'POST' && p === '/_emulator/inject') {
+      const status = Number(body.status);
+      if (!str('kind') || !(status >= 400) || !str('reason'))
+        return this.send(res, 400, { error: 'kind, status >= 400 and reason are required' });
+      this.inject(str('kind'), { status, reason: str('reason'), message: str('message') || undefined }, Number(body.count ?? 1));
+      return this.send(res, 200, {});
+    }
+    if (method === 'PUT' && p === '/_emulator/config') {
+      if (typeof body.opDurationMs === 'number') this.opDurationMs = body.opDurationMs;
+      if (body.mutateQps === null || typeof body.mutateQps === 'number') this.mutateQps = (body.mutateQps as number | null) ?? Infinity;
+      if (typeof body.rejectWhileBusy === 'boolean') this.rejectWhileBusy = body.rejectWhileBusy;
+      return this.send(res, 200, this.state());
+    }
+    this.send(res, 404, { error: `gce emulator: no control route ${method} ${p}` });
+  }
+
+  /** The metadata server's parts gcp-ipam reads: a VM answers only requests that carry Metadata-Flavor: Google. */
+  private metadata(req: http.IncomingMessage, p: string, res: http.ServerResponse): void {
+    if (req.headers['metadata-flavor'] !== 'Google') {
+      res.writeHead(403, { 'Content-Type': 'text/html' });
+      return void res.end('Missing required header: Metadata-Flavor');
+    }
+    if (p === '/computeMetadata/v1/instance/service-accounts/default/token')
+      return this.send(res, 200, { access_token: `emulated-${randomUUID()}`, expires_in: 3599, token_type: 'Bearer' });
+    if (p === '/computeMetadata/v1/project/project-id') {
+      res.writeHead(200, { 'Content-Type': 'application/text', 'Metadata-Flavor': 'Google' });
+      return void res.end(this.project);
+    }
+    res.writeHead(404, { 'Content-Type': 'text/html' });
+    res.end('Not Found');
   }
 
   private freeRange(target: string, prefix: number): string | undefined {

@@ -1,0 +1,62 @@
+/**
+ * gce-emulator: the GCE compute + metadata emulator as a program, for a user rehearsing an outage or a node-tier
+ * test driving it from outside (`npm run gce-emulator -- --help`). The instances and subnets of the flags exist
+ * at start; the control API (/_emulator/, emulator.ts) adds more, injects errors and changes the operation
+ * duration and the QPS while it runs. Prints its URL on stdout once it listens; stops on SIGTERM or SIGINT.
+ */
+import { Command, InvalidArgumentError } from 'commander';
+import { FakeGce } from '../emulator.ts';
+
+const collect = (v: string, all: string[]): string[] => [...all, v];
+const number = (v: string): number => {
+  const n = Number(v);
+  if (!Number.isFinite(n) || n < 0) throw new InvalidArgumentError('a number >= 0 expected');
+  return n;
+};
+
+/** `zone/name[=networkIP]`, `region/name=cidr`: the flags' one format for a place and what it holds. */
+function placed(v: string, what: string): { where: string; name: string; value?: string } {
+  const m = /^([a-z0-9-]+)\/([a-z0-9-]+)(?:=(.+))?$/.exec(v);
+  if (!m) throw new Error(`${what} ${JSON.stringify(v)}: <where>/<name>[=<value>] expected`);
+  return { where: m[1]!, name: m[2]!, value: m[3] };
+}
+
+const program = new Command('gce-emulator')
+  .description('GCE compute (instances, operations, subnetworks), internalRanges and metadata emulator')
+  .option('--listen <host:port>', 'where to listen', '127.0.0.1:8089')
+  .option('--project <id>', 'the project', 'test-project')
+  .option('--op-duration-ms <ms>', 'how long an updateNetworkInterface operation runs (GCE: about 3 s)', number, 3000)
+  .option('--mutate-qps <n>', 'mutating calls per second above which 403 rateLimitExceeded', number)
+  .option('--instance <zone/name[=ip]>', 'an instance with nic0 (repeatable)', collect, [])
+  .option('--subnet <region/name=cidr>', 'a subnetwork (repeatable)', collect, [])
+  .parse();
+
+const o = program.opts<{
+  listen: string;
+  project: string;
+  opDurationMs: number;
+  mutateQps?: number;
+  instance: string[];
+  subnet: string[];
+}>();
+const gce = new FakeGce({ project: o.project, opDurationMs: o.opDurationMs, mutateQps: o.mutateQps });
+try {
+  for (const i of o.instance.map((v) => placed(v, '--instance'))) gce.addInstance(i.where, i.name, i.value);
+  for (const s of o.subnet.map((v) => placed(v, '--subnet'))) {
+    if (!s.value) throw new Error(`--subnet ${s.where}/${s.name}: =<cidr> expected`);
+    gce.addSubnet(s.where, s.name, s.value);
+  }
+} catch (err) {
+  program.error(`gce-emulator: ${(err as Error).message}`, { exitCode: 2 });
+}
+const at = o.listen.lastIndexOf(':');
+gce
+  .start(Number(o.listen.slice(at + 1)), o.listen.slice(0, at) || '127.0.0.1')
+  .then((url) => {
+    process.stdout.write(`${url}\n`);
+    for (const sig of ['SIGTERM', 'SIGINT'] as const) process.once(sig, () => void gce.stop().then(() => process.exit(0)));
+  })
+  .catch((err: unknown) => {
+    process.stderr.write(`gce-emulator: ${(err as Error).message}\n`);
+    process.exit(1);
+  });
