@@ -49,5 +49,6 @@ module.exports = {
     '^@cnikit/([a-z-]+)-testing$': path.join(__dirname, 'testing/$1/src/index.ts'),
     // the cloud emulators: programs of their own (npm run gce-emulator), and the tests' in-process doubles
     '^@cnikit/gce-emulator$': path.join(__dirname, 'testing/gce-emulator/src/index.ts'),
+    '^@cnikit/aliyun-emulator$': path.join(__dirname, 'testing/aliyun-emulator/src/index.ts'),
   },
 };

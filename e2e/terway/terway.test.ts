@@ -15,7 +15,7 @@ import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
 import { openNetns, runInNetns } from '@cnikit/netlib';
-import { FakeOpenApi } from '@cnikit/terway-testing';
+import { FakeOpenApi } from '@cnikit/aliyun-emulator';
 import { hostVethName } from '../../packages/terway/src/datapath/eniip-veth';
 import { CNI_PATH, Netns, deleteAllNamespaces, describeWithPlugin, execPlugin, pluginPath, sleep, stopProcess } from '../lib';
 

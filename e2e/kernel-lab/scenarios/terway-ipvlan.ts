@@ -37,7 +37,8 @@ import {
   teardownIpvlanPod,
 } from '../../../packages/terway/src/datapath/eniip-ipvlan';
 import { ipvlanLeaseGc } from '../../../packages/terway/src/daemon/ipvlan-gc';
-import { FakeClock, FakeOpenApi } from '@cnikit/terway-testing';
+import { FakeOpenApi } from '@cnikit/aliyun-emulator';
+import { FakeClock } from '@cnikit/terway-testing';
 import { startTerwayd } from '../../../packages/terway/src/daemon/bootstrap';
 import { check, result, run, scenario, tcpExchange } from './guest';
 

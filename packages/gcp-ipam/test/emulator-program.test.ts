@@ -1,46 +1,26 @@
 // The GCE emulator as a program (`npm run gce-emulator`), driven from outside as a user driving a rehearsal:
 // gcp-ipam's own GceClient (token from the emulated metadata server) against it, and the control API.
-import { spawn, type ChildProcess } from 'node:child_process';
 import * as path from 'node:path';
+import { startListening } from '@cnikit/netlib-testing';
 import { GceClient, metadataToken, type GceError } from '../src/gce';
 
 const ROOT = path.join(__dirname, '..', '..', '..');
 const ZONE = 'europe-west1-b';
-let child: ChildProcess;
+let emulator: Awaited<ReturnType<typeof startListening>>;
 let url: string;
 
 beforeAll(async () => {
-  child = spawn(
-    process.execPath,
-    [
-      path.join(ROOT, 'tools', 'emulators', 'run.mjs'),
-      'gce-emulator',
-      '--listen',
-      '127.0.0.1:0',
-      '--op-duration-ms',
-      '200',
-      '--instance',
-      `${ZONE}/vm-a=10.0.0.2`,
-      '--subnet',
-      'europe-west1/default=10.0.0.0/20',
-    ],
-    { stdio: ['ignore', 'pipe', 'inherit'] },
-  );
-  url = await new Promise<string>((resolve, reject) => {
-    let out = '';
-    child.stdout!.on('data', (d: Buffer) => {
-      out += d.toString();
-      if (out.includes('\n')) resolve(out.trim());
-    });
-    child.once('exit', (code) => reject(new Error(`gce-emulator exited ${code} before listening`)));
-  });
+  const flags = [
+    ['--listen', '127.0.0.1:0'],
+    ['--op-duration-ms', '200'],
+    ['--instance', `${ZONE}/vm-a=10.0.0.2`],
+    ['--subnet', 'europe-west1/default=10.0.0.0/20'],
+  ].flat();
+  emulator = await startListening([process.execPath, path.join(ROOT, 'tools', 'emulators', 'run.mjs'), 'gce-emulator', ...flags]);
+  url = emulator.line;
 }, 60_000);
 
-afterAll(async () => {
-  const gone = new Promise((r) => child.once('exit', r));
-  child.kill('SIGTERM');
-  await gone;
-});
+afterAll(() => emulator.stop());
 
 const control = async (method: string, p: string, body?: unknown): Promise<{ status: number; json: Record<string, unknown> }> => {
   const res = await fetch(`${url}/_emulator/${p}`, { method, body: body === undefined ? undefined : JSON.stringify(body) });

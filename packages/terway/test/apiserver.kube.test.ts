@@ -9,7 +9,7 @@ import * as path from 'node:path';
 import { ConfigMaps, Nodes, clientFor, type KubeTransport } from '@cnikit/kube';
 import { eventually, startCluster, stopCluster, transportFor, uniqueName, type ClusterInfo } from '@cnikit/kube-testing';
 import { newNs, type TestNs } from '@cnikit/netlib-testing';
-import type { FakeOpenApi } from '@cnikit/terway-testing';
+import type { FakeOpenApi } from '@cnikit/aliyun-emulator';
 import { startTerwayd, type Terwayd } from '../src/daemon/bootstrap';
 import { loadEniConfigMap } from '../src/daemon/eni-config';
 import { nodePodCidr } from '../src/daemon/node-cidr';

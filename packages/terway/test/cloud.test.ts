@@ -3,7 +3,7 @@
  * local fake OpenAPI: signatures, async attach states, paging, quotas,
  * Throttling retries, injected failures and latency; then the pool on top.
  */
-import type { FakeOpenApi } from '@cnikit/terway-testing';
+import type { FakeOpenApi } from '@cnikit/aliyun-emulator';
 import { AliyunEniCloud, CloudError, gatewayOf, memberEniQuota } from '../src/cloud';
 import { realClock } from '../src/clock';
 import { EniIpPool, parsePoolConfig } from '../src/pool';

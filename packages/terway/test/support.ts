@@ -6,7 +6,7 @@ import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { runPlugin, type Netns, type PluginHandlers } from '@cnikit/netlib';
 import { useHostNetns, type TestNs } from '@cnikit/netlib-testing';
-import { FakeOpenApi, type FakeInstanceType, type FakeOpenApiOptions } from '@cnikit/terway-testing';
+import { FakeOpenApi, type FakeInstanceType, type FakeOpenApiOptions } from '@cnikit/aliyun-emulator';
 import { AliyunEniCloud } from '../src/cloud';
 import * as plugin from '../src/cni/plugin';
 

@@ -10,7 +10,7 @@ import * as os from 'node:os';
 import * as path from 'node:path';
 import { runPlugin, type PluginHandlers } from '@cnikit/netlib';
 import { sh } from '@cnikit/netlib-testing';
-import type { FakeOpenApi } from '@cnikit/terway-testing';
+import type { FakeOpenApi } from '@cnikit/aliyun-emulator';
 import { realClock } from '../src/clock';
 import * as plugin from '../src/cni/plugin';
 import { TerwayDaemon, type PodMeta } from '../src/daemon/daemon';

@@ -9,8 +9,8 @@
 // a control API under /_emulator/ (state, instances, subnets, injected errors, operation duration, QPS) for a
 // user or a test driving the program (src/cmd/gce-emulator.ts, `npm run gce-emulator`) from outside.
 //
-// Only erasable TypeScript (no enums, no parameter properties) and Node built-ins: the benchmark and the program
-// run this file directly with Node's type stripping.
+// Only erasable TypeScript (no enums, no parameter properties) and Node built-ins: the benchmark runs this file
+// directly with Node's type stripping.
 import * as http from 'node:http';
 import { createHash, randomUUID } from 'node:crypto';
 

@@ -13,7 +13,7 @@ import { runPlugin, type PluginHandlers } from '@cnikit/netlib';
 import { newNs, sh, useHostNetns } from '@cnikit/netlib-testing';
 import { AliyunEniCloud, EniIpPool, LeaseStore, TerwayDaemon, TerwayServer, parsePoolConfig, realClock } from '@cnikit/terway';
 import * as plugin from '@cnikit/terway/cni-plugin';
-import { FakeOpenApi } from './fake-openapi';
+import { FakeOpenApi } from '@cnikit/aliyun-emulator';
 
 export interface BenchOptions {
   pods: number;

@@ -5,7 +5,7 @@
  * duration and the QPS while it runs. Prints its URL on stdout once it listens; stops on SIGTERM or SIGINT.
  */
 import { Command, InvalidArgumentError } from 'commander';
-import { FakeGce } from '../emulator.ts';
+import { FakeGce } from '../emulator';
 
 const collect = (v: string, all: string[]): string[] => [...all, v];
 const number = (v: string): number => {

@@ -1,7 +1,8 @@
 /**
- * A local fake of the Alibaba Cloud ECS (2014-05-26) and VPC (2016-04-28)
- * OpenAPI, RPC style, for tests and the benchmark. One HTTP server answers
- * both products (told apart by the version). It follows the API reference:
+ * A local emulator of the Alibaba Cloud ECS (2014-05-26) and VPC (2016-04-28)
+ * OpenAPI, RPC style, for tests, the benchmark and users' rehearsals (the
+ * program: src/cmd/aliyun-emulator.ts). One HTTP server answers both products
+ * (told apart by the version). It follows the API reference:
  *
  * - the action comes from the `x-acs-action` header (V3 signature, what the
  *   official SDK sends) or the `Action` query parameter (classic RPC);
@@ -20,7 +21,10 @@
  *   an instance holds at most EniQuantity ENIs (its primary one included),
  *   an ENI at most EniPrivateIpAddressQuantity IPs when attached;
  * - injected latency per action, failures (code/status, n times) and a
- *   per-action rate limit answering Throttling;
+ *   per-action rate limit (calls per window) answering Throttling;
+ * - eventual consistency: a created ENI can stay out of DescribeNetworkInterfaces
+ *   for `visibleAfterMs`, as the API's reads lag its writes;
+ * - a control API under /_emulator/ (not Alibaba's) for a program driving it.
  * - trunk ENIs (CreateNetworkInterface InstanceType=Trunk) on types with
  *   EniTrunkSupported, member ENIs through AttachNetworkInterface
  *   TrunkNetworkInstanceId, at most EniTotalQuantity - EniQuantity of them;
@@ -59,6 +63,8 @@ export interface FakeEni {
   deviceIndex?: number;
   description?: string;
   creationTime: string;
+  /** Epoch ms from which DescribeNetworkInterfaces lists it (visibleAfterMs). */
+  visibleAt?: number;
 }
 
 export interface FakeVSwitch {
@@ -107,6 +113,8 @@ export interface FakeOpenApiOptions {
   attachDelayMs?: number;
   /** Latency added to every call, or per action. */
   latencyMs?: number | Record<string, number>;
+  /** How long a created ENI stays out of DescribeNetworkInterfaces (the API's eventual consistency). Default 0. */
+  visibleAfterMs?: number;
   /** Called when an attach completes, before the ENI shows InUse / after a detach (datapath tests plug a link here). */
   onAttached?: (eni: FakeEni) => void | Promise<void>;
   onDetached?: (eni: FakeEni) => void | Promise<void>;
@@ -142,7 +150,7 @@ export class FakeOpenApi {
   readonly instances = new Map<string, FakeInstance>();
   readonly calls: { action: string; params: Record<string, string> }[] = [];
   private readonly faults = new Map<string, Fault[]>();
-  private readonly limits = new Map<string, { perSec: number; stamps: number[] }>();
+  private readonly limits = new Map<string, { count: number; windowMs: number; stamps: number[] }>();
   private server: http.Server | undefined;
   private seq = 0;
   private readonly accessKeys: Record<string, string>;
@@ -181,13 +189,35 @@ export class FakeOpenApi {
     this.faults.set(action, [...(this.faults.get(action) ?? []), { times: 1, ...f }]);
   }
 
-  /** At most `perSec` calls of `action` per second; the rest get Throttling. */
-  rateLimit(action: string, perSec: number): void {
-    this.limits.set(action, { perSec, stamps: [] });
+  /** At most `count` calls of `action` per window (a second unless said: the published limits are per minute); the rest get Throttling. */
+  rateLimit(action: string, count: number, windowMs = 1000): void {
+    this.limits.set(action, { count, windowMs, stamps: [] });
+  }
+
+  clearRateLimits(): void {
+    this.limits.clear();
   }
 
   setLatency(latency: number | Record<string, number>): void {
     this.opts.latencyMs = latency;
+  }
+
+  setVisibleAfter(ms: number): void {
+    this.opts.visibleAfterMs = ms;
+  }
+
+  /** What the control API's GET /_emulator/state answers. */
+  state(): unknown {
+    return {
+      regionId: this.regionId,
+      instances: [...this.instances.values()],
+      vswitches: [...this.vswitches.values()].map((v) => ({ id: v.id, vpcId: v.vpcId, zoneId: v.zoneId, cidr: v.cidr, used: v.used.size })),
+      enis: [...this.enis.values()],
+      rateLimits: Object.fromEntries([...this.limits].map(([a, l]) => [a, { count: l.count, windowMs: l.windowMs }])),
+      latencyMs: this.opts.latencyMs ?? 0,
+      visibleAfterMs: this.opts.visibleAfterMs ?? 0,
+      calls: this.calls.length,
+    };
   }
 
   count(action: string): number {
@@ -196,9 +226,9 @@ export class FakeOpenApi {
 
   // ---- server ----
 
-  async listen(port = 0): Promise<string> {
+  async listen(port = 0, host = '127.0.0.1'): Promise<string> {
     this.server = http.createServer((req, res) => this.handle(req, res));
-    await new Promise<void>((r) => this.server!.listen(port, '127.0.0.1', r));
+    await new Promise<void>((r) => this.server!.listen(port, host, r));
     return this.endpoint;
   }
 
@@ -244,6 +274,7 @@ export class FakeOpenApi {
         res.end(v ?? 'Not Found');
         return;
       }
+      if (url.pathname.startsWith('/_emulator/')) return void send(...this.control(req.method ?? 'GET', url.pathname, body));
       const { action, version, params } = this.readCall(req, url, body);
       this.calls.push({ action, params });
       const run = (): void => {
@@ -308,10 +339,10 @@ export class FakeOpenApi {
   private checkFaults(action: string): void {
     const lim = this.limits.get(action);
     if (lim) {
-      // Sliding one-second window.
+      // Sliding window.
       const now = Date.now();
-      lim.stamps = lim.stamps.filter((t) => now - t < 1000);
-      if (lim.stamps.length >= lim.perSec) throw new ApiError(400, 'Throttling', 'Request was denied due to request throttling.');
+      lim.stamps = lim.stamps.filter((t) => now - t < lim.windowMs);
+      if (lim.stamps.length >= lim.count) throw new ApiError(400, 'Throttling', 'Request was denied due to request throttling.');
       lim.stamps.push(now);
     }
     const list = this.faults.get(action);
@@ -321,6 +352,40 @@ export class FakeOpenApi {
       if (f.times <= 0) list!.shift();
       throw new ApiError(f.status, f.code, f.message ?? `injected failure: ${f.code}`);
     }
+  }
+
+  /** The control API: how a program outside does what the tests do in-process. Answers [status, body]. */
+  private control(method: string, p: string, raw: Buffer): [number, Record<string, unknown>] {
+    const body = (raw.length ? JSON.parse(raw.toString()) : {}) as Record<string, unknown>;
+    const str = (k: string): string => String(body[k] ?? '');
+    if (method === 'GET' && p === '/_emulator/state') return [200, this.state() as Record<string, unknown>];
+    if (method === 'POST' && p === '/_emulator/vswitches') {
+      if (!str('id') || !str('zoneId') || !str('cidr')) return [400, { error: 'id, zoneId and cidr are required' }];
+      this.addVSwitch(str('id'), str('zoneId'), str('cidr'), str('vpcId') || undefined, str('ipv6Cidr') || undefined);
+      return [200, {}];
+    }
+    if (method === 'POST' && p === '/_emulator/instances') {
+      if (!str('id') || !this.instanceTypes.has(str('type')) || !this.vswitches.has(str('vswitchId')))
+        return [400, { error: 'id, a known type and a known vswitchId are required' }];
+      return [200, { ...this.addInstance(str('id'), str('type'), str('vswitchId')) }];
+    }
+    if (method === 'POST' && p === '/_emulator/inject') {
+      const status = Number(body.status);
+      if (!str('action') || !str('code') || !(status >= 400)) return [400, { error: 'action, code and status >= 400 are required' }];
+      this.inject(str('action'), { code: str('code'), status, message: str('message') || undefined, times: Number(body.times ?? 1) });
+      return [200, {}];
+    }
+    if (method === 'PUT' && p === '/_emulator/config') {
+      if (typeof body.latencyMs === 'number' || (typeof body.latencyMs === 'object' && body.latencyMs))
+        this.setLatency(body.latencyMs as number);
+      if (typeof body.visibleAfterMs === 'number') this.setVisibleAfter(body.visibleAfterMs);
+      if (body.rateLimits === null) this.clearRateLimits();
+      else if (typeof body.rateLimits === 'object' && body.rateLimits)
+        for (const [action, l] of Object.entries(body.rateLimits as Record<string, { count: number; windowMs?: number }>))
+          this.rateLimit(action, l.count, l.windowMs);
+      return [200, this.state() as Record<string, unknown>];
+    }
+    return [404, { error: `aliyun emulator: no control route ${method} ${p}` }];
   }
 
   /** The IPv6 gateway of a vSwitch (the fake's choice: the first address of its IPv6 CIDR, `<prefix>::1`). */
@@ -476,6 +541,7 @@ export class FakeOpenApi {
       secondaryIps: ips.slice(1),
       ipv6s: [],
       creationTime: new Date().toISOString().replace(/\.\d+Z$/, 'Z'),
+      ...(this.opts.visibleAfterMs ? { visibleAt: Date.now() + this.opts.visibleAfterMs } : {}),
     };
     this.enis.set(eni.id, eni);
     return eni;
@@ -747,7 +813,8 @@ export class FakeOpenApi {
     this.region(p);
     const ids = this.list(p, 'NetworkInterfaceId');
     const max = this.int(p, 'MaxResults', 10, 10, 500);
-    let all = [...this.enis.values()].filter((e) => e.status !== 'Deleting');
+    const now = Date.now();
+    let all = [...this.enis.values()].filter((e) => e.status !== 'Deleting' && (e.visibleAt ?? 0) <= now);
     if (ids.length) all = all.filter((e) => ids.includes(e.id));
     if (p['InstanceId']) all = all.filter((e) => e.instanceId === p['InstanceId']);
     if (p['VSwitchId']) all = all.filter((e) => e.vswitchId === p['VSwitchId']);

@@ -1,0 +1,25 @@
+import { spawn } from 'node:child_process';
+
+/**
+ * Starts a server program and waits for the first line it prints on stdout (its address, once it listens).
+ * stop() sends SIGTERM and waits for the exit. Rejects when the program exits before printing a line.
+ */
+export async function startListening(argv: string[]): Promise<{ line: string; stop: () => Promise<void> }> {
+  const child = spawn(argv[0]!, argv.slice(1), { stdio: ['ignore', 'pipe', 'inherit'] });
+  const exited = new Promise<void>((r) => child.once('exit', () => r()));
+  const line = await new Promise<string>((resolve, reject) => {
+    let out = '';
+    child.stdout.on('data', (d: Buffer) => {
+      out += d.toString();
+      if (out.includes('\n')) resolve(out.slice(0, out.indexOf('\n')).trim());
+    });
+    child.once('exit', (code) => reject(new Error(`${argv.join(' ')}: exited ${code} before printing its address`)));
+  });
+  return {
+    line,
+    stop: async () => {
+      child.kill('SIGTERM');
+      await exited;
+    },
+  };
+}
