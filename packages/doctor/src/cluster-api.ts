@@ -1,10 +1,11 @@
 /**
- * What `doctor cluster` reads from the API server (Nodes, live pods' addresses, Coil's AddressPools and
- * AddressBlocks), and its one write: deleting a block whose node is gone, as Coil's controller does when it sees
+ * What `doctor cluster` reads from the API server (Nodes, pods and the live ones' addresses, Coil's AddressPools
+ * and AddressBlocks, gcp-ipam's IPAllocations), and its one write: deleting a block whose node is gone, as Coil's controller does when it sees
  * the Node go (the finalizer removed first: no coild is left to remove it).
  */
-import type { KubeObject, KubeTransport, Resource } from '@cnikit/kube';
-import type { BlockFacts, ClusterFacts, PoolFacts } from './cluster';
+import { ALLOC_PLURAL, GROUP, VERSION, type IPAllocation } from '@cnikit/gcp-ipam/types';
+import type { KubeObject, KubeTransport, Pod, Resource } from '@cnikit/kube';
+import type { AllocationFacts, BlockFacts, ClusterFacts, PoolFacts } from './cluster';
 
 type Kube = typeof import('@cnikit/kube');
 
@@ -51,19 +52,46 @@ async function readCoil(kube: Kube, transport: KubeTransport): Promise<{ pools?:
   };
 }
 
+/** gcp-ipam's allocations (its types.ts: ipam.gcp-cni.cast.ai/v1alpha1); undefined when the cluster has no such CRD. */
+async function readAllocations(kube: Kube, transport: KubeTransport): Promise<AllocationFacts[] | undefined> {
+  const res = kube.defineResource<IPAllocation & KubeObject>({
+    group: GROUP,
+    version: VERSION,
+    kind: 'IPAllocation',
+    plural: ALLOC_PLURAL,
+    namespaced: false,
+  });
+  try {
+    return (await new kube.ResourceClient(transport, res).listAll()).items.map((a) => ({
+      name: a.metadata.name ?? '',
+      pool: a.spec.pool,
+      ip: a.spec.ip,
+      pod: `${a.spec.podNamespace}/${a.spec.podName}`,
+      podUID: a.spec.podUID,
+      node: a.spec.nodeName,
+      migrating: !!a.spec.movingOut || a.spec.phase === 'Migrating',
+    }));
+  } catch (err) {
+    if (kube.isNotFound(err)) return undefined;
+    throw err;
+  }
+}
+
 export async function readCluster(kubeconfig?: string): Promise<ClusterFacts> {
   const kube = await import('@cnikit/kube');
   const transport = kube.connect({ kubeconfig });
   try {
     const nodes = (await new kube.ResourceClient(transport, kube.Nodes).listAll()).items.map((n) => n.metadata.name ?? '');
-    const pods = (await new kube.ResourceClient(transport, kube.Pods).listAll()).items
-      .filter((p) => !p.spec.hostNetwork && p.status?.phase === 'Running' && !p.metadata.deletionTimestamp)
-      .map((p) => ({
-        pod: `${p.metadata.namespace}/${p.metadata.name}`,
-        node: p.spec.nodeName ?? '',
-        ips: (p.status?.podIPs ?? []).map((x) => x.ip),
-      }));
-    return { nodes, pods, ...(await readCoil(kube, transport)) };
+    // addresses only of live pods: a deleted pod's status keeps its address after its sandbox is gone
+    const live = (p: Pod): boolean => !p.spec.hostNetwork && p.status?.phase === 'Running' && !p.metadata.deletionTimestamp;
+    const pods = (await new kube.ResourceClient(transport, kube.Pods).listAll()).items.map((p) => ({
+      pod: `${p.metadata.namespace}/${p.metadata.name}`,
+      uid: p.metadata.uid,
+      node: p.spec.nodeName ?? '',
+      ips: live(p) ? (p.status?.podIPs ?? []).map((x) => x.ip) : [],
+    }));
+    const allocations = await readAllocations(kube, transport);
+    return { nodes, pods, ...(await readCoil(kube, transport)), ...(allocations ? { allocations } : {}) };
   } finally {
     transport.close();
   }

@@ -5,6 +5,9 @@
  *     is down (or was during the deletion) the pool runs dry (Coil #271, #347; Cilium #46598 is the same pain
  *     with CIDRs).
  *   - Each pool's blocks in use against its capacity, and per node.
+ *   - gcp-ipam's IPAllocations (one per address) whose pod is gone: the address stays out of the pool, its alias
+ *     on the instance, until gcp-ipam's GC on that node (doctor node --gc there) releases both. An allocation
+ *     kept for a live migration's destination (movingOut, or Migrating) is not leaked.
  *   - Pod addresses held by two live pods (Running, not being deleted; a deleted pod's status keeps its address
  *     for a while after its sandbox is gone, so it does not count).
  * Pure: cluster-api.ts reads the facts and deletes the blocks.
@@ -27,8 +30,22 @@ export interface BlockFacts {
 export interface PodAddresses {
   /** namespace/name */
   pod: string;
+  uid?: string;
   node: string;
   ips: string[];
+}
+
+/** A gcp-ipam IPAllocation: the claim of one address for one pod. */
+export interface AllocationFacts {
+  name: string;
+  pool: string;
+  ip: string;
+  /** namespace/name */
+  pod: string;
+  podUID: string;
+  node: string;
+  /** Kept for a live migration's destination (spec.movingOut, or phase Migrating). */
+  migrating: boolean;
 }
 
 export interface ClusterFacts {
@@ -36,7 +53,10 @@ export interface ClusterFacts {
   /** Undefined when the cluster has no Coil (no AddressPool CRD). */
   pools?: PoolFacts[];
   blocks: BlockFacts[];
+  /** Every pod that exists (any phase): what an allocation's pod is looked up in. */
   pods: PodAddresses[];
+  /** gcp-ipam's allocations; undefined when the cluster has no gcp-ipam (no IPAllocation CRD). */
+  allocations?: AllocationFacts[];
 }
 
 export interface PoolRow {
@@ -51,6 +71,9 @@ export interface ClusterReport {
   pools: PoolRow[];
   /** Blocks whose node is gone. */
   leakedBlocks: BlockFacts[];
+  gcpIpam: boolean;
+  /** gcp-ipam allocations whose pod is gone (by UID). */
+  leakedAllocations: (AllocationFacts & { why: string })[];
   conflicts: { ip: string; pods: string[] }[];
 }
 
@@ -73,6 +96,15 @@ function conflicts(pods: PodAddresses[]): ClusterReport['conflicts'] {
     .sort((a, b) => (a.ip < b.ip ? -1 : 1));
 }
 
+/** Allocations whose pod (that UID) exists no more, and no migration waits for them. */
+function leakedAllocations(f: ClusterFacts): ClusterReport['leakedAllocations'] {
+  const uids = new Map(f.pods.map((p) => [p.pod, p.uid]));
+  return (f.allocations ?? [])
+    .filter((a) => !a.migrating && uids.get(a.pod) !== a.podUID)
+    .map((a) => ({ ...a, why: uids.has(a.pod) ? `pod ${a.pod} is another pod now (uid ${uids.get(a.pod)})` : `pod ${a.pod} is gone` }))
+    .sort((a, b) => (a.name < b.name ? -1 : 1));
+}
+
 export function judgeCluster(f: ClusterFacts): ClusterReport {
   const nodes = new Set(f.nodes);
   const pools = (f.pools ?? []).map((p) => {
@@ -85,11 +117,14 @@ export function judgeCluster(f: ClusterFacts): ClusterReport {
     coil: f.pools !== undefined,
     pools,
     leakedBlocks: f.blocks.filter((b) => !nodes.has(b.node)).sort((a, b) => (a.name < b.name ? -1 : 1)),
-    conflicts: conflicts(f.pods),
+    gcpIpam: f.allocations !== undefined,
+    leakedAllocations: leakedAllocations(f),
+    conflicts: conflicts(f.pods.filter((p) => p.ips.length)),
   };
 }
 
-export const clusterHealthy = (r: ClusterReport): boolean => r.leakedBlocks.length === 0 && r.conflicts.length === 0;
+export const clusterHealthy = (r: ClusterReport): boolean =>
+  r.leakedBlocks.length === 0 && r.leakedAllocations.length === 0 && r.conflicts.length === 0;
 
 export function formatCluster(r: ClusterReport): string {
   const out: string[] = [];
@@ -103,7 +138,10 @@ export function formatCluster(r: ClusterReport): string {
   }
   for (const b of r.leakedBlocks)
     out.push(`leaked   block ${b.name} (pool ${b.pool}, ${[b.ipv4, b.ipv6].filter(Boolean).join(' ')}): node ${b.node} is gone`);
+  for (const a of r.leakedAllocations)
+    out.push(`leaked   allocation ${a.name} (pool ${a.pool}, ${a.ip} on ${a.node}): ${a.why}; doctor node --gc on ${a.node} releases it`);
   for (const c of r.conflicts) out.push(`conflict ${c.ip} held by ${c.pods.join(', ')}`);
-  out.push(`${r.leakedBlocks.length} leaked blocks, ${r.conflicts.length} conflicting addresses`);
+  const allocations = r.gcpIpam ? `, ${r.leakedAllocations.length} leaked gcp-ipam allocations` : '';
+  out.push(`${r.leakedBlocks.length} leaked blocks${allocations}, ${r.conflicts.length} conflicting addresses`);
   return `${out.join('\n')}\n`;
 }

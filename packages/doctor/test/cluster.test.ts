@@ -37,6 +37,8 @@ describe('judgeCluster', () => {
       coil: true,
       pools: [{ pool: 'default', blocks: 3, capacity: 2048, byNode: { 'kl-a': 2, 'kl-b': 1 } }],
       leakedBlocks: [],
+      gcpIpam: false,
+      leakedAllocations: [],
       conflicts: [],
     });
     expect(clusterHealthy(r)).toBe(true);
@@ -70,5 +72,50 @@ describe('judgeCluster', () => {
     const r = judgeCluster(facts({ pools: undefined, blocks: [] }));
     expect(r).toMatchObject({ coil: false, pools: [], leakedBlocks: [] });
     expect(formatCluster(r)).toMatch(/^Coil: not installed/);
+  });
+});
+
+describe("gcp-ipam's allocations", () => {
+  const allocation = (name: string, pod: string, podUID: string, migrating = false) => ({
+    name,
+    pool: 'live',
+    ip: `10.111.0.${name.slice(-1)}`,
+    pod,
+    podUID,
+    node: 'kl-a',
+    migrating,
+  });
+  const pods = [
+    { pod: 'default/a', uid: 'ua', node: 'kl-a', ips: ['10.111.0.1'] },
+    { pod: 'default/c', uid: 'uc-new', node: 'kl-a', ips: [] },
+  ];
+
+  test('one whose pod is gone, or is another pod of the same name now, is leaked; one kept for a migration is not', () => {
+    const r = judgeCluster(
+      facts({
+        pods,
+        allocations: [
+          allocation('live-1', 'default/a', 'ua'),
+          allocation('live-2', 'default/b', 'ub'),
+          allocation('live-3', 'default/c', 'uc-old'),
+          allocation('live-4', 'default/d', 'ud', true),
+        ],
+      }),
+    );
+    expect(r.gcpIpam).toBe(true);
+    expect(r.leakedAllocations.map((a) => `${a.name}: ${a.why}`)).toEqual([
+      'live-2: pod default/b is gone',
+      'live-3: pod default/c is another pod now (uid uc-new)',
+    ]);
+    expect(clusterHealthy(r)).toBe(false);
+    expect(formatCluster(r)).toMatch(
+      /^leaked {3}allocation live-2 \(pool live, 10\.111\.0\.2 on kl-a\): pod default\/b is gone; doctor node --gc on kl-a releases it$/m,
+    );
+    expect(formatCluster(r)).toMatch(/2 leaked gcp-ipam allocations/);
+  });
+
+  test('a pod that is not live holds no address for the conflict check', () => {
+    const r = judgeCluster(facts({ pods: [...pods, { pod: 'default/old', uid: 'uo', node: 'kl-a', ips: [] }] }));
+    expect(r.conflicts).toEqual([]);
   });
 });

@@ -170,7 +170,7 @@ interface ClusterOptions {
 }
 
 /**
- * Exit 0 when no block is leaked and no address conflicts, 1 otherwise; with --gc --apply, 0 when every leaked
+ * Exit 0 when no block or allocation is leaked and no address conflicts, 1 otherwise; with --gc --apply, 0 when every leaked
  * block went and nothing is left.
  */
 async function explainCluster(o: ClusterOptions): Promise<void> {
@@ -202,7 +202,7 @@ async function explainCluster(o: ClusterOptions): Promise<void> {
 program
   .command('cluster')
   .description(
-    "what no node sees alone: Coil's blocks whose node is gone, each pool's blocks in use, an address held by two live pods; --gc deletes the leaked blocks",
+    "what no node sees alone: Coil's blocks whose node is gone, gcp-ipam's allocations whose pod is gone, each pool's blocks in use, an address held by two live pods; --gc deletes the leaked blocks",
   )
   .option('--kubeconfig <file>', 'the API server (default: $KUBECONFIG or in-cluster)')
   .option('--gc', "delete the blocks whose node is gone, as Coil's controller would (a dry run without --apply)")
