@@ -42,6 +42,7 @@ const node: NodeSources = {
   veths: ['live', 'stopped', 'new', 'gone1', 'gone2'].map((id, i) => held(id, `10.9.0.${i + 2}`).veth),
   coil: [],
   router: [],
+  terway: [],
 };
 
 test("a cached attachment of a gone sandbox gets libcni's DEL; objects no cache entry covers get GC and a host-local release", () => {
@@ -98,6 +99,7 @@ test('a Coil pod of a gone sandbox without a cache entry: GC of every network wh
     veths: [],
     coil: [veth('live', '10.1.0.2')],
     router: [],
+    terway: [],
   };
   expect(planGc(s)).toEqual([]);
   expect(planGc({ ...s, coil: [...s.coil, veth('gone', '10.1.0.9')] }).map((x) => [x.step, x.network, x.target])).toEqual([
@@ -125,6 +127,7 @@ test("router host routes no cache entry covers: GC of the network whose tag is i
     veths: [],
     coil: [],
     router: [route('live', '10.9.0.2')],
+    terway: [],
   };
   expect(planGc(s)).toEqual([]);
   // a pod gone without a cache entry: its key resolves to no sandbox the node knows, its network by the key's tag

@@ -8,7 +8,7 @@ import { cleanupAll, newNs, sh } from '@cnikit/netlib-testing';
 import { joinNode, formatNode, type NodeSources } from '../src/node/join';
 import { attachmentKey } from '@cnikit/router/marks';
 import { healthyNode, sandbox } from './support';
-import { coilVeths, hostVeths, readCache, readHostLocalLeases, type CachedAttachment } from '../src/node/sources';
+import { coilVeths, hostVeths, readCache, readHostLocalLeases, readTerwayLeases, type CachedAttachment } from '../src/node/sources';
 
 let dir: string;
 beforeEach(() => {
@@ -153,6 +153,7 @@ test('joinNode: a sandbox being created (in containerd store, not yet listed by 
     veths: [],
     coil: [],
     router: [],
+    terway: [],
   });
   expect(rows).toEqual([expect.objectContaining({ containerId: 'c9', sandbox: 'creating', state: 'healthy', problems: [] })]);
   expect(rows[0]!.pod).toBeUndefined();
@@ -179,7 +180,7 @@ describe('joinNode, Coil', () => {
     entry: {},
   });
   const coilVeth = (id: string, ips: string[]) => ({ name: `veth${id}`, pool: 'default', containerId: id, ifName: 'eth0', ips });
-  const base = { sandboxes: [sandbox('c1', 'web')], cached: [coilConf('c1', '10.1.0.2')], leases: [], veths: [], router: [] };
+  const base = { sandboxes: [sandbox('c1', 'web')], cached: [coilConf('c1', '10.1.0.2')], leases: [], veths: [], router: [], terway: [] };
 
   test('a cached Coil attachment with its host veth and pod-table route is healthy; without the route, broken (Coil #370)', () => {
     const [ok] = joinNode({ ...base, coil: [coilVeth('c1', ['10.1.0.2'])] });
@@ -233,5 +234,42 @@ describe('joinNode, Coil', () => {
     expect(rows.find((r) => r.containerId === 'c1')!.objects).toContain('router 198.51.100.8 via vethc1 (table 254)');
     const key = attachmentKey('mr', 'gone', 'net1');
     expect(rows.find((r) => r.containerId === `router-key:${key}`)).toMatchObject({ state: 'leaked', sandbox: 'gone' });
+  });
+});
+
+describe('terway leases', () => {
+  test("read from terwayd's state file; a lease reserved for a pod's return is left out; no file, none", () => {
+    const file = path.join(dir, 'pod.json');
+    expect(readTerwayLeases(file)).toEqual([]);
+    const leases = [
+      { key: 'default/a', ip: '10.1.0.5', eniId: 'eni-1', containerId: 'c1' },
+      { key: 'default/b', ip: '10.1.0.6', ip6: 'fd00::6', eniId: 'eni-1', containerId: 'c2' },
+      { key: 'default/s-0', ip: '10.1.0.7', eniId: 'eni-2', containerId: 'c3', reservedUntil: 2_000 },
+    ];
+    fs.writeFileSync(file, JSON.stringify({ version: 1, leases }));
+    expect(readTerwayLeases(file, 1_000)).toEqual([
+      { ip: '10.1.0.5', eniId: 'eni-1', containerId: 'c1' },
+      { ip: '10.1.0.6', ip6: 'fd00::6', eniId: 'eni-1', containerId: 'c2' },
+    ]);
+    expect(readTerwayLeases(file, 3_000).map((l) => l.containerId)).toEqual(['c1', 'c2', 'c3']);
+  });
+
+  test("a ready sandbox's lease is healthy, a gone one's leaked, one address on two ready sandboxes conflicting", () => {
+    const lease = (containerId: string, ip: string) => ({ ip, eniId: 'eni-1', containerId });
+    const s: NodeSources = {
+      ...healthyNode(),
+      cached: [],
+      leases: [],
+      veths: [],
+      sandboxes: [sandbox('c1', 'web'), sandbox('c2', 'api')],
+      terway: [lease('c1', '10.1.0.5')],
+    };
+    expect(joinNode(s)).toEqual([
+      expect.objectContaining({ containerId: 'c1', state: 'healthy', objects: ['terway 10.1.0.5 (eni eni-1)'] }),
+    ]);
+    const gone = joinNode({ ...s, terway: [lease('old', '10.1.0.9')] });
+    expect(gone).toEqual([expect.objectContaining({ containerId: 'old', state: 'leaked', sandbox: 'gone' })]);
+    const clash = joinNode({ ...s, terway: [lease('c1', '10.1.0.5'), lease('c2', '10.1.0.5')] });
+    expect(clash.map((r) => r.state)).toEqual(['conflicting', 'conflicting']);
   });
 });

@@ -42,6 +42,7 @@ test('observeNode: attachments by state (zeros included), by plugin of their cha
     'cnikit_leaked_objects{kind="veth"} 0',
     'cnikit_leaked_objects{kind="coil"} 0',
     'cnikit_leaked_objects{kind="router"} 0',
+    'cnikit_leaked_objects{kind="terway"} 0',
   ]);
 });
 

@@ -23,4 +23,5 @@ export const healthyNode = (): NodeSources => ({
   veths: [{ name: 'vethc1', network: 'macvlan-veth', containerId: 'c1' }],
   coil: [],
   router: [],
+  terway: [],
 });

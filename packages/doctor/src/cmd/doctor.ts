@@ -15,7 +15,7 @@ import { formatReports, hasErrors, lintConfDir, lintNads, type FileReport } from
 import { listNads } from '../nads';
 import { formatGc, gcNode } from '../node/gc';
 import { formatNode, joinNode } from '../node/join';
-import { readNode, type SourceOptions } from '../node/sources';
+import { readNode, TERWAY_STATE, type SourceOptions } from '../node/sources';
 import { diagnose, formatPod, networkStatus, podSandboxes } from '../pod';
 import { readPod } from '../pod-api';
 import { serve } from '../serve';
@@ -25,6 +25,7 @@ interface NodeSourceFlags {
   criSocket: string;
   cacheDir: string;
   hostLocalDir: string;
+  terwayState: string;
 }
 interface DirFlags {
   confDir: string;
@@ -63,7 +64,8 @@ const withNodeSources = (c: Command): Command =>
       '/run/containerd/containerd.sock',
     )
     .option('--cache-dir <dirs>', "libcni cache dirs, colon-separated (the runtime's, Multus's)", '/var/lib/cni:/var/lib/cni/multus')
-    .option('--host-local-dir <dir>', "host-local's data dir", '/var/lib/cni/networks');
+    .option('--host-local-dir <dir>', "host-local's data dir", '/var/lib/cni/networks')
+    .option('--terway-state <file>', "terwayd's lease store (its --state)", TERWAY_STATE);
 
 /** Where the runtime finds network configs and plugins (conf, pod, serve; node --gc needs the bin dirs only). */
 const withConfDir = (c: Command): Command => c.option('--conf-dir <dir>', 'the CNI conf dir', '/etc/cni/net.d');
@@ -98,7 +100,12 @@ interface NodeOptions extends NodeSourceFlags, Pick<DirFlags, 'binDir'> {
 }
 
 function sourceOptions(o: NodeSourceFlags): SourceOptions {
-  return { criSocket: o.criSocket, cacheDirs: o.cacheDir.split(':').filter(Boolean), hostLocalDir: o.hostLocalDir };
+  return {
+    criSocket: o.criSocket,
+    cacheDirs: o.cacheDir.split(':').filter(Boolean),
+    hostLocalDir: o.hostLocalDir,
+    terwayState: o.terwayState,
+  };
 }
 
 async function reportNode(o: NodeOptions): Promise<void> {

@@ -15,7 +15,16 @@
  * Pure: the sources are read by sources.ts.
  */
 import { attachmentKey } from '@cnikit/router/marks';
-import { COIL_POD_TABLE, type CachedAttachment, type CoilVeth, type HostVeth, type Lease, type RouterRoute, type Sandbox } from './sources';
+import {
+  COIL_POD_TABLE,
+  type CachedAttachment,
+  type CoilVeth,
+  type HostVeth,
+  type Lease,
+  type RouterRoute,
+  type Sandbox,
+  type TerwayLease,
+} from './sources';
 
 export type AttachmentState = 'healthy' | 'leaked' | 'broken' | 'conflicting';
 
@@ -27,7 +36,7 @@ export interface NodeRow {
   state: AttachmentState;
   /**
    * What this container holds: `cache <network>/<ifname> <ips>`, `lease <network> <ip>`, `veth <name> (<network>)`,
-   * `coil <veth> <ifname> <ips> (pool <pool>)`, `router <ip> via <link> (table <table>)`.
+   * `coil <veth> <ifname> <ips> (pool <pool>)`, `router <ip> via <link> (table <table>)`, `terway <ips> (eni <id>)`.
    */
   objects: string[];
   problems: string[];
@@ -40,6 +49,7 @@ export interface NodeSources {
   veths: HostVeth[];
   coil: CoilVeth[];
   router: RouterRoute[];
+  terway: TerwayLease[];
 }
 
 interface Held {
@@ -48,6 +58,7 @@ interface Held {
   veths: HostVeth[];
   coil: CoilVeth[];
   router: RouterRoute[];
+  terway: TerwayLease[];
 }
 
 /** The ifnames router attachments get: the cached ones, eth0, and Multus's net1..net9. */
@@ -68,13 +79,14 @@ function byContainer(s: NodeSources): Map<string, Held> {
   const held = new Map<string, Held>();
   const of = (id: string): Held => {
     let h = held.get(id);
-    if (!h) held.set(id, (h = { cached: [], leases: [], veths: [], coil: [], router: [] }));
+    if (!h) held.set(id, (h = { cached: [], leases: [], veths: [], coil: [], router: [], terway: [] }));
     return h;
   };
   for (const c of s.cached) of(c.containerId).cached.push(c);
   for (const l of s.leases) of(l.containerId).leases.push(l);
   for (const v of s.veths) of(v.containerId).veths.push(v);
   for (const v of s.coil) of(v.containerId).coil.push(v);
+  for (const l of s.terway) of(l.containerId).terway.push(l);
   const owners = routerOwners(s);
   for (const r of s.router) of(owners.get(r.key) ?? `router-key:${r.key}`).router.push(r);
   return held;
@@ -87,6 +99,7 @@ function objectsOf(h: Held): string[] {
     ...h.veths.map((v) => `veth ${v.name} (${v.network})`),
     ...h.coil.map((v) => `coil ${v.name} ${v.ifName}${v.ips.length ? ` ${v.ips.join(',')}` : ''} (pool ${v.pool})`),
     ...h.router.map((r) => `router ${r.ip} via ${r.link} (table ${r.table})`),
+    ...h.terway.map((l) => `terway ${[l.ip, l.ip6].filter(Boolean).join(',')} (eni ${l.eniId})`),
   ];
 }
 
@@ -135,6 +148,7 @@ function conflicts(s: NodeSources, ready: Set<string>): Map<string, string[]> {
   for (const c of s.cached) for (const ip of c.ips) hold(ip, c.containerId);
   for (const l of s.leases) hold(l.ip, l.containerId);
   for (const v of s.coil) for (const ip of v.ips) hold(ip, v.containerId);
+  for (const l of s.terway) for (const ip of [l.ip, l.ip6]) if (ip) hold(ip, l.containerId);
   const byContainerId = new Map<string, string[]>();
   for (const [ip, ids] of holders) {
     if (ids.size < 2) continue;

@@ -7,7 +7,8 @@
  *   - host veths the veth plugin left (alias `cnikit-veth:<network>:<containerID>`);
  *   - Coil's pods: host veths with alias `COIL:<pool>:<containerID>:<ifname>`, and their /32 and /128 routes in
  *     Coil's pod table (116 unless coild's --pod-table-id says otherwise), as coild itself recovers them;
- *   - router's host routes (protocol 158, in any table), each carrying its attachment's key as its metric.
+ *   - router's host routes (protocol 158, in any table), each carrying its attachment's key as its metric;
+ *   - terwayd's leases (its --state file, /var/lib/cni/terway/pod.json): address, ENI and container ID each.
  */
 import * as fs from 'node:fs';
 import * as path from 'node:path';
@@ -71,6 +72,17 @@ export interface RouterRoute {
   /** attachmentKey(network, containerID, ifname) of @cnikit/router: the route's only tie to its attachment. */
   key: number;
 }
+
+/** A lease terwayd holds for a pod (its lease store: packages/terway/src/daemon/store.ts). */
+export interface TerwayLease {
+  ip: string;
+  ip6?: string;
+  eniId: string;
+  containerId: string;
+}
+
+/** terwayd's default --state. */
+export const TERWAY_STATE = '/var/lib/cni/terway/pod.json';
 
 /** Coil's pod routing table (coild --pod-table-id). */
 export const COIL_POD_TABLE = 116;
@@ -215,6 +227,23 @@ export function readHostLocalLeases(dataDir: string): Lease[] {
   return leases;
 }
 
+/**
+ * terwayd's leases, from its state file ({version, leases: [{key, ip, ip6?, eniId, containerId, reservedUntil?}]}).
+ * A lease reserved for a pod's return (reservedUntil in the future) is terwayd's on purpose, not a pod's: left
+ * out. No file: no terway on the node.
+ */
+export function readTerwayLeases(file: string, now = Date.now()): TerwayLease[] {
+  let j: { leases?: { ip?: string; ip6?: string; eniId?: string; containerId?: string; reservedUntil?: number }[] };
+  try {
+    j = JSON.parse(fs.readFileSync(file, 'utf8')) as typeof j;
+  } catch {
+    return [];
+  }
+  return (Array.isArray(j.leases) ? j.leases : [])
+    .filter((l) => l.ip && l.containerId && !((l.reservedUntil ?? 0) > now))
+    .map((l) => ({ ip: l.ip!, ...(l.ip6 ? { ip6: l.ip6 } : {}), eniId: l.eniId ?? '', containerId: l.containerId! }));
+}
+
 /** Host ends the veth plugin made, found by the alias it sets (`cnikit-veth:<network>:<containerID>`). */
 export async function hostVeths(ns: Netns = hostNetns()): Promise<HostVeth[]> {
   const out: HostVeth[] = [];
@@ -256,6 +285,8 @@ export interface SourceOptions {
   /** libcni cache dirs, the runtime's first (its DEL of Multus's network reaches the delegates cached after it). */
   cacheDirs: string[];
   hostLocalDir: string;
+  /** terwayd's lease store (--state); absent when terway does not run on the node. */
+  terwayState?: string;
 }
 
 export interface NodeRead {
@@ -272,6 +303,7 @@ export interface NodeRead {
 export async function readNode(o: SourceOptions): Promise<NodeRead> {
   const cache = readCache(o.cacheDirs);
   const leases = readHostLocalLeases(o.hostLocalDir);
+  const terway = readTerwayLeases(o.terwayState ?? TERWAY_STATE);
   const veths = await hostVeths();
   const coil = await coilVeths();
   const router = await routerRoutes();
@@ -280,7 +312,7 @@ export async function readNode(o: SourceOptions): Promise<NodeRead> {
   const listed = new Set(sandboxes.map((x) => x.id));
   sandboxes.push(...(stored ?? []).filter((x) => !listed.has(x.id)));
   return {
-    sources: { sandboxes, cached: cache.attachments, leases, veths, coil, router },
+    sources: { sandboxes, cached: cache.attachments, leases, veths, coil, router, terway },
     unreadable: cache.unreadable,
     seesCreating: stored !== undefined,
   };
