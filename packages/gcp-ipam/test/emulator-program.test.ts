@@ -32,6 +32,8 @@ test('the flags make the instance and the subnet; the metadata server answers on
   expect(json).toMatchObject({
     project: 'test-project',
     opDurationMs: 200,
+    // Compute Engine's default rate quotas, per project and minute
+    quotas: { default: 1500, read_requests: 1500, operation_read_requests: 1500 },
     instances: [{ zone: ZONE, name: 'vm-a', networkInterfaces: [{ name: 'nic0', networkIP: '10.0.0.2', aliasIpRanges: [] }] }],
     subnets: [expect.objectContaining({ region: 'europe-west1', name: 'default', ipCidrRange: '10.0.0.0/20' })],
   });
@@ -51,16 +53,16 @@ test("gcp-ipam's client adds an alias through an operation; an error injected th
     const err = (await gce.getInstance(ZONE, 'vm-a').catch((e: unknown) => e)) as GceError;
     expect(err.status).toBe(503);
     await expect(gce.getInstance(ZONE, 'vm-a')).resolves.toMatchObject({ name: 'vm-a' });
-    // a new node joins, and the QPS is lowered to nothing: every mutation is throttled as GCE does
+    // a new node joins, and the mutation quota is lowered to nothing: every mutation is throttled as GCE does
     expect((await control('POST', 'instances', { zone: ZONE, name: 'vm-b' })).status).toBe(200);
-    expect((await control('PUT', 'config', { mutateQps: 0 })).json).toMatchObject({ mutateQps: 0 });
+    expect((await control('PUT', 'config', { quotas: { default: 0 } })).json).toMatchObject({ quotas: { default: 0 } });
     const throttled = (await gce
       .updateAliases(ZONE, 'vm-b', 'nic0', () => [{ ipCidrRange: '10.0.8.6/32' }])
       .catch((e: unknown) => e)) as GceError;
     expect(throttled).toMatchObject({ status: 403, reason: 'rateLimitExceeded' });
   } finally {
     gce.close();
-    await control('PUT', 'config', { mutateQps: null });
+    await control('PUT', 'config', { quotas: { default: 1500 } });
   }
 });
 

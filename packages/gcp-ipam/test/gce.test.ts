@@ -76,8 +76,8 @@ test('403 rateLimitExceeded is retried with backoff, then gives up', async () =>
   expect((err as GceError).rateLimited).toBe(true);
 });
 
-test('a mutation rate above the QPS limit gets 403 rateLimitExceeded', async () => {
-  fake.mutateQps = 0; // every mutation is over the limit: deterministic on a loaded machine
+test("a mutation above the project's rate quota gets 403 rateLimitExceeded", async () => {
+  fake.setQuota('default', 0); // every mutation is over the quota: deterministic on a loaded machine
   const raw = new GceClient({ project: fake.project, endpoint: fake.computeEndpoint, maxAttempts: 1 });
   const err = await raw
     .updateNetworkInterface(ZONE, 'vm-b', { name: 'nic0', fingerprint: 'x', aliasIpRanges: [] })

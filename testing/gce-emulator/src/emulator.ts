@@ -2,11 +2,13 @@
 // following the API reference: instances.get; instances.updateNetworkInterface (fingerprint required -> 400,
 // stale -> 412 conditionNotMet, requestId makes a retry return the same operation, a second update while one
 // runs on the instance -> 400 resourceNotReady); zoneOperations get/wait with a configurable duration
-// (default 3 s, the anchor's measured alias-update latency); 403 rateLimitExceeded on demand or above a QPS.
+// (default 3 s, the anchor's measured alias-update latency); 403 rateLimitExceeded on demand or above a rate
+// quota: per project, per quota group, per minute, refilled at the start of each minute (Compute Engine's
+// api-quota page: `default` for mutations, `read_requests` for *.get, `operation_read_requests`).
 // An alias /32 attached to another instance makes the operation finish with an error (IP in use).
 //
 // Also the metadata server's access token (Metadata-Flavor: Google, or 403 as on a VM) and the project ID, and
-// a control API under /_emulator/ (state, instances, subnets, injected errors, operation duration, QPS) for a
+// a control API under /_emulator/ (state, instances, subnets, injected errors, operation duration, quotas) for a
 // user or a test driving the program (src/cmd/gce-emulator.ts, `npm run gce-emulator`) from outside.
 //
 // Only erasable TypeScript (no enums, no parameter properties) and Node built-ins: the benchmark runs this file
@@ -48,12 +50,26 @@ export interface Injected {
   reason: string;
   message?: string;
 }
+/** Compute Engine's rate quota groups of the calls emulated here. */
+export type QuotaGroup = 'default' | 'read_requests' | 'operation_read_requests';
+const QUOTA_GROUP: Record<string, QuotaGroup> = {
+  'instances.get': 'read_requests',
+  'subnetworks.get': 'read_requests',
+  'instances.updateNetworkInterface': 'default',
+  'subnetworks.patch': 'default',
+  'zoneOperations.get': 'operation_read_requests',
+  'zoneOperations.wait': 'operation_read_requests',
+  'regionOperations.get': 'operation_read_requests',
+  'regionOperations.wait': 'operation_read_requests',
+};
+const RATE_LIMITED: Injected = { status: 403, reason: 'rateLimitExceeded', message: 'Rate Limit Exceeded' };
+
 export interface FakeGceOptions {
   project?: string;
   /** How long each updateNetworkInterface / subnetworks.patch operation stays RUNNING. Default 3000 ms. */
   opDurationMs?: number;
-  /** Above this many mutating calls per second: 403 rateLimitExceeded. Default unlimited. */
-  mutateQps?: number;
+  /** Rate quotas per minute by group (Compute Engine's defaults are 1500 each). Default: none. */
+  quotas?: Partial<Record<QuotaGroup, number>>;
   /** Reject an update while another operation runs on the same instance (400 resourceNotReady). Default true. */
   rejectWhileBusy?: boolean;
 }
@@ -67,7 +83,8 @@ const fp = (v: unknown): string =>
 export class FakeGce {
   readonly project: string;
   opDurationMs: number;
-  mutateQps: number;
+  /** Per-minute quota of each limited group, and what it used in the current minute. */
+  readonly quotas = new Map<QuotaGroup, { perMinute: number; minute: number; used: number }>();
   rejectWhileBusy: boolean;
   readonly instances = new Map<string, FakeInstance>();
   readonly subnets = new Map<
@@ -92,7 +109,6 @@ export class FakeGce {
   /** Every accepted updateNetworkInterface: instance and the aliases it asked for. */
   readonly updates: { instance: string; aliases: string[]; at: number }[] = [];
   private readonly injected = new Map<string, Injected[]>();
-  private recentMutations: number[] = [];
   private server: http.Server | undefined;
   private opSeq = 0;
   url = '';
@@ -100,7 +116,7 @@ export class FakeGce {
   constructor(opts: FakeGceOptions = {}) {
     this.project = opts.project ?? 'test-project';
     this.opDurationMs = opts.opDurationMs ?? 3000;
-    this.mutateQps = opts.mutateQps ?? Infinity;
+    for (const [group, perMinute] of Object.entries(opts.quotas ?? {})) this.setQuota(group as QuotaGroup, perMinute);
     this.rejectWhileBusy = opts.rejectWhileBusy ?? true;
   }
 
@@ -162,7 +178,7 @@ export class FakeGce {
     return {
       project: this.project,
       opDurationMs: this.opDurationMs,
-      mutateQps: Number.isFinite(this.mutateQps) ? this.mutateQps : null,
+      quotas: Object.fromEntries([...this.quotas].map(([g, q]) => [g, q.perMinute])),
       instances: [...this.instances.values()].map((i) => ({
         zone: i.zone,
         name: i.name,
@@ -194,18 +210,28 @@ export class FakeGce {
     res.end(text);
   }
 
+  /** Counts a call; the error it gets: an injected one first, then 403 rateLimitExceeded above its quota. */
   private count(kind: string): Injected | undefined {
     this.calls[kind] = (this.calls[kind] ?? 0) + 1;
     const q = this.injected.get(kind);
-    return q && q.length ? q.shift() : undefined;
+    if (q && q.length) return q.shift();
+    return this.overQuota(kind) ? RATE_LIMITED : undefined;
   }
 
-  private rateLimited(): boolean {
-    if (!Number.isFinite(this.mutateQps)) return false;
-    const now = Date.now();
-    this.recentMutations = this.recentMutations.filter((t) => now - t < 1000);
-    if (this.recentMutations.length >= this.mutateQps) return true;
-    this.recentMutations.push(now);
+  /** A group's requests per minute; undefined lifts its quota. */
+  setQuota(group: QuotaGroup, perMinute: number | undefined): void {
+    if (perMinute === undefined) this.quotas.delete(group);
+    else this.quotas.set(group, { perMinute, minute: 0, used: 0 });
+  }
+
+  /** Whether a call of `kind` is over its group's quota (the quota refills at the start of each minute). */
+  private overQuota(kind: string): boolean {
+    const q = this.quotas.get(QUOTA_GROUP[kind]!);
+    if (!q) return false;
+    const minute = Math.floor(Date.now() / 60_000);
+    if (minute !== q.minute) Object.assign(q, { minute, used: 0 });
+    if (q.used >= q.perMinute) return true;
+    q.used++;
     return false;
   }
 
@@ -288,7 +314,6 @@ export class FakeGce {
     ) {
       const body = await this.body(req);
       if (fail(this.count('instances.updateNetworkInterface'))) return;
-      if (this.rateLimited()) return this.send(res, 403, errorBody(403, 'rateLimitExceeded', 'Rate Limit Exceeded'));
       const requestId = u.searchParams.get('requestId');
       if (requestId && this.requestIds.has(requestId))
         return this.send(res, 200, this.opJson(this.ops.get(this.requestIds.get(requestId)!)!));
@@ -432,7 +457,10 @@ export class FakeGce {
     }
     if (method === 'PUT' && p === '/_emulator/config') {
       if (typeof body.opDurationMs === 'number') this.opDurationMs = body.opDurationMs;
-      if (body.mutateQps === null || typeof body.mutateQps === 'number') this.mutateQps = (body.mutateQps as number | null) ?? Infinity;
+      if (body.quotas === null) this.quotas.clear();
+      else if (typeof body.quotas === 'object' && body.quotas)
+        for (const [group, perMinute] of Object.entries(body.quotas as Record<string, number | null>))
+          this.setQuota(group as QuotaGroup, perMinute ?? undefined);
       if (typeof body.rejectWhileBusy === 'boolean') this.rejectWhileBusy = body.rejectWhileBusy;
       return this.send(res, 200, this.state());
     }

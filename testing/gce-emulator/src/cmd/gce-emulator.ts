@@ -2,10 +2,13 @@
  * gce-emulator: the GCE compute + metadata emulator as a program, for a user rehearsing an outage or a node-tier
  * test driving it from outside (`npm run gce-emulator -- --help`). The instances and subnets of the flags exist
  * at start; the control API (/_emulator/, emulator.ts) adds more, injects errors and changes the operation
- * duration and the QPS while it runs. Prints its URL on stdout once it listens; stops on SIGTERM or SIGINT.
+ * duration and the rate quotas while it runs. Prints its URL on stdout once it listens; stops on SIGTERM or SIGINT.
  */
 import { Command, InvalidArgumentError } from 'commander';
-import { FakeGce } from '../emulator';
+import { FakeGce, type QuotaGroup } from '../emulator';
+
+/** Compute Engine's default rate quotas (per project, per minute) of the groups emulated: what the program applies. */
+const DEFAULT_QUOTAS: Record<QuotaGroup, number> = { default: 1500, read_requests: 1500, operation_read_requests: 1500 };
 
 const collect = (v: string, all: string[]): string[] => [...all, v];
 const number = (v: string): number => {
@@ -26,7 +29,13 @@ const program = new Command('gce-emulator')
   .option('--listen <host:port>', 'where to listen', '127.0.0.1:8089')
   .option('--project <id>', 'the project', 'test-project')
   .option('--op-duration-ms <ms>', 'how long an updateNetworkInterface operation runs (GCE: about 3 s)', number, 3000)
-  .option('--mutate-qps <n>', 'mutating calls per second above which 403 rateLimitExceeded', number)
+  .option(
+    '--quota <group=N>',
+    'a rate quota per minute: default, read_requests, operation_read_requests (repeatable; default 1500 each)',
+    collect,
+    [],
+  )
+  .option('--no-rate-limits', 'no rate quota at all')
   .option('--instance <zone/name[=ip]>', 'an instance with nic0 (repeatable)', collect, [])
   .option('--subnet <region/name=cidr>', 'a subnetwork (repeatable)', collect, [])
   .parse();
@@ -35,12 +44,20 @@ const o = program.opts<{
   listen: string;
   project: string;
   opDurationMs: number;
-  mutateQps?: number;
+  quota: string[];
+  rateLimits: boolean;
   instance: string[];
   subnet: string[];
 }>();
-const gce = new FakeGce({ project: o.project, opDurationMs: o.opDurationMs, mutateQps: o.mutateQps });
+const gce = new FakeGce({ project: o.project, opDurationMs: o.opDurationMs });
 try {
+  const quotas: Record<string, number> = { ...DEFAULT_QUOTAS };
+  for (const q of o.quota) {
+    const m = /^(default|read_requests|operation_read_requests)=(\d+)$/.exec(q);
+    if (!m) throw new Error(`--quota ${JSON.stringify(q)}: <default|read_requests|operation_read_requests>=<per minute> expected`);
+    quotas[m[1]!] = Number(m[2]);
+  }
+  if (o.rateLimits) for (const [group, perMinute] of Object.entries(quotas)) gce.setQuota(group as QuotaGroup, perMinute);
   for (const i of o.instance.map((v) => placed(v, '--instance'))) gce.addInstance(i.where, i.name, i.value);
   for (const s of o.subnet.map((v) => placed(v, '--subnet'))) {
     if (!s.value) throw new Error(`--subnet ${s.where}/${s.name}: =<cidr> expected`);
