@@ -95,6 +95,8 @@ export function containerPid(env: NodeEnv, node: LabNode, name: string): number 
 
 export interface CniCall {
   pid: number;
+  /** The plugin as the runtime ran it (argv[0]'s base name: coil, loopback...). */
+  plugin: string;
   env: Record<string, string>;
   /** CNI_ARGS split into its key=value pairs. */
   args: Record<string, string>;
@@ -115,7 +117,14 @@ export function cniCalls(): CniCall[] {
       continue; // gone, or a kernel thread
     }
     const env = keyValues(raw.split('\0'));
-    if (env.CNI_COMMAND) calls.push({ pid: Number(entry), env, args: keyValues((env.CNI_ARGS ?? '').split(';')) });
+    if (!env.CNI_COMMAND) continue;
+    let argv0: string;
+    try {
+      argv0 = fs.readFileSync(`/proc/${entry}/cmdline`, 'utf8').split('\0')[0] ?? '';
+    } catch {
+      continue; // gone meanwhile
+    }
+    calls.push({ pid: Number(entry), plugin: path.basename(argv0), env, args: keyValues((env.CNI_ARGS ?? '').split(';')) });
   }
   return calls;
 }

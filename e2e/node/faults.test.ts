@@ -153,8 +153,9 @@ describeNodes('node: Coil on two real nodes under faults; doctor finds what they
     let killed: string;
     try {
       await k(e(), ['apply', '-f', '-'], podYaml('killed', node.name));
+      // the coil plugin's own process (the runtime also runs loopback's ADD for the pod, and fast)
       const add = await eventually('the coil ADD of the pod running on the node', async () =>
-        cniCalls().find((c) => c.env.CNI_COMMAND === 'ADD' && c.args.K8S_POD_NAME === 'killed'),
+        cniCalls().find((c) => c.plugin === 'coil' && c.env.CNI_COMMAND === 'ADD' && c.args.K8S_POD_NAME === 'killed'),
       );
       killed = add.env.CNI_CONTAINERID!;
       process.kill(add.pid, 'SIGKILL');
@@ -170,6 +171,16 @@ describeNodes('node: Coil on two real nodes under faults; doctor finds what they
       180_000,
     );
     expect(inPool(ip)).toBe(true);
+    // the kill is what failed the first attempt, as the kubelet reports it
+    const events = await k(e(), [
+      'get',
+      'events',
+      '--field-selector',
+      'involvedObject.name=killed,reason=FailedCreatePodSandBox',
+      '-o',
+      'jsonpath={.items[*].message}',
+    ]);
+    expect(events).toMatch(/plugin type="coil" failed \(add\).*signal: killed/);
     // the killed attempt's sandbox is gone (or stopped) and holds nothing; the new one is healthy
     await eventually('doctor node: every attachment healthy, none of the killed attempt', async () => {
       const rows = doctorNode(node).out.attachments ?? [];
@@ -294,6 +305,15 @@ describeNodes('node: Coil on two real nodes under faults; doctor finds what they
     }
     const last = `churn${plan.length - 1}`;
     const running = await runningApp(e(), last, WAVE);
+    // the earlier waves' pods terminated: the kubelet ends a pod only once its sandbox's network is torn down,
+    // retrying a DEL that failed while coild was down
+    const t1 = Date.now();
+    await eventually(
+      'only the last wave left',
+      async () => (await kjson(e(), ['get', 'pods', '-l', 'app'])).items.every((p) => p.metadata.name.startsWith(`${last}-`)),
+      300_000,
+    );
+    const settledMs = Date.now() - t1;
     // doctor on each node: what the faults left, reclaimed; then nothing but healthy attachments
     const found = e().lab.nodes.map((node) => ({ node: node.name, rows: unhealthy(node) }));
     const gc = e().lab.nodes.map((node) => doctorNode(node, ['--gc', '--apply']));
@@ -303,7 +323,7 @@ describeNodes('node: Coil on two real nodes under faults; doctor finds what they
       [
         `churn: ${plan.length * WAVE} pods in ${plan.length} waves of ${WAVE} on 2 nodes, seed ${seed} (CNIKIT_CHURN_SEED)`,
         `faults: ${plan.map((p) => `${p.fault}${p.fault === 'apiserver' ? '' : ` on ${p.node.name}`} after ${p.delayMs} ms`).join('; ')}`,
-        `wave apply → all ${WAVE} Running: ${created.map((ms) => `${(ms / 1000).toFixed(1)} s`).join(', ')}`,
+        `wave apply → all ${WAVE} Running: ${created.map((ms) => `${(ms / 1000).toFixed(1)} s`).join(', ')}; earlier waves gone ${(settledMs / 1000).toFixed(1)} s later`,
         `pod lists sampled: ${watch.samples}; duplicate pod IPs among Running pods: ${watch.duplicates.length}`,
         `doctor before GC: ${found.map((f) => `${f.node} ${f.rows.length} not healthy`).join(', ')}; GC steps: ${gc.map((g) => (g.out.steps as unknown[] | undefined)?.length ?? 0).join(', ')}`,
         `doctor after GC: ${after.map((f) => `${f.node} ${f.rows.length} not healthy`).join(', ')}`,
