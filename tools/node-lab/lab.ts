@@ -575,6 +575,39 @@ export function routePodSubnets(lab: Lab): void {
   }
 }
 
+/** The VPC's router on the fabric (a cloud's alias and secondary IPs are routed by the VPC, not by the nodes). */
+export const VPC_ROUTER_IP = '198.51.100.254';
+
+/**
+ * A cloud VPC routing `cidr` for the nodes: every node sends it to the fabric's router, which routes each alias
+ * range to the VM holding it. The routes come and go with the cloud emulator's alias hooks (vpcAliasHooks), as the
+ * VPC follows an alias from one VM to another. They live in the fabric namespace: downNodes removes them with it.
+ */
+export function routeThroughVpc(lab: Lab, cidr: string): void {
+  if (!tryRun('ip', ['-n', FABRIC_NETNS, 'addr', 'show', 'dev', 'fab0']).stdout.includes(`${VPC_ROUTER_IP}/`)) {
+    run('ip', ['-n', FABRIC_NETNS, 'addr', 'add', `${VPC_ROUTER_IP}/24`, 'dev', 'fab0']);
+    // a router that forwards back out of the port it received on would otherwise tell nodes to go direct
+    run('nsenter', [
+      `--net=/run/netns/${FABRIC_NETNS}`,
+      'sysctl',
+      '-qw',
+      'net.ipv4.ip_forward=1',
+      'net.ipv4.conf.all.send_redirects=0',
+      'net.ipv4.conf.fab0.send_redirects=0',
+    ]);
+  }
+  for (const node of lab.nodes) run('ip', ['-n', node.netns, 'route', 'replace', cidr, 'via', VPC_ROUTER_IP, 'dev', 'eth0']);
+}
+
+/** Shell commands for the GCE emulator's --on-alias-add / --on-alias-remove (ALIAS_RANGE, NETWORK_IP): the VPC's routes. */
+export function vpcAliasHooks(): { add: string; remove: string } {
+  return {
+    add: `ip -n ${FABRIC_NETNS} route replace "$ALIAS_RANGE" via "$NETWORK_IP"`,
+    // only the route to this VM: a late removal must not take the route of the VM the alias has moved to
+    remove: `ip -n ${FABRIC_NETNS} route del "$ALIAS_RANGE" via "$NETWORK_IP" 2>/dev/null || true`,
+  };
+}
+
 /** Controllers that turn workloads into pods (the cluster's own controller manager runs only the GC). */
 const WORKLOAD_CONTROLLERS = [
   'deployment-controller',

@@ -264,7 +264,10 @@ function readResult(file: string): RequestResult | undefined {
 /** Maps cloud errors to CNI codes: rate limits and transport failures are transient (11); the rest 120. */
 export function errorResult(err: unknown): RequestResult {
   if (err instanceof CniError) return { ok: false, code: err.code, msg: err.msg, details: err.details };
-  if (err instanceof GceError && (err.rateLimited || err.transient || err.busy))
+  // The message names the cause: it is what the kubelet's event shows the user of a pod that waits.
+  if (err instanceof GceError && err.rateLimited)
+    return { ok: false, code: 11, msg: 'gcp-ipam: GCE rate limit exceeded, try again', details: err.message };
+  if (err instanceof GceError && (err.transient || err.busy))
     return { ok: false, code: 11, msg: 'gcp-ipam: cloud API unavailable, try again', details: err.message };
   return { ok: false, code: 120, msg: 'gcp-ipam: alias update failed', details: (err as Error).message };
 }

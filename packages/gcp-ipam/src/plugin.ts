@@ -53,12 +53,10 @@ function toCniError(err: unknown): unknown {
   const e = err as Error & { status?: number };
   if (err instanceof ApiError && err.status >= 500)
     return new TransientError('gcp-ipam: API server unavailable', e.message, { cause: err });
-  if (
-    e?.name === 'GceError' &&
-    ((e as unknown as { rateLimited: boolean }).rateLimited || (e as unknown as { transient: boolean }).transient)
-  ) {
-    return new TransientError('gcp-ipam: cloud API unavailable', e.message, { cause: err });
-  }
+  if (e?.name === 'GceError' && (e as unknown as { rateLimited: boolean }).rateLimited)
+    return new TransientError('gcp-ipam: GCE rate limit exceeded, try again', e.message, { cause: err });
+  if (e?.name === 'GceError' && (e as unknown as { transient: boolean }).transient)
+    return new TransientError('gcp-ipam: cloud API unavailable, try again', e.message, { cause: err });
   if (e instanceof Error && /ECONNREFUSED|ETIMEDOUT|ECONNRESET|timeout/.test(e.message))
     return new TransientError('gcp-ipam: unreachable', e.message, { cause: err });
   return err;

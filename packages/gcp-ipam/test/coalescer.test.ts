@@ -72,5 +72,6 @@ test('a cloud outage fails every request of the batch with code 11', async () =>
   fake.inject('instances.get', { status: 503, reason: 'backendError' }, 100);
   const c = coalescer();
   const rs = await Promise.allSettled([c.apply({ op: 'add', ip: '10.1.0.60' }), c.apply({ op: 'add', ip: '10.1.0.61' })]);
-  for (const r of rs) expect((r as PromiseRejectedResult).reason).toMatchObject({ code: 11 });
+  for (const r of rs)
+    expect((r as PromiseRejectedResult).reason).toMatchObject({ code: 11, msg: 'gcp-ipam: cloud API unavailable, try again' });
 });

@@ -138,6 +138,8 @@ test('rate limits that persist give code 11 (try again later) and leave nothing 
   fake.inject('instances.get', { status: 403, reason: 'rateLimitExceeded' }, 8);
   const r = parseOut(await callPlugin('ADD', stdin, { containerId: 'rl-x' }));
   expect(r.code).toBe(11);
+  // the message names the cause (the kubelet's event shows it to the user of the waiting pod)
+  expect(r.msg).toBe('gcp-ipam: GCE rate limit exceeded, try again');
   expect(await allocations(pool.metadata.name)).toHaveLength(0);
 });
 

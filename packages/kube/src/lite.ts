@@ -73,14 +73,18 @@ export function kubeFromFile(file: string, opts: { timeoutMs?: number } = {}): K
   return new Client(cluster.server, tls, token, opts.timeoutMs ?? 15_000);
 }
 
+/** The API server a pod is given: `https://$KUBERNETES_SERVICE_HOST:$KUBERNETES_SERVICE_PORT`, an IPv6 host in brackets. */
+export function inClusterServer(env: NodeJS.ProcessEnv = process.env): string {
+  const host = env.KUBERNETES_SERVICE_HOST;
+  if (!host) throw new Error('kube: not in a cluster (KUBERNETES_SERVICE_HOST unset) and no kubeconfig given');
+  return `https://${host.includes(':') ? `[${host}]` : host}:${env.KUBERNETES_SERVICE_PORT ?? '443'}`;
+}
+
 /** In-cluster: the service account's token and CA (the installer and provisioner run as pods). */
 export function kubeInCluster(): KubeLite {
   const sa = '/var/run/secrets/kubernetes.io/serviceaccount';
-  const host = process.env.KUBERNETES_SERVICE_HOST;
-  const port = process.env.KUBERNETES_SERVICE_PORT ?? '443';
-  if (!host) throw new Error('kube: not in a cluster (KUBERNETES_SERVICE_HOST unset) and no kubeconfig given');
   return new Client(
-    `https://${host.includes(':') ? `[${host}]` : host}:${port}`,
+    inClusterServer(),
     { keepAlive: true, ca: fs.readFileSync(`${sa}/ca.crt`) },
     fs.readFileSync(`${sa}/token`, 'utf8').trim(),
     15_000,

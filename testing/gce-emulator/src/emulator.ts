@@ -72,6 +72,21 @@ export interface FakeGceOptions {
   quotas?: Partial<Record<QuotaGroup, number>>;
   /** Reject an update while another operation runs on the same instance (400 resourceNotReady). Default true. */
   rejectWhileBusy?: boolean;
+  /**
+   * Called when an operation has changed an instance's aliases, in order (one call at a time): what the VPC does
+   * when it starts or stops routing an alias range to a VM. A node lab routes the range to the node here.
+   */
+  onAliasChange?: (change: AliasChange) => void | Promise<void>;
+}
+
+export interface AliasChange {
+  kind: 'add' | 'remove';
+  /** The alias range, e.g. 10.111.0.5/32. */
+  range: string;
+  instance: string;
+  zone: string;
+  /** The VM's primary address (nic0's networkIP): where the VPC sends the range. */
+  networkIP: string;
 }
 
 const fp = (v: unknown): string =>
@@ -111,6 +126,11 @@ export class FakeGce {
   private readonly injected = new Map<string, Injected[]>();
   private server: http.Server | undefined;
   private opSeq = 0;
+  private readonly onAliasChange: FakeGceOptions['onAliasChange'];
+  /** The alias hooks run one after another, in the order the operations completed. */
+  private hooks: Promise<void> = Promise.resolve();
+  /** Hook failures (a hook cannot fail an operation that already completed; they are reported in the state). */
+  readonly hookErrors: string[] = [];
   url = '';
 
   constructor(opts: FakeGceOptions = {}) {
@@ -118,6 +138,7 @@ export class FakeGce {
     this.opDurationMs = opts.opDurationMs ?? 3000;
     for (const [group, perMinute] of Object.entries(opts.quotas ?? {})) this.setQuota(group as QuotaGroup, perMinute);
     this.rejectWhileBusy = opts.rejectWhileBusy ?? true;
+    this.onAliasChange = opts.onAliasChange;
   }
 
   addInstance(zone: string, name: string, networkIP = '10.0.0.2'): FakeInstance {
@@ -186,6 +207,7 @@ export class FakeGce {
       })),
       subnets: [...this.subnets.values()],
       calls: this.calls,
+      hookErrors: this.hookErrors,
     };
   }
 
@@ -246,7 +268,28 @@ export class FakeGce {
       ...where,
     };
     this.ops.set(op.name, op);
+    // An operation completes at its time whether or not anyone polls it (its effects, hooks included, are due then).
+    if (apply) setTimeout(() => this.settle(op), Math.max(0, op.doneAt - Date.now())).unref();
     return op;
+  }
+
+  /** Queues the alias hook for what an operation changed on an instance's nic. */
+  private aliasesChanged(inst: FakeInstance, nic: FakeNic, before: string[]): void {
+    const hook = this.onAliasChange;
+    if (!hook) return;
+    const after = nic.aliasIpRanges.map((a) => a.ipCidrRange);
+    const base = { instance: inst.name, zone: inst.zone, networkIP: nic.networkIP };
+    const changes: AliasChange[] = [
+      ...before.filter((r) => !after.includes(r)).map((range) => ({ ...base, kind: 'remove' as const, range })),
+      ...after.filter((r) => !before.includes(r)).map((range) => ({ ...base, kind: 'add' as const, range })),
+    ];
+    for (const c of changes) {
+      this.hooks = this.hooks
+        .then(() => hook(c))
+        .catch((err: unknown) => {
+          this.hookErrors.push(`${c.kind} ${c.range} on ${c.instance}: ${(err as Error).message}`);
+        });
+    }
   }
 
   private settleAll(): void {
@@ -354,8 +397,10 @@ export class FakeGce {
             }
           }
         }
+        const before = nic.aliasIpRanges.map((a) => a.ipCidrRange);
         nic.aliasIpRanges = aliases.map((a) => ({ ...a }));
         nic.fingerprint = fp(aliases);
+        this.aliasesChanged(inst, nic, before);
         return undefined;
       });
       if (requestId) this.requestIds.set(requestId, op.name);

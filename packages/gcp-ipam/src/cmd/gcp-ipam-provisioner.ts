@@ -2,7 +2,9 @@
  * gcp-ipam-provisioner: reserve the internal range, add the subnet's secondary range, install the CRDs, create
  * the IPPool (idempotent); `status` refreshes an IPPool's capacity/allocated/available.
  *   gcp-ipam-provisioner --project p --region europe-west1 --subnet default [--range-name live] [--prefix 16]
- *     [--kubeconfig f] [--compute-endpoint URL --network-connectivity-endpoint URL --auth none]
+ *     [--kubeconfig f] [--compute-endpoint URL --network-connectivity-endpoint URL] [--auth none|metadata]
+ *     [--metadata-endpoint URL]
+ * A flag given as the empty string is the same as one not given: a manifest passes its ConfigMap's keys as they are.
  *   gcp-ipam-provisioner status --pool ippool-default [--kubeconfig f]
  */
 import { parseArgs } from 'node:util';
@@ -12,7 +14,7 @@ import { getPool, refreshPoolStatus } from '../allocator';
 import { provision } from '../provisioner';
 
 async function main(): Promise<void> {
-  const { values, positionals } = parseArgs({
+  const { values: given, positionals } = parseArgs({
     allowPositionals: true,
     options: {
       project: { type: 'string' },
@@ -26,9 +28,11 @@ async function main(): Promise<void> {
       'compute-endpoint': { type: 'string' },
       'network-connectivity-endpoint': { type: 'string' },
       auth: { type: 'string' },
+      'metadata-endpoint': { type: 'string' },
       'no-crds': { type: 'boolean', default: false },
     },
   });
+  const values = Object.fromEntries(Object.entries(given).filter(([, v]) => v !== '')) as typeof given;
   const kube = values.kubeconfig ? kubeFromFile(values.kubeconfig) : kubeInCluster();
   try {
     if (positionals[0] === 'status') {
@@ -43,7 +47,7 @@ async function main(): Promise<void> {
       project: values.project!,
       endpoint: values['compute-endpoint'],
       networkConnectivityEndpoint: values['network-connectivity-endpoint'],
-      token: auth === 'metadata' ? metadataToken() : undefined,
+      token: auth === 'metadata' ? metadataToken(values['metadata-endpoint']) : undefined,
     });
     try {
       const report = await provision({

@@ -2,10 +2,13 @@
  * gce-emulator: the GCE compute + metadata emulator as a program, for a user rehearsing an outage or a node-tier
  * test driving it from outside (`npm run gce-emulator -- --help`). The instances and subnets of the flags exist
  * at start; the control API (/_emulator/, emulator.ts) adds more, injects errors and changes the operation
- * duration and the rate quotas while it runs. Prints its URL on stdout once it listens; stops on SIGTERM or SIGINT.
+ * duration and the rate quotas while it runs. --on-alias-add / --on-alias-remove run a shell command when an operation
+ * has put an alias range on a VM or taken it off (ALIAS_RANGE, INSTANCE, ZONE, NETWORK_IP in its environment): a
+ * lab routes the range to the VM there, as the VPC does. Prints its URL on stdout once it listens; stops on SIGTERM or SIGINT.
  */
+import { execFile } from 'node:child_process';
 import { Command, InvalidArgumentError } from 'commander';
-import { FakeGce, type QuotaGroup } from '../emulator';
+import { FakeGce, type AliasChange, type QuotaGroup } from '../emulator';
 
 /** Compute Engine's default rate quotas (per project, per minute) of the groups emulated: what the program applies. */
 const DEFAULT_QUOTAS: Record<QuotaGroup, number> = { default: 1500, read_requests: 1500, operation_read_requests: 1500 };
@@ -38,6 +41,8 @@ const program = new Command('gce-emulator')
   .option('--no-rate-limits', 'no rate quota at all')
   .option('--instance <zone/name[=ip]>', 'an instance with nic0 (repeatable)', collect, [])
   .option('--subnet <region/name=cidr>', 'a subnetwork (repeatable)', collect, [])
+  .option('--on-alias-add <command>', 'shell command run when an alias range is on a VM (the VPC routes it there)')
+  .option('--on-alias-remove <command>', 'shell command run when an alias range has left a VM')
   .parse();
 
 const o = program.opts<{
@@ -48,8 +53,25 @@ const o = program.opts<{
   rateLimits: boolean;
   instance: string[];
   subnet: string[];
+  onAliasAdd?: string;
+  onAliasRemove?: string;
 }>();
-const gce = new FakeGce({ project: o.project, opDurationMs: o.opDurationMs });
+
+/** Runs the alias hook of a change with it in the environment; a failure is logged and kept in the state. */
+function aliasHook(c: AliasChange): Promise<void> {
+  const command = c.kind === 'add' ? o.onAliasAdd : o.onAliasRemove;
+  if (!command) return Promise.resolve();
+  const env = { ...process.env, ALIAS_RANGE: c.range, INSTANCE: c.instance, ZONE: c.zone, NETWORK_IP: c.networkIP };
+  return new Promise((resolve, reject) =>
+    execFile('sh', ['-c', command], { env }, (err, _out, stderr) => {
+      if (!err) return resolve();
+      process.stderr.write(`gce-emulator: --on-alias-${c.kind} for ${c.range} on ${c.instance}: ${stderr || err.message}\n`);
+      reject(new Error(stderr || err.message));
+    }),
+  );
+}
+
+const gce = new FakeGce({ project: o.project, opDurationMs: o.opDurationMs, onAliasChange: aliasHook });
 try {
   const quotas: Record<string, number> = { ...DEFAULT_QUOTAS };
   for (const q of o.quota) {
