@@ -9,21 +9,11 @@
  */
 import * as fs from 'node:fs';
 import * as path from 'node:path';
-import { dump, loadAll } from 'js-yaml';
-import { startListening } from '@cnikit/netlib-testing';
 import type { IPAllocation, IPPool } from '@cnikit/gcp-ipam/types';
 import { REPO_ROOT } from '../lib/paths';
-import {
-  FABRIC_NETNS,
-  HOST_IP,
-  importImage,
-  nodeRun,
-  routeThroughVpc,
-  vpcAliasHooks,
-  writeFileAtomic,
-  type LabNode,
-} from '../../tools/node-lab/lab';
+import { FABRIC_NETNS, importImage, nodeRun, nodeTryRun, routeThroughVpc, type LabNode } from '../../tools/node-lab/lab';
 import { run } from '../../tools/node-lab/host';
+import { GCP, GKE_CONFLIST, gcpDeployYaml, startGceEmulator, writeGkeConflist, type Emulator } from '../../tools/node-lab/gcp';
 import {
   buildImages,
   describeNodes,
@@ -44,12 +34,9 @@ import {
 import { deleteApp, deploymentYaml, runningApp } from './coil-lib';
 
 const CONFIG = path.join(REPO_ROOT, 'packages', 'gcp-ipam', 'config');
-const PROJECT = 'lab-project';
-const REGION = 'europe-west1';
-const ZONE = `${REGION}-b`;
-const POOL = 'ippool-default';
+const { zone: ZONE, pool: POOL } = GCP;
 let env: NodeEnv | undefined;
-let emulator: Awaited<ReturnType<typeof startListening>> | undefined;
+let emulator: Emulator | undefined;
 let gceUrl = '';
 let poolCidr = '';
 const e = (): NodeEnv => env!;
@@ -80,52 +67,6 @@ function vpcRoutes(): Record<string, string> {
   return Object.fromEntries(routes.filter((r) => r.gateway).map((r) => [r.dst, r.gateway!]));
 }
 
-/** The conflist GKE writes on a node before any add-on: ptp + host-local over the node's range, portmap. */
-function gkeConflist(node: LabNode): void {
-  for (const p of ['ptp', 'host-local', 'portmap']) {
-    fs.copyFileSync(`/usr/lib/cni/${p}`, path.join(node.cniBinDir, `.${p}.tmp`));
-    fs.chmodSync(path.join(node.cniBinDir, `.${p}.tmp`), 0o755);
-    fs.renameSync(path.join(node.cniBinDir, `.${p}.tmp`), path.join(node.cniBinDir, p));
-  }
-  const list = {
-    cniVersion: '1.0.0', // what Debian's ptp speaks
-    name: 'k8s-pod-network',
-    plugins: [
-      {
-        type: 'ptp',
-        mtu: 1460,
-        ipMasq: false,
-        ipam: { type: 'host-local', ranges: [[{ subnet: node.podSubnet }]], routes: [{ dst: '0.0.0.0/0' }] },
-      },
-      { type: 'portmap', capabilities: { portMappings: true } },
-    ],
-  };
-  writeFileAtomic(path.join(node.cniConfDir, '10-containerd-net.conflist'), JSON.stringify(list, null, 2));
-}
-
-/** deploy.yaml with its ConfigMap set as a user sets it, here for the emulator. */
-function deployYaml(): string {
-  const docs = loadAll(fs.readFileSync(path.join(CONFIG, 'deploy.yaml'), 'utf8')) as { kind: string; data?: Record<string, string> }[];
-  const cm = docs.find((d) => d.kind === 'ConfigMap')!;
-  cm.data = {
-    project: PROJECT,
-    region: REGION,
-    subnet: 'default',
-    'compute-endpoint': `${gceUrl}/compute/v1`,
-    'network-connectivity-endpoint': `${gceUrl}/v1`,
-    'metadata-endpoint': gceUrl,
-    'ipam.json': JSON.stringify({
-      pool: POOL,
-      project: PROJECT,
-      zone: ZONE,
-      computeEndpoint: `${gceUrl}/compute/v1`,
-      metadataEndpoint: gceUrl,
-      auth: 'metadata', // the token path a VM takes, from the emulated metadata server
-    }),
-  };
-  return docs.map((d) => dump(d)).join('---\n');
-}
-
 async function allocations(): Promise<IPAllocation[]> {
   return (await kjson<{ items: IPAllocation[] }>(e(), ['get', 'ipallocations'])).items;
 }
@@ -149,6 +90,48 @@ async function expectAliasesAreThePods(pods: PodInfo[]): Promise<void> {
     if (JSON.stringify(got) === JSON.stringify(want)) return true;
     throw new Error(`emulator ${JSON.stringify(got)}, pods ${JSON.stringify(want)}`);
   });
+}
+
+/**
+ * STATUS of the node's installed gcp-ipam with the node's own ipam section, as containerd 2.x calls it for a 1.1.0
+ * conflist (this one stays at 1.0.0 for Debian's ptp, so the test makes the call itself).
+ */
+function statusOn(node: LabNode): { ok: boolean; error?: { code: number; msg: string; details?: string } } {
+  const list = JSON.parse(nodeRun(node, ['cat', `/etc/cni/net.d/${GKE_CONFLIST}`])) as { name: string; plugins: object[] };
+  const file = path.join(node.dir, 'status.json');
+  fs.writeFileSync(file, JSON.stringify({ cniVersion: '1.1.0', name: list.name, ...list.plugins[0] }));
+  const r = nodeTryRun(node, ['sh', '-c', `CNI_COMMAND=STATUS CNI_PATH=/opt/cni/bin /opt/cni/bin/gcp-ipam < ${file}`]);
+  return r.ok ? { ok: true } : { ok: false, error: JSON.parse(r.stdout) as { code: number; msg: string } };
+}
+
+/** The image's own doctor (its one executable, as built beside the image), run on a node as `kubectl exec` would. */
+const DOCTOR = [path.join(REPO_ROOT, 'dist', 'images', 'bin', 'cnikit-gcp-ipam'), 'doctor'];
+
+interface DoctorRow {
+  containerId: string;
+  state: string;
+  objects: string[];
+}
+
+function doctorNode(node: LabNode, extra: string[] = []): { ok: boolean; rows: DoctorRow[]; out: Record<string, unknown> } {
+  const r = nodeTryRun(node, [...DOCTOR, 'node', '-o', 'json', '--cri-socket', node.containerdSocket, ...extra]);
+  if (!r.stdout) throw new Error(`doctor node on ${node.name} printed nothing: ${r.out}`);
+  const out = JSON.parse(r.stdout) as { attachments?: DoctorRow[]; after?: DoctorRow[] } & Record<string, unknown>;
+  return { ok: r.ok, rows: out.attachments ?? [], out };
+}
+
+/** An attachment the runtime never knew of: gcp-ipam's ADD run by hand on the node (as a crashed runtime leaves one). */
+function plantLeak(node: LabNode, containerId: string): string {
+  const list = JSON.parse(nodeRun(node, ['cat', `/etc/cni/net.d/${GKE_CONFLIST}`])) as {
+    cniVersion: string;
+    name: string;
+    plugins: object[];
+  };
+  const file = path.join(node.dir, 'planted.json');
+  fs.writeFileSync(file, JSON.stringify({ cniVersion: list.cniVersion, name: list.name, ...list.plugins[0] }));
+  const env = `CNI_COMMAND=ADD CNI_CONTAINERID=${containerId} CNI_NETNS=/var/run/netns/none CNI_IFNAME=eth0 CNI_PATH=/opt/cni/bin CNI_ARGS='K8S_POD_NAMESPACE=default;K8S_POD_NAME=ghost'`;
+  const out = JSON.parse(nodeRun(node, ['sh', '-c', `${env} /opt/cni/bin/gcp-ipam < ${file}`])) as { ips: { address: string }[] };
+  return out.ips[0]!.address.split('/')[0]!;
 }
 
 function plainPod(name: string, node: string, annotations: Record<string, string> = {}): string {
@@ -188,18 +171,9 @@ describeNodes('node: gcp-ipam from its image and manifests on two real nodes, ag
     const images = buildImages(['gcp-ipam']);
     env = await startNodes(2, 'none');
     importImage(env.lab, images['gcp-ipam']!);
-    const hooks = vpcAliasHooks();
-    const instances = env.lab.nodes.flatMap((n) => ['--instance', `${ZONE}/${n.name}=${n.ip}`]);
-    emulator = await startListening([
-      process.execPath,
-      path.join(REPO_ROOT, 'tools', 'emulators', 'run.mjs'),
-      'gce-emulator',
-      ...['--listen', `${HOST_IP}:0`, '--project', PROJECT, '--op-duration-ms', '500'],
-      ...['--subnet', `${REGION}/default=198.51.100.0/24`, ...instances],
-      ...['--on-alias-add', hooks.add, '--on-alias-remove', hooks.remove],
-    ]);
-    gceUrl = emulator.line;
-    for (const node of env.lab.nodes) gkeConflist(node);
+    emulator = await startGceEmulator(env.lab, REPO_ROOT, 500);
+    gceUrl = emulator.url;
+    for (const node of env.lab.nodes) writeGkeConflist(node);
   }, 3_600_000);
 
   afterAll(async () => {
@@ -216,7 +190,7 @@ describeNodes('node: gcp-ipam from its image and manifests on two real nodes, ag
         240_000,
       );
     await k(e(), ['apply', '-f', path.join(CONFIG, 'crds.yaml'), '-f', path.join(CONFIG, 'rbac.yaml')]);
-    await k(e(), ['apply', '-f', '-'], deployYaml());
+    await k(e(), ['apply', '-f', '-'], gcpDeployYaml(REPO_ROOT, gceUrl));
     await k(e(), ['-n', 'kube-system', 'wait', '--for=condition=Complete', 'job/gcp-ipam-provisioner', '--timeout=180s']);
     const pool = await kjson<IPPool>(e(), ['get', 'ippool', POOL]);
     expect(pool.spec.secondaryRangeName).toBe('live');
@@ -227,7 +201,7 @@ describeNodes('node: gcp-ipam from its image and manifests on two real nodes, ag
     await k(e(), ['-n', 'kube-system', 'rollout', 'status', 'daemonset/gcp-ipam-installer', '--timeout=180s']);
     for (const node of e().lab.nodes) {
       const list = await eventually(`${node.name}'s conflist rewritten`, async () => {
-        const l = JSON.parse(nodeRun(node, ['cat', '/etc/cni/net.d/10-containerd-net.conflist'])) as {
+        const l = JSON.parse(nodeRun(node, ['cat', `/etc/cni/net.d/${GKE_CONFLIST}`])) as {
           plugins: { type: string; ipam?: Record<string, unknown> }[];
         };
         return l.plugins[0]!.ipam?.type === 'gcp-ipam' ? l : undefined;
@@ -300,6 +274,12 @@ describeNodes('node: gcp-ipam from its image and manifests on two real nodes, ag
       240_000,
     );
     expect(event).toMatch(/rateLimitExceeded|Rate Limit Exceeded/);
+    // STATUS tells the truth on that node: ADDs cannot succeed there until the quota refills
+    expect(statusOn(e().lab.nodes[0]!)).toMatchObject({
+      ok: false,
+      error: { code: 50, msg: 'gcp-ipam: GCE rate limit exceeded, try again' },
+    });
+    expect(statusOn(e().lab.nodes[1]!)).toEqual({ ok: true });
     expect((await podsIn(e(), 'default', 'app=gcp-t')).every((p) => p.phase === 'Pending')).toBe(true);
     // nothing is left of the refused attempts: no allocation, no alias
     expect(await allocations()).toEqual([]);
@@ -307,6 +287,7 @@ describeNodes('node: gcp-ipam from its image and manifests on two real nodes, ag
     await control('PUT', 'config', { quotas: { default: 1500 } });
     const pods = await runningApp(e(), 'gcp-t', 2, 360_000);
     await expectAliasesAreThePods(pods);
+    expect(statusOn(e().lab.nodes[0]!)).toEqual({ ok: true });
     expect((await allocations()).length).toBe(2);
     await deleteApp(e(), 'gcp-t');
     await expectAliasesAreThePods([]);
@@ -339,5 +320,36 @@ describeNodes('node: gcp-ipam from its image and manifests on two real nodes, ag
     await expectAliasesAreThePods([]);
     await eventually('no allocation left', async () => (await allocations()).length === 0);
     for (const node of e().lab.nodes) await backToSnapshot(node);
+  });
+
+  test('a leak planted by hand: doctor cluster names the allocation, doctor node the attachment; --gc --apply frees address and alias, the live pod keeps its own', async () => {
+    const [a] = e().lab.nodes;
+    await k(e(), ['apply', '-f', '-'], plainPod('keeper', a!.name));
+    const keeper = await runningPod('keeper');
+    const leaked = plantLeak(a!, 'planted0123456789');
+    expect(await aliases()).toMatchObject({ [a!.name]: [keeper.ip, leaked].sort() });
+    // across the cluster: an allocation whose pod does not exist
+    const cluster = nodeTryRun(a!, [...DOCTOR, 'cluster', '-o', 'json', '--kubeconfig', e().cluster.kubeconfig]);
+    const report = JSON.parse(cluster.stdout) as { leakedAllocations: { ip: string; node: string }[] };
+    expect(cluster.ok).toBe(false);
+    expect(report.leakedAllocations).toEqual([expect.objectContaining({ ip: leaked, node: a!.name })]);
+    // on the node: gcp-ipam's record of a sandbox the runtime does not know
+    const before = doctorNode(a!);
+    expect(before.ok).toBe(false);
+    expect(before.rows.filter((r) => r.state !== 'healthy')).toEqual([
+      expect.objectContaining({
+        containerId: 'planted0123456789',
+        state: 'leaked',
+        objects: [expect.stringMatching(`^gcp-ipam k8s-pod-network ${leaked} `)],
+      }),
+    ]);
+    const gc = doctorNode(a!, ['--gc', '--apply']);
+    expect(JSON.stringify(gc.out.steps)).toMatch(/gcp-ipam \(the ipam of ptp\)/);
+    expect(doctorNode(a!).rows.filter((r) => r.state !== 'healthy')).toEqual([]);
+    expect(await aliases()).toMatchObject({ [a!.name]: [keeper.ip] });
+    expect((await allocations()).map((x) => x.spec.ip)).toEqual([keeper.ip]);
+    expect((await runningPod('keeper')).ip).toBe(keeper.ip);
+    await k(e(), ['delete', 'pod', 'keeper', '--wait=true']);
+    await expectAliasesAreThePods([]);
   });
 });

@@ -1,8 +1,12 @@
-// node tools/node-lab/pod-bench.ts [--pods N] [--idle-s S]   (run by tools/bench/node-pods.mjs; root)
+// node tools/node-lab/pod-bench.ts [--family coil|gcp-ipam] [--pods N] [--idle-s S] [--op-ms MS]
+//   (run by tools/bench/node-pods.mjs and node-pods-gcp.mjs; root)
 //
 // One real node (kubelet + containerd, tools/node-lab) measured twice as a user meets it:
 //   1. with Debian's bridge + host-local (Go, CNI 1.0.0) as the node's network;
-//   2. the same node switched to Coil, installed from its image and manifests (packages/coil/config).
+//   2. the same node switched to Coil, installed from its image and manifests (packages/coil/config); or, with
+//      --family gcp-ipam, to GKE's ptp conflist rewritten by gcp-ipam's installer (packages/gcp-ipam/config)
+//      against the GCE emulator whose alias operations take --op-ms (GCE's take about 3 s), two waves of pods:
+//      the first right after the install, the second once the first is deleted.
 // Each time, first the node idle for S seconds: containerd's reaped children's CPU (cutime + cstime: the CNI
 // calls it makes on its own, STATUS every ~5 s for a 1.1.0 conflist and never for bridge's 1.0.0, plus whatever
 // else it reaps) and, with Coil, the STATUS calls coild counted; then N pods created at once (one `kubectl
@@ -15,11 +19,20 @@ import * as os from 'node:os';
 import * as path from 'node:path';
 import { parseArgs } from 'node:util';
 import { startCluster, stopCluster } from '../../testing/kube/src/cluster.ts';
-import { downNodes, importImage, labDirOf, upNodes, type Lab } from './lab.ts';
+import { downNodes, importImage, labDirOf, routeThroughVpc, upNodes, type Lab } from './lab.ts';
+import { GCP, GKE_CONFLIST, gcpDeployYaml, startGceEmulator, writeGkeConflist, type Emulator } from './gcp.ts';
 
 // an ES module under Node's type stripping: tools/bench/node-pods.mjs sets CNIKIT_REPO_ROOT
 const root = process.env.CNIKIT_REPO_ROOT ?? process.cwd();
-const { values: opt } = parseArgs({ options: { pods: { type: 'string', default: '30' }, 'idle-s': { type: 'string', default: '60' } } });
+const { values: opt } = parseArgs({
+  options: {
+    family: { type: 'string', default: 'coil' },
+    pods: { type: 'string', default: '30' },
+    'idle-s': { type: 'string', default: '60' },
+    'op-ms': { type: 'string', default: '3000' },
+  },
+});
+if (opt.family !== 'coil' && opt.family !== 'gcp-ipam') throw new Error(`--family: coil or gcp-ipam, not ${opt.family}`);
 const PODS = Number(opt.pods);
 const IDLE_S = Number(opt['idle-s']);
 const log = (m: string): void => void process.stderr.write(`[pod-bench] ${m}\n`);
@@ -172,6 +185,35 @@ async function switchToCoil(lab: Lab, kubeconfig: string, image: string): Promis
   kubectl(lab, kubeconfig, ['wait', '--for=condition=Ready', 'node', '--all', '--timeout=300s']);
 }
 
+/** The node switched to gcp-ipam as on GKE: its conflist, then crds, rbac and deploy.yaml (emulator endpoints). */
+async function switchToGcpIpam(lab: Lab, kubeconfig: string, image: string, gce: Emulator): Promise<void> {
+  const node = lab.nodes[0]!;
+  fs.rmSync(path.join(node.cniConfDir, '10-lab-bridge.conflist'));
+  writeGkeConflist(node);
+  importImage(lab, image);
+  const config = path.join(root, 'packages', 'gcp-ipam', 'config');
+  kubectl(lab, kubeconfig, ['apply', '-f', path.join(config, 'crds.yaml'), '-f', path.join(config, 'rbac.yaml')]);
+  kubectl(lab, kubeconfig, ['apply', '-f', '-'], gcpDeployYaml(root, gce.url));
+  kubectl(lab, kubeconfig, ['-n', 'kube-system', 'wait', '--for=condition=Complete', 'job/gcp-ipam-provisioner', '--timeout=300s']);
+  const pool = JSON.parse(kubectl(lab, kubeconfig, ['get', 'ippool', GCP.pool, '-o', 'json'])) as { spec: { cidr: string } };
+  routeThroughVpc(lab, pool.spec.cidr);
+  kubectl(lab, kubeconfig, ['-n', 'kube-system', 'rollout', 'status', 'daemonset/gcp-ipam-installer', '--timeout=300s']);
+  for (let i = 0; !fs.readFileSync(path.join(node.cniConfDir, GKE_CONFLIST), 'utf8').includes('"gcp-ipam"'); i++) {
+    if (i > 600) throw new Error('the installer did not rewrite the conflist in 60 s');
+    await new Promise((r) => setTimeout(r, 100));
+  }
+  // one replica available: its two hostNetwork replicas share ports, so one node runs only one of them
+  kubectl(lab, kubeconfig, [
+    '-n',
+    'kube-system',
+    'wait',
+    '--for=jsonpath={.status.availableReplicas}=1',
+    'deployment/gcp-ipam-controller',
+    '--timeout=300s',
+  ]);
+  kubectl(lab, kubeconfig, ['wait', '--for=condition=Ready', 'node', '--all', '--timeout=300s']);
+}
+
 const pct = (xs: number[], p: number): number => xs[Math.min(xs.length - 1, Math.ceil((p / 100) * xs.length) - 1)]!;
 const summary = (xs: number[]): { p50: number; p99: number; max: number } => ({
   p50: pct(xs, 50),
@@ -179,12 +221,52 @@ const summary = (xs: number[]): { p50: number; p99: number; max: number } => ({
   max: xs[xs.length - 1]!,
 });
 
-async function main(): Promise<void> {
-  const out = execFileSync(process.execPath, [path.join(root, 'tools', 'images', 'images.mjs'), 'coil'], {
+function buildImage(family: string): string {
+  const out = execFileSync(process.execPath, [path.join(root, 'tools', 'images', 'images.mjs'), family], {
     encoding: 'utf8',
     stdio: ['ignore', 'pipe', 'inherit'],
   });
-  const image = out.trim().split(' ')[1]!;
+  return out.trim().split(' ')[1]!;
+}
+
+async function measureCoil(lab: Lab, kubeconfig: string, image: string): Promise<unknown> {
+  log(`bridge + host-local: idle ${IDLE_S} s, then ${PODS} pods`);
+  const bridgeIdle = await idleStatus(lab);
+  const bridge = await createToReady(lab, kubeconfig);
+  log('switching the node to Coil (image + manifests)');
+  await switchToCoil(lab, kubeconfig, image);
+  log(`coil: idle ${IDLE_S} s, then ${PODS} pods, then ${STATUS_RUNS} STATUS calls`);
+  const coilIdle = await idleStatus(lab);
+  const coil = await createToReady(lab, kubeconfig);
+  const statusCpuMs = statusCallCpuMs(lab);
+  return { pods: PODS, bridge: { ...summary(bridge), idle: bridgeIdle }, coil: { ...summary(coil), idle: coilIdle, statusCpuMs } };
+}
+
+async function measureGcpIpam(lab: Lab, kubeconfig: string, image: string): Promise<unknown> {
+  log(`bridge + host-local: ${PODS} pods`);
+  const bridge = await createToReady(lab, kubeconfig);
+  const gce = await startGceEmulator(lab, root, Number(opt['op-ms']));
+  try {
+    log(`switching the node to gcp-ipam (image + manifests; alias operations of ${opt['op-ms']} ms)`);
+    await switchToGcpIpam(lab, kubeconfig, image, gce);
+    const first = await createToReady(lab, kubeconfig);
+    const second = await createToReady(lab, kubeconfig);
+    const state = (await (await fetch(`${gce.url}/_emulator/state`)).json()) as { calls: Record<string, number> };
+    return {
+      pods: PODS,
+      opMs: Number(opt['op-ms']),
+      bridge: summary(bridge),
+      gcpFirst: summary(first),
+      gcpSecond: summary(second),
+      updateCalls: state.calls['instances.updateNetworkInterface'] ?? 0,
+    };
+  } finally {
+    await gce.stop();
+  }
+}
+
+async function main(): Promise<void> {
+  const image = buildImage(opt.family!);
   const stateDir = fs.mkdtempSync(path.join(os.tmpdir(), 'cnikit-podbench-'));
   const cluster = await startCluster({ stateDir, log, serviceAccounts: true });
   const teardown = async (): Promise<void> => {
@@ -195,22 +277,8 @@ async function main(): Promise<void> {
   for (const sig of ['SIGINT', 'SIGTERM'] as const) process.once(sig, () => void teardown().finally(() => process.exit(130)));
   try {
     const lab = await upNodes({ clusterDir: stateDir, nodes: 1, cni: 'bridge', log });
-    log(`bridge + host-local: idle ${IDLE_S} s, then ${PODS} pods`);
-    const bridgeIdle = await idleStatus(lab);
-    const bridge = await createToReady(lab, cluster.kubeconfig);
-    log('switching the node to Coil (image + manifests)');
-    await switchToCoil(lab, cluster.kubeconfig, image);
-    log(`coil: idle ${IDLE_S} s, then ${PODS} pods, then ${STATUS_RUNS} STATUS calls`);
-    const coilIdle = await idleStatus(lab);
-    const coil = await createToReady(lab, cluster.kubeconfig);
-    const statusCpuMs = statusCallCpuMs(lab);
-    console.log(
-      JSON.stringify({
-        pods: PODS,
-        bridge: { ...summary(bridge), idle: bridgeIdle },
-        coil: { ...summary(coil), idle: coilIdle, statusCpuMs },
-      }),
-    );
+    const measure = opt.family === 'coil' ? measureCoil : measureGcpIpam;
+    console.log(JSON.stringify(await measure(lab, cluster.kubeconfig, image)));
   } finally {
     await teardown();
   }

@@ -4,7 +4,7 @@
  */
 import * as os from 'node:os';
 import { Command, CommanderError, InvalidArgumentError } from 'commander';
-import { HealthServer, connect, installCrd, leaderIdentity, traceLogger } from '@cnikit/kube';
+import { HealthServer, connect, installCrd, leaderIdentity, parseListenAddr, traceLogger, type ListenAddr } from '@cnikit/kube';
 import { Agent, type InstanceData } from './agent';
 import { ciliumNodeCrd } from './crd';
 import { SdkEc2 } from './ec2';
@@ -36,11 +36,12 @@ const positive = (v: string): number => {
     throw new InvalidArgumentError(`expected a positive number, got ${JSON.stringify(v)}`);
   return n;
 };
-const hostPort = (v: string): { host: string; port: number } => {
-  const m = /^(.*):(\d+)$/.exec(v);
-  const port = m ? Number(m[2]) : NaN;
-  if (!m || !m[1] || port > 65535) throw new InvalidArgumentError(`expected <host>:<port>, got ${JSON.stringify(v)}`);
-  return { host: m[1].replace(/^\[(.*)\]$/, '$1'), port };
+const listenAddr = (v: string): ListenAddr => {
+  try {
+    return parseListenAddr(v);
+  } catch (e) {
+    throw new InvalidArgumentError((e as Error).message.replace(/^listen address: /, ''));
+  }
 };
 const url = (v: string): string => {
   try {
@@ -110,7 +111,8 @@ export interface OperatorFlags {
   gcIntervalMs: number;
   leaderElectionNamespace: string;
   installCrd: boolean;
-  metrics: { host: string; port: number };
+  /** "" host = every address. */
+  metrics: ListenAddr;
 }
 
 /** The operator's command line; throws CliError on a bad one. */
@@ -129,7 +131,7 @@ export function parseOperatorFlags(argv: string[], env: NodeJS.ProcessEnv = proc
     .option('--eni-gc-interval <s>', 'ENI GC period in seconds (0 = off)', int, 300)
     .option('--leader-election-namespace <ns>', 'namespace of the Lease', 'kube-system')
     .option('--install-crd', 'create/update the CiliumNode CRD at start', false)
-    .option('--metrics-address <host:port>', 'metrics and health', hostPort, hostPort('127.0.0.1:9963'));
+    .option('--metrics-address <[host]:port>', 'metrics and health', listenAddr, listenAddr('127.0.0.1:9963'));
   const o = parseWith(p, argv);
   if ((o.limitIpamApiBurst as number) < 1) throw new CliError("option '--limit-ipam-api-burst <n>' argument must be at least 1");
   if ((o.parallelAllocWorkers as number) < 1) throw new CliError("option '--parallel-alloc-workers <n>' argument must be at least 1");
@@ -148,7 +150,7 @@ export function parseOperatorFlags(argv: string[], env: NodeJS.ProcessEnv = proc
     gcIntervalMs: (o.eniGcInterval as number) * 1000,
     leaderElectionNamespace: o.leaderElectionNamespace as string,
     installCrd: o.installCrd as boolean,
-    metrics: o.metricsAddress as { host: string; port: number },
+    metrics: o.metricsAddress as ListenAddr,
   };
 }
 
@@ -170,7 +172,11 @@ export function operatorMain(argv: string[]): Promise<void> {
     const transport = connect({ kubeconfig: o.kubeconfig });
     if (o.installCrd) await installCrd(transport, ciliumNodeCrd());
     const ec2 = new SdkEc2({ endpoint: o.ec2Endpoint, region: o.region, limiter: new TokenBucket(o.qps, o.burst) });
-    const { elector, operator } = await Operator.runWithLeaderElection({
+    const fatal = (why: string): never => {
+      process.stderr.write(`cilium-eni-operator: ${why}\n`);
+      process.exit(1);
+    };
+    const { runner, operator } = await Operator.runWithLeaderElection({
       transport,
       ec2,
       clusterName: o.clusterName,
@@ -182,11 +188,16 @@ export function operatorMain(argv: string[]): Promise<void> {
       namespace: o.leaderElectionNamespace,
       identity: leaderIdentity(),
       logger: log,
+      onLost: () => fatal('lost leadership'),
+      onStartFailed: (err) => fatal(`start failed: ${(err as Error).message}`),
     });
-    const server = await new HealthServer({ host: o.metrics.host, port: o.metrics.port, registry: operator.metrics.registry }).listen();
+    const server = await new HealthServer({
+      host: o.metrics.host || '0.0.0.0',
+      port: o.metrics.port,
+      registry: operator.metrics.registry,
+    }).listen();
     onSignals(async () => {
-      await elector.stop();
-      await operator.stop();
+      await runner.stop();
       await server.close();
       transport.close();
     });

@@ -8,7 +8,7 @@ import {
   Controller,
   Informer,
   KubeMetrics,
-  LeaderElector,
+  LeaderRunner,
   Pods,
   byField,
   clientFor,
@@ -287,7 +287,12 @@ export class Operator {
     this.log.error('clean-up failed', { operation, id, error: err instanceof Error ? err.message : String(err) });
   }
 
-  /** Runs the operator only while holding the Lease `name` in `namespace`. Resolves when stopped. */
+  /**
+   * Runs the operator only while holding the Lease `name` in `namespace` (@cnikit/kube's LeaderRunner): it
+   * starts when the Lease is acquired and stops as soon as leadership ends. runner.stop() stops it and
+   * releases the Lease. A loss not caused by stop() goes to onLost, a failed start to onStartFailed (both
+   * logged by default; the operator's main exits 1, as Cilium's operator does on "Leader election lost").
+   */
   static async runWithLeaderElection(
     opts: OperatorOptions & {
       namespace: string;
@@ -296,10 +301,12 @@ export class Operator {
       leaseDurationMs?: number;
       renewDeadlineMs?: number;
       retryPeriodMs?: number;
+      onLost?(): void;
+      onStartFailed?(err: unknown): void;
     },
-  ): Promise<{ elector: LeaderElector; operator: Operator }> {
+  ): Promise<{ runner: LeaderRunner; operator: Operator }> {
     const operator = new Operator(opts);
-    const elector = new LeaderElector({
+    const runner = new LeaderRunner(operator, {
       transport: opts.transport,
       namespace: opts.namespace,
       name: opts.leaseName ?? 'cilium-operator-resource-lock',
@@ -308,18 +315,10 @@ export class Operator {
       renewDeadlineMs: opts.renewDeadlineMs,
       retryPeriodMs: opts.retryPeriodMs,
       metrics: operator.kubeMetrics,
-      onStartedLeading: async (signal) => {
-        await operator.start();
-        signal.addEventListener(
-          'abort',
-          () => {
-            void operator.stop();
-          },
-          { once: true },
-        );
-      },
+      onLost: opts.onLost ?? (() => operator.log.error('lost leadership')),
+      onStartFailed: opts.onStartFailed ?? ((err) => operator.log.error('start failed', { error: err })),
     });
-    void elector.run();
-    return { elector, operator };
+    void runner.run();
+    return { runner, operator };
   }
 }

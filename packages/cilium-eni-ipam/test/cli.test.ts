@@ -93,7 +93,7 @@ describe('cilium-eni-operator flags', () => {
     [['--eni-gc-interval', '1e'], /--eni-gc-interval/],
     [['--instance-limits', '{nope'], /--instance-limits.*expected JSON/],
     [['--instance-limits', '[1]'], /--instance-limits.*expected an object/],
-    [['--metrics-address', '9963'], /--metrics-address.*<host>:<port>, got "9963"/],
+    [['--metrics-address', '9963'], /--metrics-address.*expected \[host\]:port with a port 0-65535, got "9963"/],
     [['--metrics-address', 'h:99999'], /--metrics-address/],
     [['--ec2-endpoint', 'not a url'], /--ec2-endpoint.*expected a URL/],
     [['--cluster-name', ''], /--cluster-name.*empty/],

@@ -3,7 +3,7 @@
 import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
-import { Leases, Namespaces, Pods, clientFor, installCrd, type KubeTransport } from '@cnikit/kube';
+import { Leases, Namespaces, Pods, clientFor, installCrd, type KubeTransport, type LeaderRunner } from '@cnikit/kube';
 import { eventually as poll, testCluster, transportFor, uniqueName } from '@cnikit/kube-testing';
 import { Agent } from '../src/agent';
 import { agentRequest } from '../src/agent-client';
@@ -30,7 +30,7 @@ let proxy: FaultProxy;
 let w: World;
 let transport: KubeTransport;
 let operator: Operator;
-let elector: { stop(): Promise<void>; isLeader(): boolean };
+let runner: LeaderRunner;
 let ec2: SdkEc2;
 let dir: string;
 const agents: Agent[] = [];
@@ -85,14 +85,13 @@ beforeAll(async () => {
     renewDeadlineMs: 1500,
   });
   operator = r.operator;
-  elector = r.elector;
-  await eventually('leadership', () => elector.isLeader());
+  runner = r.runner;
+  await eventually('leadership', () => runner.isLeader());
 }, 120_000);
 
 afterAll(async () => {
   for (const a of agents) await a.stop().catch(() => undefined);
-  await elector?.stop();
-  await operator?.stop().catch(() => undefined);
+  await runner?.stop();
   await proxy?.close();
   await moto?.stop();
   transport?.close();
@@ -353,13 +352,12 @@ test('leader election: a second operator stands by, then takes over when the lea
   });
   try {
     await new Promise((r) => setTimeout(r, 1000));
-    expect(second.elector.isLeader()).toBe(false);
+    expect(second.runner.isLeader()).toBe(false);
     expect(second.operator.last.size).toBe(0);
-    await elector.stop(); // releases the lease
-    await eventually('standby leads', () => second.elector.isLeader(), 15_000);
+    await runner.stop(); // stops the operator, releases the lease
+    await eventually('standby leads', () => second.runner.isLeader(), 15_000);
     await eventually('standby syncs nodes', () => second.operator.last.size > 0, 15_000);
   } finally {
-    await second.elector.stop();
-    await second.operator.stop().catch(() => undefined);
+    await second.runner.stop();
   }
 });

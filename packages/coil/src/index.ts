@@ -10,7 +10,7 @@ export { coilCrds } from './api/crds';
 export { BitmapAllocator } from './ipam/allocator';
 export { blockAt, maxBlocks, nextFreeIndex, subnetBlocks, type BlockRange } from './ipam/pool';
 export { IpamController, type IpamControllerOptions } from './controller/ipam-controller';
-export { LeaderRunner, ipamLeaderTask, type LeaderOptions, type Startable } from './controller/leader';
+export { ipamLeaderTask } from './controller/leader';
 export { Coild, type CoildOptions } from './coild/coild';
 export { CoildServer, type CoildServerOptions } from './coild/server';
 export { NodeIPAM, PoolExhaustedError, PoolNotFoundError, type Allocation, type OwnedBlock } from './coild/nodeipam';

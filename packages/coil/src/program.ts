@@ -4,10 +4,9 @@
  * ready, shutdown on SIGTERM/SIGINT, and exit 1 with the stack on a fatal error.
  */
 import { Command } from 'commander';
-import { HealthServer, KubeMetrics, connect, type KubeTransport } from '@cnikit/kube';
+import { HealthServer, KubeMetrics, connect, parseListenAddr, type KubeTransport } from '@cnikit/kube';
 import { retry, type Backoff } from '@cnikit/netlib/retry';
 import { Registry } from 'prom-client';
-import { parseListenAddr } from './util';
 
 /** Runs `main`; a failure is printed with the program's name and exits 1. */
 export function programMain(program: string, main: () => Promise<void>): void {
@@ -44,8 +43,8 @@ export async function serveEndpoints(
   o: { metricsAddr: string; healthAddr: string; registry: Registry },
   checks: (probes: HealthServer) => HealthServer,
 ): Promise<HealthServer[]> {
-  const m = parseListenAddr(o.metricsAddr);
-  const h = parseListenAddr(o.healthAddr);
+  const m = parseListenAddr(o.metricsAddr, '--metrics-addr');
+  const h = parseListenAddr(o.healthAddr, '--health-addr');
   const metrics = await new HealthServer({ host: m.host || '0.0.0.0', port: m.port, registry: o.registry }).listen();
   const probes = await checks(new HealthServer({ host: h.host || '0.0.0.0', port: h.port })).listen();
   return [metrics, probes];

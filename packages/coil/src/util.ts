@@ -31,12 +31,3 @@ export function parseDuration(s: string): number {
   const mult = { ms: 1, s: 1000, m: 60_000, h: 3_600_000 }[m[2] as 'ms' | 's' | 'm' | 'h'];
   return Math.round(Number(m[1]) * mult);
 }
-
-/** ":9384" / "127.0.0.1:9384" / "[::1]:9384" -> host and port ("" host = all addresses). */
-export function parseListenAddr(s: string): { host: string; port: number } {
-  const i = s.lastIndexOf(':');
-  if (i < 0) throw new TypeError(`invalid listen address ${JSON.stringify(s)} (expected [host]:port)`);
-  const port = Number(s.slice(i + 1));
-  if (!Number.isInteger(port) || port < 0 || port > 65535) throw new TypeError(`invalid port in ${JSON.stringify(s)}`);
-  return { host: s.slice(0, i).replace(/^\[|\]$/g, ''), port };
-}

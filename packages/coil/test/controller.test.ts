@@ -1,11 +1,11 @@
 /**
  * CRD validation and coil-ipam-controller against a real kube-apiserver (+ the garbage collector).
  */
-import { Nodes, ResourceClient, isInvalid, type KubeTransport } from '@cnikit/kube';
+import { Nodes, ResourceClient, isInvalid, type KubeTransport, type LeaderRunner } from '@cnikit/kube';
 import { Registry } from 'prom-client';
 import { FINALIZER, LABEL_NODE, LABEL_POOL, requestName, requestOutcome, type AddressPool, type BlockRequest } from '../src/api/types';
 import { IpamController } from '../src/controller/ipam-controller';
-import { ipamLeaderTask, type LeaderRunner } from '../src/controller/leader';
+import { ipamLeaderTask } from '../src/controller/leader';
 import { clients, createNode, eventually, installCoilCrds, testRunner, transport, uname } from './support';
 
 let t: KubeTransport;

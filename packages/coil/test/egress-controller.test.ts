@@ -17,6 +17,7 @@ import {
   parseManifests,
   type KubeObject,
   type KubeTransport,
+  type LeaderRunner,
 } from '@cnikit/kube';
 import { Registry } from 'prom-client';
 import {
@@ -31,7 +32,6 @@ import {
   type EgressSpec,
 } from '../src/api/egress';
 import { EgressController } from '../src/egress-controller/egress-controller';
-import type { LeaderRunner } from '../src/controller/leader';
 import { eventually, installCoilCrds, testRunner, transport, uname } from './support';
 
 jest.setTimeout(90_000);

@@ -1,9 +1,8 @@
 // Shared by the Coil test files: the cluster started by globalSetup, Coil's CRDs installed once, polling.
-import { Nodes, ResourceClient, installCrd, type KubeTransport, type Node } from '@cnikit/kube';
+import { LeaderRunner, Nodes, ResourceClient, installCrd, type KubeTransport, type Node, type Startable } from '@cnikit/kube';
 import { testCluster, transportFor } from '@cnikit/kube-testing';
 import { coilCrds } from '../src/api/crds';
 import { AddressBlocks, AddressPools, BlockRequests, type AddressBlock, type AddressPool, type BlockRequest } from '../src/api/types';
-import { LeaderRunner, type Startable } from '../src/controller/leader';
 
 export const cluster = testCluster();
 

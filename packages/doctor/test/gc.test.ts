@@ -140,3 +140,36 @@ test("router host routes no cache entry covers: GC of the network whose tag is i
     `no config of (the router network of key ${stray.key}) on the node: what it left stays`,
   ]);
 });
+
+test("a gcp-ipam record of a gone sandbox plans the GC of its network (under ptp, its IPAM's); a live pod's plans nothing", () => {
+  const gke = {
+    cniVersion: '1.0.0',
+    name: 'k8s-pod-network',
+    plugins: [{ type: 'ptp', ipam: { type: 'gcp-ipam', pool: 'ippool-default' } }, { type: 'portmap' }],
+  };
+  const live: CachedAttachment = {
+    file: 'k8s-pod-network-live-eth0',
+    network: 'k8s-pod-network',
+    containerId: 'live',
+    ifName: 'eth0',
+    plugins: ['ptp', 'portmap'],
+    ipam: ['gcp-ipam'],
+    ips: ['10.1.0.2'],
+    entry: { config: Buffer.from(JSON.stringify(gke)).toString('base64') },
+  };
+  const rec = (id: string, ip: string) => ({ network: 'k8s-pod-network', ip, containerId: id, ifName: 'eth0', allocation: `p.${ip}` });
+  const s: NodeSources = {
+    sandboxes: [sandbox('live', 'ready')],
+    cached: [live],
+    leases: [],
+    veths: [],
+    coil: [],
+    router: [],
+    terway: [],
+    gcp: [rec('live', '10.1.0.2')],
+  };
+  expect(planGc(s)).toEqual([]);
+  const steps = planGc({ ...s, gcp: [...s.gcp!, rec('gone', '10.1.0.9')] });
+  expect(steps.map((x) => [x.step, x.network, x.target])).toEqual([['gc', 'k8s-pod-network', 'ptp, portmap']]);
+  expect(steps[0]!.what).toBe("GC of k8s-pod-network's plugins (or their IPAM) that speak CNI 1.1.0");
+});

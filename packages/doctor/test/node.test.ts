@@ -8,7 +8,15 @@ import { cleanupAll, newNs, sh } from '@cnikit/netlib-testing';
 import { joinNode, formatNode, type NodeSources } from '../src/node/join';
 import { attachmentKey } from '@cnikit/router/marks';
 import { healthyNode, sandbox } from './support';
-import { coilVeths, hostVeths, readCache, readHostLocalLeases, readTerwayLeases, type CachedAttachment } from '../src/node/sources';
+import {
+  coilVeths,
+  hostVeths,
+  readCache,
+  readGcpRecords,
+  readHostLocalLeases,
+  readTerwayLeases,
+  type CachedAttachment,
+} from '../src/node/sources';
 
 let dir: string;
 beforeEach(() => {
@@ -271,5 +279,41 @@ describe('terway leases', () => {
     expect(gone).toEqual([expect.objectContaining({ containerId: 'old', state: 'leaked', sandbox: 'gone' })]);
     const clash = joinNode({ ...s, terway: [lease('c1', '10.1.0.5'), lease('c2', '10.1.0.5')] });
     expect(clash.map((r) => r.state)).toEqual(['conflicting', 'conflicting']);
+  });
+});
+
+describe('gcp-ipam records', () => {
+  test("read from its state dir's containers/ (one per attachment, named <containerID>_<ifname>); no dir, none", () => {
+    const state = path.join(dir, 'gcp-ipam');
+    expect(readGcpRecords(state)).toEqual([]);
+    fs.mkdirSync(path.join(state, 'containers'), { recursive: true });
+    const rec = { allocation: 'ippool-default.10-1-0-5', ip: '10.1.0.5', pool: 'ippool-default', network: 'k8s-pod-network' };
+    fs.writeFileSync(path.join(state, 'containers', 'c1_eth0'), JSON.stringify(rec));
+    fs.writeFileSync(path.join(state, 'containers', 'c2_net1.tmp'), '{"ip":'); // being written
+    expect(readGcpRecords(state)).toEqual([
+      { network: 'k8s-pod-network', ip: '10.1.0.5', containerId: 'c1', ifName: 'eth0', allocation: 'ippool-default.10-1-0-5' },
+    ]);
+  });
+
+  test("a ready sandbox's record is healthy, a gone one's leaked, one address on two ready sandboxes conflicting", () => {
+    const rec = (containerId: string, ip: string) => ({ network: 'gke', ip, containerId, ifName: 'eth0', allocation: `p.${ip}` });
+    const s: NodeSources = {
+      ...healthyNode(),
+      cached: [],
+      leases: [],
+      veths: [],
+      sandboxes: [sandbox('c1', 'web'), sandbox('c2', 'api')],
+      gcp: [rec('c1', '10.1.0.5')],
+    };
+    expect(joinNode(s)).toEqual([
+      expect.objectContaining({ containerId: 'c1', state: 'healthy', objects: ['gcp-ipam gke 10.1.0.5 (p.10.1.0.5)'] }),
+    ]);
+    expect(joinNode({ ...s, gcp: [rec('old', '10.1.0.9')] })).toEqual([
+      expect.objectContaining({ containerId: 'old', state: 'leaked', sandbox: 'gone' }),
+    ]);
+    expect(joinNode({ ...s, gcp: [rec('c1', '10.1.0.5'), rec('c2', '10.1.0.5')] }).map((r) => r.state)).toEqual([
+      'conflicting',
+      'conflicting',
+    ]);
   });
 });

@@ -87,10 +87,51 @@ export function applyChanges(current: AliasIpRange[], changes: AliasChange[]): A
   return changed ? next : undefined;
 }
 
+/**
+ * The node's last word from GCE on its alias updates (`<stateDir>/alias/<instance>.<nic>/cloud.json`): what STATUS
+ * reports while the cloud refuses them. Only outages are recorded as failures (rate limits, 5xx, transport); an
+ * update refused for its content fails its own pods, not the node.
+ */
+export interface CloudHealth {
+  ok: boolean;
+  /** When it was recorded (ms since the epoch). */
+  at: number;
+  rateLimited?: boolean;
+  /** Throttled: when the quota refills (Compute Engine refills rate quotas at the start of each minute). */
+  retryAt?: number;
+  msg?: string;
+  details?: string;
+}
+
 export class AliasCoalescer {
   private readonly dir: string;
   constructor(private readonly opts: CoalescerOptions) {
     this.dir = path.join(opts.stateDir, 'alias', `${opts.instance}.${opts.nic}`);
+  }
+
+  /** What the last alias update of this node met, if any was made. */
+  health(): CloudHealth | undefined {
+    try {
+      return JSON.parse(fs.readFileSync(path.join(this.dir, 'cloud.json'), 'utf8')) as CloudHealth;
+    } catch {
+      return undefined;
+    }
+  }
+
+  /** Records a call's outcome: success, or an outage; other failures leave the record as it was. */
+  recordHealth(err?: unknown): void {
+    let h: CloudHealth;
+    if (err === undefined) h = { ok: true, at: Date.now() };
+    else if (err instanceof GceError && (err.rateLimited || err.transient)) {
+      const r = errorResult(err) as { msg: string; details?: string };
+      const at = Date.now();
+      const retryAt = err.rateLimited ? (Math.floor(at / 60_000) + 1) * 60_000 : undefined;
+      h = { ok: false, at, rateLimited: err.rateLimited, retryAt, msg: r.msg, details: r.details };
+    } else return;
+    fs.mkdirSync(this.dir, { recursive: true });
+    const tmp = path.join(this.dir, `.cloud.${process.pid}.tmp`);
+    fs.writeFileSync(tmp, JSON.stringify(h));
+    fs.renameSync(tmp, path.join(this.dir, 'cloud.json'));
   }
 
   /** Applies one change through the node's batch; resolves when the cloud operation carrying it is DONE. */
@@ -200,7 +241,9 @@ export class AliasCoalescer {
     try {
       const calls = await this.opts.gce.updateAliases(this.opts.zone, this.opts.instance, this.opts.nic, (cur) => applyChanges(cur, reqs));
       for (const r of reqs) results.set(r.id, { ok: true, calls, batch: reqs.length });
+      this.recordHealth();
     } catch (err) {
+      this.recordHealth(err);
       if (reqs.length > 1 && !(err instanceof GceError && (err.rateLimited || err.transient))) {
         for (const r of reqs) {
           try {

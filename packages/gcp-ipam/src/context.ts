@@ -22,8 +22,8 @@ export interface Ctx {
   close(): void;
 }
 
-/** Builds the clients of one call; tests replace it to share a fake. */
-export function makeCtx(cfg: IpamConfig): Ctx {
+/** Builds the clients of one call. `gceAttempts` bounds the cloud client's retries (STATUS must answer at once). */
+export function makeCtx(cfg: IpamConfig, opts: { gceAttempts?: number } = {}): Ctx {
   const kube = cfg.kubeconfig ? kubeFromFile(cfg.kubeconfig) : kubeInCluster();
   const gce = new GceClient({
     project: cfg.project,
@@ -32,6 +32,7 @@ export function makeCtx(cfg: IpamConfig): Ctx {
     token: cfg.auth === 'metadata' ? metadataToken(cfg.metadataEndpoint) : undefined,
     operationTimeoutMs: cfg.operationTimeoutMs,
     rateLimitBackoffMs: cfg.rateLimitBackoffMs,
+    maxAttempts: opts.gceAttempts,
   });
   const coalescer = new AliasCoalescer({
     stateDir: cfg.stateDir,

@@ -12,7 +12,7 @@
  * `resyncMs` every pool is checked again from the cache. The informers re-list after 410 Gone and reconnect
  * with backoff while the API server is away (@cnikit/kube).
  *
- * PoolStatusDaemon runs it as Coil's controllers run (coil/src/controller/leader.ts): only while this process
+ * PoolStatusDaemon runs it as Coil's controllers run (@cnikit/kube's LeaderRunner): only while this process
  * holds a Lease, so two replicas are safe; metrics and probes on their own ports; stop() releases the Lease.
  */
 import {
@@ -20,7 +20,7 @@ import {
   HealthServer,
   Informer,
   KubeMetrics,
-  LeaderElector,
+  LeaderRunner,
   MetricsIn,
   ResourceClient,
   byField,
@@ -30,6 +30,8 @@ import {
   leaderIdentity,
   traceLogger,
   type KubeTransport,
+  type LeaderElector,
+  type ListenAddr,
   type Logger,
 } from '@cnikit/kube';
 import { capacityOf } from './allocator';
@@ -226,12 +228,6 @@ export class PoolStatusController {
   }
 }
 
-export interface ListenAddr {
-  /** "" = every interface. */
-  host: string;
-  port: number;
-}
-
 export interface PoolStatusDaemonOptions extends PoolStatusControllerOptions {
   /** Served at /metrics (its registry), with the controller's metrics. */
   kubeMetrics: KubeMetrics;
@@ -256,17 +252,15 @@ export interface PoolStatusDaemonOptions extends PoolStatusControllerOptions {
  */
 export class PoolStatusDaemon {
   readonly controller: PoolStatusController;
+  readonly runner: LeaderRunner;
   readonly elector: LeaderElector;
   readonly metricsServer: HealthServer;
   readonly healthServer: HealthServer;
-  private started: Promise<void> | undefined;
-  private controllerStopped: Promise<void> | undefined;
   private running: Promise<void> | undefined;
-  private stopping = false;
 
   constructor(opts: PoolStatusDaemonOptions) {
     this.controller = new PoolStatusController(opts);
-    this.elector = new LeaderElector({
+    this.runner = new LeaderRunner(this.controller, {
       transport: opts.transport,
       namespace: opts.leaseNamespace,
       name: opts.leaseName,
@@ -275,17 +269,10 @@ export class PoolStatusDaemon {
       renewDeadlineMs: opts.renewDeadlineMs,
       retryPeriodMs: opts.retryPeriodMs,
       metrics: opts.kubeMetrics,
-      onStartedLeading: (signal) => {
-        if (signal.aborted || this.controllerStopped) return; // stopped in the meantime
-        this.started = this.controller.start();
-        this.started.catch((err: unknown) => opts.onFatal(`start failed: ${(err as Error).message}`));
-        // No write once leadership has ended, even before main exits.
-        signal.addEventListener('abort', () => void this.stopController(), { once: true });
-      },
-      onStoppedLeading: () => {
-        if (!this.stopping) opts.onFatal('lost leadership');
-      },
+      onLost: () => opts.onFatal('lost leadership'),
+      onStartFailed: (err) => opts.onFatal(`start failed: ${(err as Error).message}`),
     });
+    this.elector = this.runner.elector;
     this.metricsServer = new HealthServer({
       host: opts.metricsAddr.host || '0.0.0.0',
       port: opts.metricsAddr.port,
@@ -293,34 +280,24 @@ export class PoolStatusDaemon {
     });
     this.healthServer = new HealthServer({ host: opts.healthAddr.host || '0.0.0.0', port: opts.healthAddr.port })
       .addHealthCheck('leader-election', leaderElectionHealthy(this.elector))
-      .addReadyCheck('informers', () => !this.elector.isLeader() || this.controller.synced());
+      .addReadyCheck('informers', () => !this.runner.isLeader() || this.controller.synced());
   }
 
   isLeader(): boolean {
-    return this.elector.isLeader();
+    return this.runner.isLeader();
   }
 
   /** Serves the endpoints and campaigns for the Lease (in the background). */
   async start(): Promise<void> {
     await this.metricsServer.listen();
     await this.healthServer.listen();
-    this.running = this.elector.run();
+    this.running = this.runner.run();
   }
 
-  /** Stops leading and releases the Lease, stops the controller, closes the endpoints. */
+  /** Stops the controller, releases the Lease, closes the endpoints. */
   async stop(): Promise<void> {
-    this.stopping = true;
-    await this.elector.stop();
+    await this.runner.stop();
     await this.running;
-    await this.stopController();
     await Promise.all([this.metricsServer.close(), this.healthServer.close()]);
-  }
-
-  private stopController(): Promise<void> {
-    this.controllerStopped ??= (async () => {
-      await this.started?.catch(() => undefined);
-      if (this.started) await this.controller.stop();
-    })();
-    return this.controllerStopped;
   }
 }

@@ -19,7 +19,7 @@ import {
   replaceAllocation,
   type Owner,
 } from './allocator';
-import { ApiError, kubeFromFile, kubeInCluster, type KubeLite } from '@cnikit/kube/lite';
+import { ApiError } from '@cnikit/kube/lite';
 import { controllerUid, getPod, makeCtx, type Ctx, type PodLite } from './context';
 import { parseIpamConfig, type IpamConfig } from './config';
 import { migrateIn } from './migration';
@@ -241,17 +241,45 @@ export async function gc(a: CmdArgs): Promise<void> {
   });
 }
 
+/**
+ * STATUS: the API server and the pool answer, and GCE is not refusing this node's alias updates. The counters are
+ * not consulted (they are only as fresh as the controller's last write, and a stale 0 must not take the node's
+ * network down: ADD answers 110 instead).
+ */
 export async function status(a: CmdArgs): Promise<void> {
   const cfg = parseIpamConfig(a.conf);
-  let kube: KubeLite | undefined;
+  let ctx: Ctx | undefined;
   try {
-    kube = cfg.kubeconfig ? kubeFromFile(cfg.kubeconfig) : kubeInCluster();
-    // reachability only: status.available is refreshed by GC, and a stale 0 must not mark the node's network down
-    await getPool(kube, cfg.pool);
+    ctx = makeCtx(cfg, { gceAttempts: 1 });
+    await getPool(ctx.kube, cfg.pool);
   } catch (err) {
+    ctx?.close();
     if (err instanceof CniError) throw err;
     throw new CniError(50, 'gcp-ipam: not available', (err as Error).message);
-  } finally {
-    kube?.close();
   }
+  try {
+    await cloudStatus(ctx);
+  } finally {
+    ctx.close();
+  }
+}
+
+/**
+ * Fails (50) while the node's last alias update met an outage: throttled until the quota refills, or GCE still
+ * not answering a read of the node's VM (asked only after a failure: a healthy node costs the cloud nothing).
+ */
+async function cloudStatus(ctx: Ctx): Promise<void> {
+  const h = ctx.coalescer.health();
+  if (!h || h.ok) return;
+  const since = `${Math.round((Date.now() - h.at) / 1000)} s ago`;
+  if (h.rateLimited) {
+    if (Date.now() < (h.retryAt ?? 0)) throw new CniError(50, h.msg ?? 'gcp-ipam: GCE rate limit exceeded', `${since}: ${h.details ?? ''}`);
+    return;
+  }
+  try {
+    await ctx.gce.getInstance(ctx.cfg.zone, ctx.cfg.instance);
+  } catch (err) {
+    throw new CniError(50, 'gcp-ipam: cloud API unavailable', `${(err as Error).message} (last alias update ${since}: ${h.details ?? ''})`);
+  }
+  ctx.coalescer.recordHealth();
 }

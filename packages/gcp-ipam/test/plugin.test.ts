@@ -1,5 +1,7 @@
 // The IPAM plugin's verbs, run in-process through netlib's dispatcher against a real API server and the fake
 // GCE: ADD/DEL/CHECK/GC/STATUS in every CNI version that has them, coalescing, cloud errors, rollback.
+import * as fs from 'node:fs';
+import * as path from 'node:path';
 import { API_VERSION } from '../src/types';
 import {
   addNode,
@@ -141,6 +143,40 @@ test('rate limits that persist give code 11 (try again later) and leave nothing 
   // the message names the cause (the kubelet's event shows it to the user of the waiting pod)
   expect(r.msg).toBe('gcp-ipam: GCE rate limit exceeded, try again');
   expect(await allocations(pool.metadata.name)).toHaveLength(0);
+  // STATUS says so until the quota refills (recorded as the start of the next minute), then lets ADDs try again
+  const record = path.join(n.stateDir, 'alias', `${n.instance}.nic0`, 'cloud.json');
+  const h = JSON.parse(fs.readFileSync(record, 'utf8')) as { at: number; retryAt: number };
+  expect(h.retryAt % 60_000).toBe(0);
+  expect(h.retryAt - h.at).toBeGreaterThan(0);
+  expect(h.retryAt - h.at).toBeLessThanOrEqual(60_000);
+  fs.writeFileSync(record, JSON.stringify({ ...h, retryAt: Date.now() + 3_600_000 })); // not this minute's end: no race with the clock
+  const st = parseOut(await callPlugin('STATUS', stdin, { containerId: '' }));
+  expect(st).toMatchObject({ code: 50, msg: 'gcp-ipam: GCE rate limit exceeded, try again' });
+  expect(st.details).toMatch(/rateLimitExceeded/);
+  fs.writeFileSync(record, JSON.stringify({ ...h, retryAt: Date.now() - 1 }));
+  expect((await callPlugin('STATUS', stdin, { containerId: '' })).exitCode).toBe(0);
+});
+
+test('a cloud outage: STATUS fails (50) while GCE does not answer a read of the VM, and clears once it does', async () => {
+  const pool = await createPool('10.111.7.0/24');
+  const n = node();
+  const stdin = netConf(ipamConf(fake, pool.metadata.name, n, { rateLimitBackoffMs: 10 }));
+  expect((await callPlugin('STATUS', stdin, { containerId: '' })).exitCode).toBe(0);
+  const reads = (): number => fake.calls['instances.get'] ?? 0;
+  const before = reads();
+  expect((await callPlugin('STATUS', stdin, { containerId: '' })).exitCode).toBe(0);
+  expect(reads()).toBe(before); // a healthy node's STATUS costs the cloud nothing
+  fake.inject('instances.get', { status: 503, reason: 'backendError' }, 9);
+  expect(parseOut(await callPlugin('ADD', stdin, { containerId: 'out-1' }))).toMatchObject({
+    code: 11,
+    msg: 'gcp-ipam: cloud API unavailable, try again',
+  });
+  const st = parseOut(await callPlugin('STATUS', stdin, { containerId: '' }));
+  expect(st).toMatchObject({ code: 50, msg: 'gcp-ipam: cloud API unavailable' });
+  expect(st.details).toMatch(/503/);
+  expect((await callPlugin('STATUS', stdin, { containerId: '' })).exitCode).toBe(0);
+  expect((await callPlugin('STATUS', stdin, { containerId: '' })).exitCode).toBe(0);
+  expect(parseOut(await callPlugin('ADD', stdin, { containerId: 'out-2' })).ips).toHaveLength(1);
 });
 
 test('GC releases allocations the runtime no longer knows, keeps the valid ones, updates pool status', async () => {

@@ -5,7 +5,8 @@
  *   scale subresources, every patch type and update-with-retry on 409 Conflict;
  * - informers: list + watch with resourceVersion resume, bookmarks, re-list on 410 Gone, an indexed cache;
  * - a controller runtime: rate-limited work queue, reconcile functions, finalizer and ownerReference helpers;
- * - Lease leader election (coordination.k8s.io/v1) with release on shutdown;
+ * - Lease leader election (coordination.k8s.io/v1) with release on shutdown, and LeaderRunner to run a
+ *   controller only while leading;
  * - an HTTP server for Prometheus metrics (prom-client) and /healthz /readyz;
  * - CRD manifests (apiextensions.k8s.io/v1, structural schemas, CEL validation rules).
  *

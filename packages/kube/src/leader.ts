@@ -13,6 +13,8 @@
  * - On stop (with releaseOnCancel, the default) the leader first stops leading, then clears holderIdentity so
  *   a successor takes over within one retry period instead of waiting out the lease.
  *
+ * - LeaderRunner runs a task (a controller) only while leading, as controller-runtime's manager does.
+ *
  * Defaults are client-go's / controller-runtime's: lease 15 s, renew deadline 10 s, retry period 2 s.
  */
 import { randomUUID } from 'node:crypto';
@@ -322,5 +324,81 @@ export class LeaderElector {
     } catch (err) {
       if (!isConflict(err) && !isNotFound(err)) this.log.warn('lease release failed', { error: err });
     }
+  }
+}
+
+/** What runs while leading: a controller, or several behind one start/stop. */
+export interface Startable {
+  start(): Promise<void>;
+  stop(): Promise<void>;
+}
+
+export interface LeaderRunnerOptions extends Omit<LeaderElectionOptions, 'onStartedLeading' | 'onStoppedLeading'> {
+  /** Leadership lost otherwise than through stop(): the caller exits (controller-runtime's manager does). */
+  onLost(): void;
+  /** The task's start() rejected (not reported once stop() was called). */
+  onStartFailed(err: unknown): void;
+}
+
+/**
+ * Runs a task only while this process holds the Lease, with controller-runtime's manager semantics: the task
+ * starts when leadership is acquired and is stopped as soon as it ends, so nothing is written after
+ * leadership is lost, even before the process exits; a loss not caused by stop() goes to onLost. stop()
+ * stops the task, then releases the Lease, so a standby takes over within about one retry period without
+ * overlapping this process's writes. The task never starts after stop() or after leadership ended, and
+ * runs at most once (an elector campaigns once: a process that lost leadership exits and restarts).
+ */
+export class LeaderRunner {
+  readonly elector: LeaderElector;
+  private stopping = false;
+  private started: Promise<void> | undefined;
+  private taskStopped: Promise<void> | undefined;
+
+  constructor(
+    private readonly task: Startable,
+    opts: LeaderRunnerOptions,
+  ) {
+    const { onLost, onStartFailed, ...election } = opts;
+    this.elector = new LeaderElector({
+      ...election,
+      onStartedLeading: (signal) => {
+        if (signal.aborted || this.taskStopped) return;
+        this.started = task.start();
+        this.started.catch((err: unknown) => {
+          if (!this.stopping) onStartFailed(err);
+        });
+        signal.addEventListener('abort', () => void this.stopTask(), { once: true });
+      },
+      onStoppedLeading: () => {
+        if (!this.stopping) onLost();
+      },
+    });
+  }
+
+  /** Campaigns; resolves when leadership ends or stop() is called. Call once. */
+  run(): Promise<void> {
+    return this.elector.run();
+  }
+
+  isLeader(): boolean {
+    return this.elector.isLeader();
+  }
+
+  /** Stops the task (waiting for a start in flight), then stops leading and releases the Lease. */
+  async stop(): Promise<void> {
+    this.stopping = true;
+    try {
+      await this.stopTask();
+    } finally {
+      await this.elector.stop();
+    }
+  }
+
+  private stopTask(): Promise<void> {
+    this.taskStopped ??= (async () => {
+      await this.started?.catch(() => undefined);
+      if (this.started) await this.task.stop();
+    })();
+    return this.taskStopped;
   }
 }

@@ -143,3 +143,22 @@ export function informersSynced(...informers: Informer<KubeObject>[]): Check {
 export function leaderElectionHealthy(elector: LeaderElector, toleranceMs = 20_000): Check {
   return () => elector.healthy(toleranceMs);
 }
+
+/** Where a server listens; "" host = every address. */
+export interface ListenAddr {
+  host: string;
+  port: number;
+}
+
+/**
+ * A listen flag's value: ":9384", "127.0.0.1:9384", "[::1]:9384". `flag` names it in the error
+ * (`--metrics-addr: expected [host]:port with a port 0-65535, got "9384"`).
+ */
+export function parseListenAddr(value: string, flag = 'listen address'): ListenAddr {
+  const i = value.lastIndexOf(':');
+  const port = value.slice(i + 1);
+  if (i < 0 || !/^\d{1,5}$/.test(port) || Number(port) > 65535) {
+    throw new TypeError(`${flag}: expected [host]:port with a port 0-65535, got ${JSON.stringify(value)}`);
+  }
+  return { host: value.slice(0, i).replace(/^\[(.*)\]$/, '$1'), port: Number(port) };
+}

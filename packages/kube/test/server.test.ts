@@ -10,6 +10,7 @@ import {
   ResourceClient,
   informersSynced,
   leaderElectionHealthy,
+  parseListenAddr,
   type KubeTransport,
 } from '@cnikit/kube';
 import { transportFor, uniqueName } from '@cnikit/kube-testing';
@@ -106,4 +107,17 @@ test('/healthz, /readyz and /metrics reflect informers, reconciles, requests and
     await server.close();
     await cms.delete(`${label}-a`, { ignoreNotFound: true });
   }
+});
+
+test('listen flags: [host]:port, "" host = every address, the flag named in the error', () => {
+  expect(parseListenAddr(':9384')).toEqual({ host: '', port: 9384 });
+  expect(parseListenAddr('127.0.0.1:0')).toEqual({ host: '127.0.0.1', port: 0 });
+  expect(parseListenAddr('[::1]:1')).toEqual({ host: '::1', port: 1 });
+  expect(parseListenAddr('localhost:65535')).toEqual({ host: 'localhost', port: 65535 });
+  for (const bad of ['9384', 'host:', ':65536', ':-1', ':1.5', ':0x10', ': 80']) {
+    expect(() => parseListenAddr(bad, '--metrics-addr')).toThrow(
+      `--metrics-addr: expected [host]:port with a port 0-65535, got ${JSON.stringify(bad)}`,
+    );
+  }
+  expect(() => parseListenAddr('x')).toThrow(/^listen address: expected \[host\]:port/);
 });

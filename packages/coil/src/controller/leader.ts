@@ -1,80 +1,14 @@
 /**
- * Runs a controller only while this process holds the Lease (controller-runtime's manager semantics):
- * coil-ipam-controller and coil-egress-controller both use it. Losing the lease otherwise than through
- * stop() is reported through onLost (main exits and the Pod restarts, as controller-runtime does), so two
- * leaders never write the same objects; stop() releases the lease so a standby takes over within about
- * one retry period.
+ * Runs Coil's controllers only while this process holds the Lease (@cnikit/kube's LeaderRunner, with
+ * controller-runtime's manager semantics): coil-ipam-controller and coil-egress-controller both use it.
+ * Losing the lease otherwise than through stop() ends the process (exit 1, the Pod restarts, as with
+ * controller-runtime), so two leaders never write the same objects; SIGTERM releases the lease so a standby
+ * takes over within about one retry period.
  */
-import { LeaderElector, leaderElectionHealthy, leaderIdentity, type KubeMetrics, type KubeTransport } from '@cnikit/kube';
+import { LeaderRunner, leaderElectionHealthy, leaderIdentity, type KubeMetrics, type KubeTransport, type Startable } from '@cnikit/kube';
 import type { Registry } from 'prom-client';
 import { serveEndpoints, shutdownOnSignal } from '../program';
 import type { IpamController } from './ipam-controller';
-
-/** What runs while leading. */
-export interface Startable {
-  start(): Promise<void>;
-  stop(): Promise<void>;
-}
-
-export interface LeaderOptions {
-  transport: KubeTransport;
-  namespace: string;
-  name: string;
-  identity: string;
-  metrics?: KubeMetrics;
-  leaseDurationMs?: number;
-  renewDeadlineMs?: number;
-  retryPeriodMs?: number;
-  /** Leadership lost while running (not through stop()). */
-  onLost(): void;
-  /** The controller failed to start. */
-  onStartFailed(err: unknown): void;
-}
-
-export class LeaderRunner {
-  readonly elector: LeaderElector;
-  private stopping = false;
-  private started: Promise<void> | undefined;
-
-  constructor(
-    private readonly ctl: Startable,
-    opts: LeaderOptions,
-  ) {
-    this.elector = new LeaderElector({
-      transport: opts.transport,
-      namespace: opts.namespace,
-      name: opts.name,
-      identity: opts.identity,
-      metrics: opts.metrics,
-      leaseDurationMs: opts.leaseDurationMs,
-      renewDeadlineMs: opts.renewDeadlineMs,
-      retryPeriodMs: opts.retryPeriodMs,
-      onStartedLeading: () => {
-        this.started = ctl.start();
-        this.started.catch((err: unknown) => opts.onStartFailed(err));
-      },
-      onStoppedLeading: () => {
-        if (!this.stopping) opts.onLost();
-      },
-    });
-  }
-
-  /** Campaigns; resolves when leadership ends or stop() is called. */
-  run(): Promise<void> {
-    return this.elector.run();
-  }
-
-  isLeader(): boolean {
-    return this.elector.isLeader();
-  }
-
-  async stop(): Promise<void> {
-    this.stopping = true;
-    await this.elector.stop();
-    await this.started?.catch(() => undefined);
-    if (this.started) await this.ctl.stop();
-  }
-}
 
 /** The IPAM controllers plus one dangling-block GC as soon as this process leads (then every gc interval). */
 export function ipamLeaderTask(ctl: IpamController): Startable {

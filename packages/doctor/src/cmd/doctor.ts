@@ -15,7 +15,7 @@ import { formatReports, hasErrors, lintConfDir, lintNads, type FileReport } from
 import { listNads } from '../nads';
 import { formatGc, gcNode } from '../node/gc';
 import { formatNode, joinNode } from '../node/join';
-import { readNode, TERWAY_STATE, type SourceOptions } from '../node/sources';
+import { readNode, GCP_IPAM_STATE, TERWAY_STATE, type SourceOptions } from '../node/sources';
 import { diagnose, formatPod, networkStatus, podSandboxes } from '../pod';
 import { readPod } from '../pod-api';
 import { serve } from '../serve';
@@ -26,6 +26,7 @@ interface NodeSourceFlags {
   cacheDir: string;
   hostLocalDir: string;
   terwayState: string;
+  gcpState: string;
 }
 interface DirFlags {
   confDir: string;
@@ -65,7 +66,8 @@ const withNodeSources = (c: Command): Command =>
     )
     .option('--cache-dir <dirs>', "libcni cache dirs, colon-separated (the runtime's, Multus's)", '/var/lib/cni:/var/lib/cni/multus')
     .option('--host-local-dir <dir>', "host-local's data dir", '/var/lib/cni/networks')
-    .option('--terway-state <file>', "terwayd's lease store (its --state)", TERWAY_STATE);
+    .option('--terway-state <file>', "terwayd's lease store (its --state)", TERWAY_STATE)
+    .option('--gcp-state <dir>', "gcp-ipam's state dir (its ipam.stateDir)", GCP_IPAM_STATE);
 
 /** Where the runtime finds network configs and plugins (conf, pod, serve; node --gc needs the bin dirs only). */
 const withConfDir = (c: Command): Command => c.option('--conf-dir <dir>', 'the CNI conf dir', '/etc/cni/net.d');
@@ -105,6 +107,7 @@ function sourceOptions(o: NodeSourceFlags): SourceOptions {
     cacheDirs: o.cacheDir.split(':').filter(Boolean),
     hostLocalDir: o.hostLocalDir,
     terwayState: o.terwayState,
+    gcpState: o.gcpState,
   };
 }
 

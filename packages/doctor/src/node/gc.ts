@@ -109,6 +109,7 @@ function uncovered(s: NodeSources, gone: Set<string>, configs: Map<string, NetCo
       ...s.veths.filter((v) => open(v.network, v.containerId)).map((v) => v.network),
       ...(coilLeft ? (coilNetworks.length ? coilNetworks : ['(a Coil network)']) : []),
       ...routerLeft(s, configs, open),
+      ...(s.gcp ?? []).filter((r) => open(r.network, r.containerId)).map((r) => r.network),
     ]),
     leases: s.leases.filter((l) => open(l.network, l.containerId)),
   };
@@ -134,7 +135,9 @@ function planCollect(s: NodeSources, gone: Set<string>): GcStep[] {
       step: 'gc',
       network,
       target: conf ? conf.plugins.map((p) => p.type).join(', ') : '-',
-      what: conf ? `GC of ${network}'s plugins that speak CNI 1.1.0` : `no config of ${network} on the node: what it left stays`,
+      what: conf
+        ? `GC of ${network}'s plugins (or their IPAM) that speak CNI 1.1.0`
+        : `no config of ${network} on the node: what it left stays`,
     });
   }
   for (const l of left.leases) {
@@ -192,6 +195,7 @@ function validAttachments(s: NodeSources, network: string): { containerID: strin
   const ifnames = new Set([
     ...s.cached.filter((a) => a.network === network).map((a) => a.ifName),
     ...s.leases.filter((l) => l.network === network).flatMap((l) => (l.ifName ? [l.ifName] : [])),
+    ...(s.gcp ?? []).filter((r) => r.network === network).map((r) => r.ifName),
   ]);
   if (ifnames.size === 0) ifnames.add('eth0');
   return s.sandboxes.flatMap((sb) => [...ifnames].sort().map((ifname) => ({ containerID: sb.id, ifname })));
@@ -205,16 +209,20 @@ async function speaks11(type: string, binDirs: string[]): Promise<boolean> {
 
 /**
  * GC of each plugin of the network that speaks 1.1.0, at 1.1.0: a network behind Multus is often declared at 1.0.0
- * for plugins that speak no later version (macvlan), and the real Multus forwards no GC to its delegates.
+ * for plugins that speak no later version (macvlan), and the real Multus forwards no GC to its delegates. A plugin
+ * that does not speak it (Debian's ptp) cannot pass GC on to its IPAM: the IPAM's GC is called instead, with the
+ * plugin's conf (its `ipam` section), as a 1.1.0 plugin would delegate it (gcp-ipam under GKE's ptp).
  */
 async function gcNetwork(s: NodeSources, list: NetConfList, binDirs: string[]): Promise<string[]> {
   const ran: string[] = [];
   const valid = validAttachments(s, list.name ?? '');
   for (const p of list.plugins) {
-    if (!(await speaks11(p.type, binDirs))) continue;
+    const ipam = p.ipam?.type;
+    const type = (await speaks11(p.type, binDirs)) ? p.type : ipam && (await speaks11(ipam, binDirs)) ? ipam : undefined;
+    if (!type) continue;
     const conf = { ...pluginConf(list, p, undefined), cniVersion: '1.1.0', 'cni.dev/valid-attachments': valid };
-    await execDelegate(p.type, 'GC', Buffer.from(JSON.stringify(conf)), { path: binDirs });
-    ran.push(p.type);
+    await execDelegate(type, 'GC', Buffer.from(JSON.stringify(conf)), { path: binDirs });
+    ran.push(type === p.type ? type : `${type} (the ipam of ${p.type})`);
   }
   return ran;
 }

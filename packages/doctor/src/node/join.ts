@@ -23,6 +23,7 @@ import {
   type Lease,
   type RouterRoute,
   type Sandbox,
+  type GcpRecord,
   type TerwayLease,
 } from './sources';
 
@@ -36,7 +37,8 @@ export interface NodeRow {
   state: AttachmentState;
   /**
    * What this container holds: `cache <network>/<ifname> <ips>`, `lease <network> <ip>`, `veth <name> (<network>)`,
-   * `coil <veth> <ifname> <ips> (pool <pool>)`, `router <ip> via <link> (table <table>)`, `terway <ips> (eni <id>)`.
+   * `coil <veth> <ifname> <ips> (pool <pool>)`, `router <ip> via <link> (table <table>)`, `terway <ips> (eni <id>)`,
+   * `gcp-ipam <network> <ip> (<allocation>)`.
    */
   objects: string[];
   problems: string[];
@@ -50,6 +52,8 @@ export interface NodeSources {
   coil: CoilVeth[];
   router: RouterRoute[];
   terway: TerwayLease[];
+  /** gcp-ipam's node-local records (absent in sources read before it was joined). */
+  gcp?: GcpRecord[];
 }
 
 interface Held {
@@ -59,6 +63,7 @@ interface Held {
   coil: CoilVeth[];
   router: RouterRoute[];
   terway: TerwayLease[];
+  gcp: GcpRecord[];
 }
 
 /** The ifnames router attachments get: the cached ones, eth0, and Multus's net1..net9. */
@@ -79,7 +84,7 @@ function byContainer(s: NodeSources): Map<string, Held> {
   const held = new Map<string, Held>();
   const of = (id: string): Held => {
     let h = held.get(id);
-    if (!h) held.set(id, (h = { cached: [], leases: [], veths: [], coil: [], router: [], terway: [] }));
+    if (!h) held.set(id, (h = { cached: [], leases: [], veths: [], coil: [], router: [], terway: [], gcp: [] }));
     return h;
   };
   for (const c of s.cached) of(c.containerId).cached.push(c);
@@ -87,6 +92,7 @@ function byContainer(s: NodeSources): Map<string, Held> {
   for (const v of s.veths) of(v.containerId).veths.push(v);
   for (const v of s.coil) of(v.containerId).coil.push(v);
   for (const l of s.terway) of(l.containerId).terway.push(l);
+  for (const r of s.gcp ?? []) of(r.containerId).gcp.push(r);
   const owners = routerOwners(s);
   for (const r of s.router) of(owners.get(r.key) ?? `router-key:${r.key}`).router.push(r);
   return held;
@@ -100,6 +106,7 @@ function objectsOf(h: Held): string[] {
     ...h.coil.map((v) => `coil ${v.name} ${v.ifName}${v.ips.length ? ` ${v.ips.join(',')}` : ''} (pool ${v.pool})`),
     ...h.router.map((r) => `router ${r.ip} via ${r.link} (table ${r.table})`),
     ...h.terway.map((l) => `terway ${[l.ip, l.ip6].filter(Boolean).join(',')} (eni ${l.eniId})`),
+    ...h.gcp.map((r) => `gcp-ipam ${r.network} ${r.ip} (${r.allocation})`),
   ];
 }
 
@@ -149,6 +156,7 @@ function conflicts(s: NodeSources, ready: Set<string>): Map<string, string[]> {
   for (const l of s.leases) hold(l.ip, l.containerId);
   for (const v of s.coil) for (const ip of v.ips) hold(ip, v.containerId);
   for (const l of s.terway) for (const ip of [l.ip, l.ip6]) if (ip) hold(ip, l.containerId);
+  for (const r of s.gcp ?? []) hold(r.ip, r.containerId);
   const byContainerId = new Map<string, string[]>();
   for (const [ip, ids] of holders) {
     if (ids.size < 2) continue;

@@ -81,6 +81,19 @@ export interface TerwayLease {
   containerId: string;
 }
 
+/** gcp-ipam's node-local record of an attachment (`<stateDir>/containers/<containerID>_<ifname>`). */
+export interface GcpRecord {
+  network: string;
+  ip: string;
+  containerId: string;
+  ifName: string;
+  /** The IPAllocation the address is claimed by. */
+  allocation: string;
+}
+
+/** gcp-ipam's default ipam.stateDir. */
+export const GCP_IPAM_STATE = '/var/lib/cni/gcp-ipam';
+
 /** terwayd's default --state. */
 export const TERWAY_STATE = '/var/lib/cni/terway/pod.json';
 
@@ -244,6 +257,32 @@ export function readTerwayLeases(file: string, now = Date.now()): TerwayLease[] 
     .map((l) => ({ ip: l.ip!, ...(l.ip6 ? { ip6: l.ip6 } : {}), eniId: l.eniId ?? '', containerId: l.containerId! }));
 }
 
+/**
+ * gcp-ipam's records (packages/gcp-ipam/src/plugin.ts: {allocation, ip, pool, network}), one per attachment, named
+ * `<containerID>_<ifname>` (a container ID has no `_`). No directory: no gcp-ipam on the node.
+ */
+export function readGcpRecords(stateDir: string): GcpRecord[] {
+  const dir = path.join(stateDir, 'containers');
+  let files: string[];
+  try {
+    files = fs.readdirSync(dir);
+  } catch {
+    return [];
+  }
+  const out: GcpRecord[] = [];
+  for (const f of files) {
+    const m = /^([^_]+)_(.+)$/.exec(f);
+    if (!m || f.endsWith('.tmp')) continue;
+    try {
+      const r = JSON.parse(fs.readFileSync(path.join(dir, f), 'utf8')) as { allocation?: string; ip?: string; network?: string };
+      if (r.ip) out.push({ network: r.network ?? '', ip: r.ip, containerId: m[1]!, ifName: m[2]!, allocation: r.allocation ?? '' });
+    } catch {
+      /* being written or gone */
+    }
+  }
+  return out;
+}
+
 /** Host ends the veth plugin made, found by the alias it sets (`cnikit-veth:<network>:<containerID>`). */
 export async function hostVeths(ns: Netns = hostNetns()): Promise<HostVeth[]> {
   const out: HostVeth[] = [];
@@ -287,6 +326,8 @@ export interface SourceOptions {
   hostLocalDir: string;
   /** terwayd's lease store (--state); absent when terway does not run on the node. */
   terwayState?: string;
+  /** gcp-ipam's stateDir (its records); absent when gcp-ipam does not run on the node. */
+  gcpState?: string;
 }
 
 export interface NodeRead {
@@ -304,6 +345,7 @@ export async function readNode(o: SourceOptions): Promise<NodeRead> {
   const cache = readCache(o.cacheDirs);
   const leases = readHostLocalLeases(o.hostLocalDir);
   const terway = readTerwayLeases(o.terwayState ?? TERWAY_STATE);
+  const gcp = readGcpRecords(o.gcpState ?? GCP_IPAM_STATE);
   const veths = await hostVeths();
   const coil = await coilVeths();
   const router = await routerRoutes();
@@ -312,7 +354,7 @@ export async function readNode(o: SourceOptions): Promise<NodeRead> {
   const listed = new Set(sandboxes.map((x) => x.id));
   sandboxes.push(...(stored ?? []).filter((x) => !listed.has(x.id)));
   return {
-    sources: { sandboxes, cached: cache.attachments, leases, veths, coil, router, terway },
+    sources: { sandboxes, cached: cache.attachments, leases, veths, coil, router, terway, gcp },
     unreadable: cache.unreadable,
     seesCreating: stored !== undefined,
   };

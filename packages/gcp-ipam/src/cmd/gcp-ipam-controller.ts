@@ -7,8 +7,8 @@
  */
 import { parseArgs } from 'node:util';
 import * as fs from 'node:fs';
-import { ApiError, KubeConfigError, KubeMetrics, connect } from '@cnikit/kube';
-import { DEFAULT_DEBOUNCE_MS, DEFAULT_RESYNC_MS, PoolStatusDaemon, type ListenAddr } from '../controller';
+import { ApiError, KubeConfigError, KubeMetrics, connect, parseListenAddr } from '@cnikit/kube';
+import { DEFAULT_DEBOUNCE_MS, DEFAULT_RESYNC_MS, PoolStatusDaemon } from '../controller';
 
 const USAGE = `usage: gcp-ipam-controller [flags]
   --kubeconfig <path>                 kubeconfig (default: $KUBECONFIG, else the in-cluster service account)
@@ -19,15 +19,6 @@ const USAGE = `usage: gcp-ipam-controller [flags]
   --leader-election-namespace <ns>    namespace of the Lease (default $POD_NAMESPACE, else kube-system)
   --leader-election-id <name>         name of the Lease (default gcp-ipam-controller)
 `;
-
-function listenAddr(flag: string, v: string): ListenAddr {
-  const i = v.lastIndexOf(':');
-  const port = Number(v.slice(i + 1));
-  if (i < 0 || v.slice(i + 1) === '' || !Number.isInteger(port) || port < 0 || port > 65535) {
-    throw new Error(`--${flag}: expected [host]:port with a port 0-65535, got ${JSON.stringify(v)}`);
-  }
-  return { host: v.slice(0, i).replace(/^\[|\]$/g, ''), port };
-}
 
 const SERVICE_ACCOUNT_TOKEN = '/var/run/secrets/kubernetes.io/serviceaccount/token';
 
@@ -72,8 +63,8 @@ async function main(): Promise<void> {
     process.stdout.write(USAGE);
     return;
   }
-  const metricsAddr = listenAddr('metrics-addr', values['metrics-addr']!);
-  const healthAddr = listenAddr('health-addr', values['health-addr']!);
+  const metricsAddr = parseListenAddr(values['metrics-addr']!, '--metrics-addr');
+  const healthAddr = parseListenAddr(values['health-addr']!, '--health-addr');
   const resyncMs = positive('resync', values.resync!) * 1000;
   const debounceMs = positive('debounce-ms', values['debounce-ms']!);
   const kubeMetrics = new KubeMetrics({ processMetrics: true });

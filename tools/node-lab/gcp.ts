@@ -1,0 +1,100 @@
+// gcp-ipam on the lab's nodes as on GKE, shared by the node tier (e2e/node/gcp-ipam.test.ts) and the pod
+// benchmark (pod-bench.ts): the conflist GKE writes on a node, the GCE emulator program on the host leg with its
+// alias hooks routing on the fabric as the VPC does, and packages/gcp-ipam/config/deploy.yaml with its
+// ConfigMap set for that emulator. Erasable TypeScript (Node's type stripping runs pod-bench.ts).
+import { spawn } from 'node:child_process';
+import * as fs from 'node:fs';
+import * as path from 'node:path';
+import { dump, loadAll } from 'js-yaml';
+import { HOST_IP, vpcAliasHooks, writeFileAtomic, type Lab, type LabNode } from './lab.ts';
+
+export const GCP = { project: 'lab-project', region: 'europe-west1', zone: 'europe-west1-b', pool: 'ippool-default' };
+/** The file the installer rewrites: the conflist GKE's node set-up writes. */
+export const GKE_CONFLIST = '10-containerd-net.conflist';
+
+/** The conflist GKE writes on a node before any add-on: ptp + host-local over the node's range, portmap. */
+export function writeGkeConflist(node: LabNode): void {
+  for (const p of ['ptp', 'host-local', 'portmap']) {
+    const tmp = path.join(node.cniBinDir, `.${p}.tmp`);
+    fs.copyFileSync(`/usr/lib/cni/${p}`, tmp);
+    fs.chmodSync(tmp, 0o755);
+    fs.renameSync(tmp, path.join(node.cniBinDir, p));
+  }
+  const list = {
+    cniVersion: '1.0.0', // what Debian's ptp speaks
+    name: 'k8s-pod-network',
+    plugins: [
+      {
+        type: 'ptp',
+        mtu: 1460,
+        ipMasq: false,
+        ipam: { type: 'host-local', ranges: [[{ subnet: node.podSubnet }]], routes: [{ dst: '0.0.0.0/0' }] },
+      },
+      { type: 'portmap', capabilities: { portMappings: true } },
+    ],
+  };
+  writeFileAtomic(path.join(node.cniConfDir, GKE_CONFLIST), JSON.stringify(list, null, 2));
+}
+
+export interface Emulator {
+  url: string;
+  stop(): Promise<void>;
+}
+
+/**
+ * `npm run gce-emulator` (tools/emulators/run.mjs) listening on the host leg, the lab's nodes as instances, the
+ * VPC's routes on the fabric through its alias hooks. Resolves with its URL once it listens.
+ */
+export function startGceEmulator(lab: Lab, root: string, opDurationMs: number): Promise<Emulator> {
+  const hooks = vpcAliasHooks();
+  const argv = [
+    path.join(root, 'tools', 'emulators', 'run.mjs'),
+    'gce-emulator',
+    ...['--listen', `${HOST_IP}:0`, '--project', GCP.project, '--op-duration-ms', String(opDurationMs)],
+    ...['--subnet', `${GCP.region}/default=198.51.100.0/24`],
+    ...lab.nodes.flatMap((n) => ['--instance', `${GCP.zone}/${n.name}=${n.ip}`]),
+    ...['--on-alias-add', hooks.add, '--on-alias-remove', hooks.remove],
+  ];
+  const child = spawn(process.execPath, argv, { stdio: ['ignore', 'pipe', 'inherit'] });
+  const exited = new Promise<void>((r) => child.once('exit', () => r()));
+  return new Promise((resolve, reject) => {
+    let out = '';
+    child.stdout.on('data', (d: Buffer) => {
+      out += d.toString();
+      if (out.includes('\n'))
+        resolve({
+          url: out.slice(0, out.indexOf('\n')).trim(),
+          stop: async () => {
+            child.kill('SIGTERM');
+            await exited;
+          },
+        });
+    });
+    child.once('exit', (code) => reject(new Error(`gce-emulator exited ${code} before printing its address`)));
+  });
+}
+
+/** packages/gcp-ipam/config/deploy.yaml with its ConfigMap set as a user sets it, here for the emulator at `url`. */
+export function gcpDeployYaml(root: string, url: string): string {
+  const file = path.join(root, 'packages', 'gcp-ipam', 'config', 'deploy.yaml');
+  const docs = loadAll(fs.readFileSync(file, 'utf8')) as { kind: string; data?: Record<string, string> }[];
+  const cm = docs.find((d) => d.kind === 'ConfigMap');
+  if (!cm) throw new Error(`${file}: no ConfigMap`);
+  cm.data = {
+    project: GCP.project,
+    region: GCP.region,
+    subnet: 'default',
+    'compute-endpoint': `${url}/compute/v1`,
+    'network-connectivity-endpoint': `${url}/v1`,
+    'metadata-endpoint': url,
+    'ipam.json': JSON.stringify({
+      pool: GCP.pool,
+      project: GCP.project,
+      zone: GCP.zone,
+      computeEndpoint: `${url}/compute/v1`,
+      metadataEndpoint: url,
+      auth: 'metadata', // the token path a VM takes, from the emulated metadata server
+    }),
+  };
+  return docs.map((d) => dump(d)).join('---\n');
+}
