@@ -36,6 +36,26 @@ TIER_TIMEOUT="${CNIKIT_TIER_TIMEOUT:-30m}" # CI has 90 minutes in all
 if [[ -t 0 ]]; then LIMIT=(); else LIMIT=(timeout --kill-after=30s "$TIER_TIMEOUT"); fi
 OUT="$ROOT/dist/test-results"
 rm -rf "$OUT"
+
+# Every temporary file of the run (the tests' mkdtemp dirs, jest's transform cache, the node lab's
+# containerd and kubelet state) lives under one short directory that is removed when the run ends:
+# a machine keeps its disk from one run to the next, and gigabytes left in /tmp by earlier runs once
+# made a later CI run fail with ENOSPC. Short, because the node lab's sockets live under it (108-byte
+# limit on a unix socket path). --one-file-system: never follow a mount a crashed lab left behind.
+RUN_TMP="$(mktemp -d /tmp/ck.XXXXXX)"
+export TMPDIR="$RUN_TMP"
+cleanup_tmp() {
+  findmnt -rn -o TARGET | grep -F "$RUN_TMP/" | sort -r | xargs -r umount -l 2>/dev/null || true
+  rm -rf --one-file-system "$RUN_TMP"
+}
+trap cleanup_tmp EXIT
+free_gib() { df -P -BG / | awk 'NR==2 { sub("G", "", $4); print $4 }'; }
+disk() { echo "  disk: $(free_gib) GiB free on /; run tmp $(du -sh "$RUN_TMP" 2>/dev/null | cut -f1), dist $(du -sh dist 2>/dev/null | cut -f1)"; }
+FREE0=$(free_gib)
+echo "disk: ${FREE0} GiB free on / at the start (a full run needs about 8 GiB more: README \"Tests\")"
+if (( FREE0 < 8 )); then
+  echo "!!! only ${FREE0} GiB free on /: tests will fail with ENOSPC; remove old clones and /tmp leftovers first" >&2
+fi
 mkdir -p "$OUT/unit"
 T0=$(date +%s)
 declare -A RC=() SECS=()
@@ -60,6 +80,7 @@ if [[ "${CNIKIT_SKIP_BUILD:-0}" != 1 ]]; then
     echo "!!! build FAILED (exit ${RC[build]}); the tiers still run, against whatever dist/bin holds" >&2
   fi
   ls -la dist/bin 2>/dev/null | sed 's/^/  /' || true
+  disk
 fi
 
 # ------------------------------------------------------------------------------------------ static
@@ -113,6 +134,7 @@ run_tier() { # name; output goes to the terminal and to $OUT/<name>.log
   "run_$name" 2>&1 | tee "$OUT/$name.log"
   RC[$name]=${PIPESTATUS[0]}
   SECS[$name]=$(( $(now) - t ))
+  disk
 }
 
 if [[ "${CNIKIT_TEST_PARALLEL:-1}" == 1 && " $TIERS " == *" unit "* && " $TIERS " == *" e2e "* ]]; then
@@ -129,6 +151,7 @@ if [[ "${CNIKIT_TEST_PARALLEL:-1}" == 1 && " $TIERS " == *" unit "* && " $TIERS 
     hdr "$n tests (log)"
     cat "$OUT/$n.log"
   done
+  disk
   for n in $rest; do
     hdr "$n tests"
     run_tier "$n"
