@@ -40,6 +40,7 @@ module.exports = {
     '^@cnikit/meta$': path.join(__dirname, 'packages/meta/src/index.ts'),
     '^@cnikit/router/marks$': path.join(__dirname, 'packages/router/src/marks.ts'),
     '^@cnikit/gcp-ipam/types$': path.join(__dirname, 'packages/gcp-ipam/src/types.ts'),
+    '^@cnikit/gcp-ipam/cloud$': path.join(__dirname, 'packages/gcp-ipam/src/cloud.ts'),
     '^@cnikit/unary-grpc$': path.join(__dirname, 'packages/unary-grpc/src/index.ts'),
     '^@cnikit/kube$': path.join(__dirname, 'packages/kube/src/index.ts'),
     '^@cnikit/kube/lite$': path.join(__dirname, 'packages/kube/src/lite.ts'),

@@ -10,6 +10,7 @@
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import type { IPAllocation, IPPool } from '@cnikit/gcp-ipam/types';
+import { GceClient } from '../../packages/gcp-ipam/src/gce';
 import { REPO_ROOT } from '../lib/paths';
 import { FABRIC_NETNS, importImage, nodeRun, nodeTryRun, routeThroughVpc, type LabNode } from '../../tools/node-lab/lab';
 import { run } from '../../tools/node-lab/host';
@@ -109,6 +110,7 @@ const DOCTOR = [path.join(REPO_ROOT, 'dist', 'images', 'bin', 'cnikit-gcp-ipam')
 
 interface DoctorRow {
   containerId: string;
+  pod?: string;
   state: string;
   objects: string[];
 }
@@ -351,5 +353,40 @@ describeNodes('node: gcp-ipam from its image and manifests on two real nodes, ag
     expect((await runningPod('keeper')).ip).toBe(keeper.ip);
     await k(e(), ['delete', 'pod', 'keeper', '--wait=true']);
     await expectAliasesAreThePods([]);
+  });
+
+  test("--cloud joins the VM's aliases: one freed behind the runtime's back breaks its pod, one no pod holds is the cloud's leak", async () => {
+    const [a] = e().lab.nodes;
+    await k(e(), ['apply', '-f', '-'], plainPod('keeper', a!.name));
+    const keeper = await runningPod('keeper');
+    const cloud = (): DoctorRow[] => doctorNode(a!, ['--cloud']).rows.filter((r) => r.state !== 'healthy');
+    expect(cloud()).toEqual([]);
+    const gce = new GceClient({ project: GCP.project, endpoint: `${gceUrl}/compute/v1` });
+    try {
+      const stray = `${poolCidr.split('.').slice(0, 2).join('.')}.200.200`;
+      // as someone with the project's credentials would: an alias added by hand, and the pod's own taken away
+      await gce.updateAliases(ZONE, a!.name, 'nic0', (cur) => [
+        ...cur.filter((x) => x.ipCidrRange !== `${keeper.ip}/32`),
+        { ipCidrRange: `${stray}/32` },
+      ]);
+      expect(cloud()).toEqual([
+        expect.objectContaining({
+          pod: 'default/keeper',
+          state: 'broken',
+          problems: [expect.stringContaining(`${keeper.ip} is no alias of ${a!.name}`)],
+        }),
+        expect.objectContaining({ containerId: `gcp-alias:${stray}`, state: 'leaked', objects: [`gcp-alias ${stray}/32`] }),
+      ]);
+      // without --cloud the node alone looks healthy: the cloud is asked only when asked for
+      expect(doctorNode(a!).rows.filter((r) => r.state !== 'healthy')).toEqual([]);
+      await gce.updateAliases(ZONE, a!.name, 'nic0', () => [{ ipCidrRange: `${keeper.ip}/32` }]);
+      expect(cloud()).toEqual([]);
+    } finally {
+      gce.close();
+    }
+    await k(e(), ['delete', 'pod', 'keeper', '--wait=true']);
+    await expectAliasesAreThePods([]);
+    await eventually('no allocation left', async () => (await allocations()).length === 0);
+    for (const node of e().lab.nodes) await backToSnapshot(node);
   });
 });

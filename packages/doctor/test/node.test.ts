@@ -3,6 +3,7 @@
 import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
+import { FakeGce } from '@cnikit/gce-emulator';
 import { link } from '@cnikit/netlib';
 import { cleanupAll, newNs, sh } from '@cnikit/netlib-testing';
 import { joinNode, formatNode, type NodeSources } from '../src/node/join';
@@ -12,6 +13,7 @@ import {
   coilVeths,
   hostVeths,
   readCache,
+  readGcpCloud,
   readGcpRecords,
   readHostLocalLeases,
   readTerwayLeases,
@@ -315,5 +317,70 @@ describe('gcp-ipam records', () => {
       'conflicting',
       'conflicting',
     ]);
+  });
+});
+
+describe("gcp-ipam's cloud side (--cloud)", () => {
+  const rec = (containerId: string, ip: string) => ({ network: 'gke', ip, containerId, ifName: 'eth0', allocation: `p.${ip}` });
+  const node = (gcp: ReturnType<typeof rec>[], aliases: string[], error?: string): NodeSources => ({
+    ...healthyNode(),
+    cached: [],
+    leases: [],
+    veths: [],
+    sandboxes: [sandbox('c1', 'web')],
+    gcp,
+    gcpCloud: { instance: 'vm-a', aliases, ...(error ? { error } : {}) },
+  });
+
+  test('a record whose alias the VM lacks is broken; an alias no record holds is a leaked row of its own; an unread cloud judges nothing', () => {
+    expect(joinNode(node([rec('c1', '10.1.0.5')], ['10.1.0.5']))).toEqual([
+      expect.objectContaining({ containerId: 'c1', state: 'healthy' }),
+    ]);
+    expect(joinNode(node([rec('c1', '10.1.0.5')], []))).toEqual([
+      expect.objectContaining({ state: 'broken', problems: ["gke/eth0: 10.1.0.5 is no alias of vm-a (gcp-ipam's CHECK fails)"] }),
+    ]);
+    expect(joinNode(node([rec('c1', '10.1.0.5')], ['10.1.0.5', '10.1.0.9']))).toEqual([
+      expect.objectContaining({
+        containerId: 'gcp-alias:10.1.0.9',
+        state: 'leaked',
+        objects: ['gcp-alias 10.1.0.9/32'],
+        problems: ['an alias of vm-a that no gcp-ipam attachment on the node holds'],
+      }),
+      expect.objectContaining({ containerId: 'c1', state: 'healthy' }),
+    ]);
+    expect(joinNode(node([rec('c1', '10.1.0.5')], [], 'connect ECONNREFUSED'))).toEqual([expect.objectContaining({ state: 'healthy' })]);
+  });
+
+  test("the VM's aliases are read with the ipam section of a cached gcp-ipam attachment; GCE down is an error, not a verdict", async () => {
+    const fake = new FakeGce({ opDurationMs: 0 });
+    const url = await fake.start(0);
+    try {
+      fake.addInstance('europe-west1-b', 'vm-a');
+      const ipam = {
+        type: 'gcp-ipam',
+        pool: 'p',
+        project: 'test-project',
+        zone: 'europe-west1-b',
+        nodeName: 'vm-a',
+        computeEndpoint: `${url}/compute/v1`,
+      };
+      const list = { cniVersion: '1.0.0', name: 'gke', plugins: [{ type: 'ptp', ipam }] };
+      const cached = (config: unknown): CachedAttachment => ({
+        file: 'gke-c1-eth0',
+        network: 'gke',
+        containerId: 'c1',
+        ifName: 'eth0',
+        plugins: ['ptp'],
+        ipam: ['gcp-ipam'],
+        ips: ['10.1.0.5'],
+        entry: { config: Buffer.from(JSON.stringify(config)).toString('base64') },
+      });
+      expect(await readGcpCloud([])).toBeUndefined();
+      expect(await readGcpCloud([cached(list)])).toEqual({ instance: 'vm-a', aliases: [] });
+      fake.inject('instances.get', { status: 503, reason: 'backendError' });
+      expect(await readGcpCloud([cached(list)])).toMatchObject({ instance: 'vm-a', aliases: [], error: expect.stringMatching(/503/) });
+    } finally {
+      await fake.stop();
+    }
   });
 });

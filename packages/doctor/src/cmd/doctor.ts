@@ -27,6 +27,7 @@ interface NodeSourceFlags {
   hostLocalDir: string;
   terwayState: string;
   gcpState: string;
+  cloud: boolean;
 }
 interface DirFlags {
   confDir: string;
@@ -67,7 +68,8 @@ const withNodeSources = (c: Command): Command =>
     .option('--cache-dir <dirs>', "libcni cache dirs, colon-separated (the runtime's, Multus's)", '/var/lib/cni:/var/lib/cni/multus')
     .option('--host-local-dir <dir>', "host-local's data dir", '/var/lib/cni/networks')
     .option('--terway-state <file>', "terwayd's lease store (its --state)", TERWAY_STATE)
-    .option('--gcp-state <dir>', "gcp-ipam's state dir (its ipam.stateDir)", GCP_IPAM_STATE);
+    .option('--gcp-state <dir>', "gcp-ipam's state dir (its ipam.stateDir)", GCP_IPAM_STATE)
+    .option('--cloud', "also ask the cloud of the node's cloud IPAM (gcp-ipam: the VM's aliases); costs API quota", false);
 
 /** Where the runtime finds network configs and plugins (conf, pod, serve; node --gc needs the bin dirs only). */
 const withConfDir = (c: Command): Command => c.option('--conf-dir <dir>', 'the CNI conf dir', '/etc/cni/net.d');
@@ -108,6 +110,7 @@ function sourceOptions(o: NodeSourceFlags): SourceOptions {
     hostLocalDir: o.hostLocalDir,
     terwayState: o.terwayState,
     gcpState: o.gcpState,
+    cloud: o.cloud,
   };
 }
 

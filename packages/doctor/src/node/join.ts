@@ -23,6 +23,7 @@ import {
   type Lease,
   type RouterRoute,
   type Sandbox,
+  type GcpCloud,
   type GcpRecord,
   type TerwayLease,
 } from './sources';
@@ -54,6 +55,8 @@ export interface NodeSources {
   terway: TerwayLease[];
   /** gcp-ipam's node-local records (absent in sources read before it was joined). */
   gcp?: GcpRecord[];
+  /** The aliases GCE holds on the node's VM (read with --cloud only). */
+  gcpCloud?: GcpCloud;
 }
 
 interface Held {
@@ -64,6 +67,8 @@ interface Held {
   router: RouterRoute[];
   terway: TerwayLease[];
   gcp: GcpRecord[];
+  /** Aliases on the node's VM held by no record (row gcp-alias:<ip>). */
+  aliases: string[];
 }
 
 /** The ifnames router attachments get: the cached ones, eth0, and Multus's net1..net9. */
@@ -84,7 +89,7 @@ function byContainer(s: NodeSources): Map<string, Held> {
   const held = new Map<string, Held>();
   const of = (id: string): Held => {
     let h = held.get(id);
-    if (!h) held.set(id, (h = { cached: [], leases: [], veths: [], coil: [], router: [], terway: [], gcp: [] }));
+    if (!h) held.set(id, (h = { cached: [], leases: [], veths: [], coil: [], router: [], terway: [], gcp: [], aliases: [] }));
     return h;
   };
   for (const c of s.cached) of(c.containerId).cached.push(c);
@@ -93,6 +98,9 @@ function byContainer(s: NodeSources): Map<string, Held> {
   for (const v of s.coil) of(v.containerId).coil.push(v);
   for (const l of s.terway) of(l.containerId).terway.push(l);
   for (const r of s.gcp ?? []) of(r.containerId).gcp.push(r);
+  // an alias on the VM no record on the node holds: the cloud's leak (held by no container)
+  const recorded = new Set((s.gcp ?? []).map((r) => r.ip));
+  for (const ip of s.gcpCloud?.aliases ?? []) if (!recorded.has(ip)) of(`gcp-alias:${ip}`).aliases.push(ip);
   const owners = routerOwners(s);
   for (const r of s.router) of(owners.get(r.key) ?? `router-key:${r.key}`).router.push(r);
   return held;
@@ -107,12 +115,18 @@ function objectsOf(h: Held): string[] {
     ...h.router.map((r) => `router ${r.ip} via ${r.link} (table ${r.table})`),
     ...h.terway.map((l) => `terway ${[l.ip, l.ip6].filter(Boolean).join(',')} (eni ${l.eniId})`),
     ...h.gcp.map((r) => `gcp-ipam ${r.network} ${r.ip} (${r.allocation})`),
+    ...h.aliases.map((ip) => `gcp-alias ${ip}/32`),
   ];
 }
 
 /** What a ready sandbox's cached attachments imply and the node lacks. */
-function missingObjects(h: Held): string[] {
+function missingObjects(h: Held, cloud: GcpCloud | undefined): string[] {
   const problems: string[] = [];
+  // asked only with --cloud, and only when GCE answered
+  if (cloud && !cloud.error)
+    for (const r of h.gcp)
+      if (!cloud.aliases.includes(r.ip))
+        problems.push(`${r.network}/${r.ifName}: ${r.ip} is no alias of ${cloud.instance} (gcp-ipam's CHECK fails)`);
   for (const c of h.cached) {
     if (c.plugins.includes('veth') && !h.veths.some((v) => v.network === c.network))
       problems.push(`${c.network}/${c.ifName}: no host veth (the veth plugin's CHECK fails)`);
@@ -182,12 +196,18 @@ export function joinNode(s: NodeSources): NodeRow[] {
     }
     if (sandbox !== 'ready') {
       row.state = 'leaked';
-      row.problems.push(sandbox === 'gone' ? 'the runtime has no such sandbox' : 'the sandbox is stopped: its network should be gone');
+      row.problems.push(
+        containerId.startsWith('gcp-alias:')
+          ? `an alias of ${s.gcpCloud?.instance ?? 'the VM'} that no gcp-ipam attachment on the node holds`
+          : sandbox === 'gone'
+            ? 'the runtime has no such sandbox'
+            : 'the sandbox is stopped: its network should be gone',
+      );
     } else if (clashes.has(containerId)) {
       row.state = 'conflicting';
       row.problems.push(...clashes.get(containerId)!);
     } else {
-      row.problems.push(...missingObjects(held));
+      row.problems.push(...missingObjects(held, s.gcpCloud));
       if (row.problems.length) row.state = 'broken';
     }
     rows.push(row);

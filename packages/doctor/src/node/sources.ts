@@ -15,6 +15,7 @@ import * as path from 'node:path';
 import { hostNetns, link, route, type Netns } from '@cnikit/netlib';
 import { RTPROT_ROUTER } from '@cnikit/router/marks';
 import { GrpcError, GrpcStatus, protoFields, unaryCall } from '@cnikit/unary-grpc';
+import { nodeAliases } from '@cnikit/gcp-ipam/cloud';
 import type { NodeSources } from './join';
 
 export interface Sandbox {
@@ -89,6 +90,13 @@ export interface GcpRecord {
   ifName: string;
   /** The IPAllocation the address is claimed by. */
   allocation: string;
+}
+
+/** The aliases GCE holds on the node's VM (doctor node --cloud), or why they could not be read. */
+export interface GcpCloud {
+  instance: string;
+  aliases: string[];
+  error?: string;
 }
 
 /** gcp-ipam's default ipam.stateDir. */
@@ -283,6 +291,32 @@ export function readGcpRecords(stateDir: string): GcpRecord[] {
   return out;
 }
 
+/**
+ * The node's VM as GCE sees it, asked with the ipam section of a gcp-ipam attachment libcni cached (the node's
+ * own project, zone, instance and credentials); undefined when no cached attachment uses gcp-ipam.
+ */
+export async function readGcpCloud(cached: CachedAttachment[]): Promise<GcpCloud | undefined> {
+  for (const a of cached.filter((c) => c.ipam.includes('gcp-ipam'))) {
+    let conf: Record<string, unknown> | undefined;
+    try {
+      const raw = JSON.parse(Buffer.from(a.entry.config ?? '', 'base64').toString('utf8')) as Record<string, unknown>;
+      const plugins = (Array.isArray(raw.plugins) ? raw.plugins : [raw]) as { ipam?: { type?: string } }[];
+      const p = plugins.find((x) => x.ipam?.type === 'gcp-ipam');
+      if (p) conf = { ...p, name: raw.name, cniVersion: raw.cniVersion };
+    } catch {
+      continue; // an unreadable entry: another may do
+    }
+    if (!conf) continue;
+    try {
+      const n = await nodeAliases(conf as unknown as Parameters<typeof nodeAliases>[0]);
+      return { instance: n.instance, aliases: n.aliases, ...(n.error ? { error: n.error } : {}) };
+    } catch (err) {
+      return { instance: '?', aliases: [], error: `the cached gcp-ipam config: ${(err as Error).message}` };
+    }
+  }
+  return undefined;
+}
+
 /** Host ends the veth plugin made, found by the alias it sets (`cnikit-veth:<network>:<containerID>`). */
 export async function hostVeths(ns: Netns = hostNetns()): Promise<HostVeth[]> {
   const out: HostVeth[] = [];
@@ -328,6 +362,8 @@ export interface SourceOptions {
   terwayState?: string;
   /** gcp-ipam's stateDir (its records); absent when gcp-ipam does not run on the node. */
   gcpState?: string;
+  /** Ask the clouds of the node's cloud IPAMs (gcp-ipam: the VM's aliases); off by default (it costs API quota). */
+  cloud?: boolean;
 }
 
 export interface NodeRead {
@@ -346,6 +382,7 @@ export async function readNode(o: SourceOptions): Promise<NodeRead> {
   const leases = readHostLocalLeases(o.hostLocalDir);
   const terway = readTerwayLeases(o.terwayState ?? TERWAY_STATE);
   const gcp = readGcpRecords(o.gcpState ?? GCP_IPAM_STATE);
+  const gcpCloud = o.cloud ? await readGcpCloud(cache.attachments) : undefined;
   const veths = await hostVeths();
   const coil = await coilVeths();
   const router = await routerRoutes();
@@ -354,8 +391,8 @@ export async function readNode(o: SourceOptions): Promise<NodeRead> {
   const listed = new Set(sandboxes.map((x) => x.id));
   sandboxes.push(...(stored ?? []).filter((x) => !listed.has(x.id)));
   return {
-    sources: { sandboxes, cached: cache.attachments, leases, veths, coil, router, terway, gcp },
-    unreadable: cache.unreadable,
+    sources: { sandboxes, cached: cache.attachments, leases, veths, coil, router, terway, gcp, gcpCloud },
+    unreadable: [...cache.unreadable, ...(gcpCloud?.error ? [`GCE (instance ${gcpCloud.instance}): ${gcpCloud.error}`] : [])],
     seesCreating: stored !== undefined,
   };
 }
