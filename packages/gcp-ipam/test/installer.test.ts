@@ -5,9 +5,9 @@ import { spawn } from 'node:child_process';
 import * as fs from 'node:fs';
 import * as http from 'node:http';
 import * as path from 'node:path';
-import { build } from 'esbuild';
 import { inClusterServer, kubeFromFile } from '@cnikit/kube/lite';
 import { eventually, uniqueName } from '@cnikit/kube-testing';
+import { bundleProgram } from '@cnikit/netlib-testing';
 import { install, tokenFileFor, uninstall, watch, type InstallOptions } from '../src/installer';
 import { cluster, ensureNamespace, kube, closeKube, tmpDir } from './support';
 
@@ -275,15 +275,7 @@ describe('the program', () => {
   beforeAll(async () => {
     bundle = path.join(tmpDir('gcp-ipam-inst-bin-'), 'gcp-ipam-installer.js');
     const entry = path.join(__dirname, '..', 'src', 'cmd', 'gcp-ipam-installer.ts');
-    await build({
-      entryPoints: [entry],
-      bundle: true,
-      platform: 'node',
-      format: 'cjs',
-      target: 'node22',
-      outfile: bundle,
-      logLevel: 'error',
-    });
+    await bundleProgram(entry, bundle);
   }, 60_000);
 
   interface Run {

@@ -6,9 +6,9 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
-import { build } from 'esbuild';
 import { LeaderElector, Leases, ResourceClient, leaderIdentity, microTime, type KubeTransport } from '@cnikit/kube';
 import { TcpProxy, transportFor, uniqueName } from '@cnikit/kube-testing';
+import { bundleProgram } from '@cnikit/netlib-testing';
 import { cluster, eventually } from './support';
 
 const LEASE_MS = 4000;
@@ -28,15 +28,7 @@ const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'cnikit-elector-'));
 
 beforeAll(async () => {
   bundle = path.join(tmp, 'elector-child.js');
-  await build({
-    entryPoints: [path.join(__dirname, 'fixtures/elector-child.ts')],
-    bundle: true,
-    platform: 'node',
-    format: 'cjs',
-    target: 'node22',
-    outfile: bundle,
-    logLevel: 'error',
-  });
+  await bundleProgram(path.join(__dirname, 'fixtures/elector-child.ts'), bundle);
   transport = transportFor(cluster);
 }, 60_000);
 afterAll(() => {

@@ -1,4 +1,11 @@
 import { spawn } from 'node:child_process';
+import { build } from 'esbuild';
+
+/** Bundles a TypeScript program into one CommonJS file that `node <outfile>` runs, as tests run a child program. */
+export async function bundleProgram(entry: string, outfile: string): Promise<string> {
+  await build({ entryPoints: [entry], bundle: true, platform: 'node', format: 'cjs', target: 'node22', outfile, logLevel: 'error' });
+  return outfile;
+}
 
 /**
  * Starts a server program and waits for the first line it prints on stdout (its address, once it listens).
