@@ -3,21 +3,23 @@
  * Kept apart from agent.ts so the plugin's bundle holds no Kubernetes client.
  */
 import * as net from 'node:net';
-import type { Lease } from './pool';
+import type { Lease, UsedIp } from './pool';
 
 export const DEFAULT_SOCKET = '/run/cilium-eni-ipam/agent.sock';
 
 /**
  * `check`: the lease `owner` holds (none = not held). `gc`: frees every allocation whose owner is not in `keep`
- * (owners `<containerID>/<ifname>` of the valid attachments) and answers them in `released`.
+ * (owners `<containerID>/<ifname>` of the valid attachments) and answers them in `released`. `leases` (read-only,
+ * no owner needed): every IP handed out, with its owner and ENI, in `leases` (doctor node reads it).
  */
 export interface AgentRequest {
-  op: 'add' | 'del' | 'status' | 'check' | 'gc';
+  op: 'add' | 'del' | 'status' | 'check' | 'gc' | 'leases';
   owner: string;
   keep?: string[];
 }
 export type AgentReply =
-  { ok: true; lease?: Lease; released?: string[]; pool?: number; used?: number; free?: number } | { ok: false; code: number; msg: string };
+  | { ok: true; lease?: Lease; released?: string[]; leases?: UsedIp[]; pool?: number; used?: number; free?: number }
+  | { ok: false; code: number; msg: string };
 
 /** The client side (the plugin): one request, one reply, with a timeout. */
 export function agentRequest(socketPath: string, req: AgentRequest, timeoutMs = 10_000): Promise<AgentReply> {

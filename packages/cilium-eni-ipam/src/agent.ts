@@ -16,6 +16,9 @@ import { CiliumNodes, type CiliumNode, type EniSpec, type IpamSpec } from './typ
 export { DEFAULT_SOCKET } from './agent-client';
 import { DEFAULT_SOCKET } from './agent-client';
 
+/** Ops about the whole node, not one attachment: they need no "owner". */
+const OWNERLESS = new Set<AgentRequest['op']>(['status', 'gc', 'leases']);
+
 export interface InstanceData {
   instanceId: string;
   instanceType: string;
@@ -146,7 +149,7 @@ export class Agent {
   }
 
   handle(req: AgentRequest): AgentReply {
-    if (!req || (req.op !== 'status' && req.op !== 'gc' && (typeof req.owner !== 'string' || !req.owner)))
+    if (!req || (!OWNERLESS.has(req.op) && (typeof req.owner !== 'string' || !req.owner)))
       return { ok: false, code: 7, msg: 'agent: request needs a non-empty "owner"' };
     try {
       if (req.op === 'add') {
@@ -170,6 +173,7 @@ export class Agent {
         }
         return { ok: true, released };
       }
+      if (req.op === 'leases') return { ok: true, leases: this.pool.usedIps() };
       if (req.op === 'status') return { ok: true, pool: this.pool.poolSize, used: this.pool.used.size, free: this.pool.freeIps().length };
       return { ok: false, code: 4, msg: `agent: unknown op ${JSON.stringify((req as { op: unknown }).op)}` };
     } catch (e) {

@@ -20,6 +20,13 @@ export interface Lease {
   eni: EniInfo;
 }
 
+/** An IP of the book as status.ipam.used publishes it: its owner (`<containerID>/<ifname>`) and its ENI's ID. */
+export interface UsedIp {
+  ip: string;
+  owner: string;
+  eni: string;
+}
+
 export class PoolExhausted extends Error {
   constructor(
     readonly available: number,
@@ -151,5 +158,10 @@ export class PoolAllocator {
 
   usedRecord(): Record<string, AllocationIP> {
     return Object.fromEntries([...this.used].sort(([a], [b]) => ipm.compareIps(a, b)));
+  }
+
+  /** Every IP handed out, by IP (the `leases` op): the book itself, so it holds what no ENI describes yet too. */
+  usedIps(): UsedIp[] {
+    return Object.entries(this.usedRecord()).map(([ip, v]) => ({ ip, owner: v.owner ?? '', eni: v.resource ?? '' }));
   }
 }

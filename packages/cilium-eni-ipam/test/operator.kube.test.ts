@@ -6,7 +6,7 @@ import * as path from 'node:path';
 import { Leases, Namespaces, Pods, clientFor, installCrd, type KubeTransport, type LeaderRunner } from '@cnikit/kube';
 import { eventually as poll, testCluster, transportFor, uniqueName } from '@cnikit/kube-testing';
 import { Agent } from '../src/agent';
-import { agentRequest } from '../src/agent-client';
+import { agentRequest, type AgentRequest } from '../src/agent-client';
 import { ciliumNodeCrd } from '../src/crd';
 import { SdkEc2 } from '../src/ec2';
 import { LimitsTable } from '../src/limits';
@@ -140,6 +140,29 @@ test('agent: check answers the lease an owner holds; gc frees the owners not kep
   const used = (await nodes().get(name)).status?.ipam?.used ?? {};
   expect(Object.keys(used)).toEqual([a.lease!.ip]);
   expect(used[a.lease!.ip]).toMatchObject({ owner: 'keep/eth0' });
+});
+
+test('agent: leases answers every IP handed out with its owner and ENI, the book status.ipam.used publishes; it needs no owner and changes nothing', async () => {
+  const { agent, name } = await startAgent();
+  await agent.waitForPool(20_000);
+  const sock = agent.socketPath;
+  expect(await agentRequest(sock, { op: 'leases' } as AgentRequest)).toEqual({ ok: true, leases: [] });
+  const a = await agentRequest(sock, { op: 'add', owner: 'c1/eth0' });
+  const b = await agentRequest(sock, { op: 'add', owner: 'c2/net1' });
+  if (!a.ok || !b.ok) throw new Error('add failed');
+  const r = await agentRequest(sock, { op: 'leases', owner: '' });
+  if (!r.ok) throw new Error(r.msg);
+  expect([...r.leases!].sort((x, y) => x.owner.localeCompare(y.owner))).toEqual([
+    { ip: a.lease!.ip, owner: 'c1/eth0', eni: a.lease!.eni.id },
+    { ip: b.lease!.ip, owner: 'c2/net1', eni: b.lease!.eni.id },
+  ]);
+  // the book as published (the add replies were sent once used was stored); the agent answers by IP, the API
+  // server's JSON has its keys in string order
+  const used = (await nodes().get(name)).status?.ipam?.used ?? {};
+  expect(Object.fromEntries(r.leases!.map((l) => [l.ip, { owner: l.owner, resource: l.eni }]))).toEqual(used);
+  // read-only: asked again, the same answer, and both owners still hold their IPs
+  expect(await agentRequest(sock, { op: 'leases', owner: '' })).toEqual(r);
+  expect(await agentRequest(sock, { op: 'check', owner: 'c2/net1' })).toMatchObject({ ok: true, lease: { ip: b.lease!.ip } });
 });
 
 test('surge: 30 pending pods scheduled to a fresh node are covered in the first round (cilium#32713)', async () => {

@@ -106,3 +106,16 @@ test('holding (CHECK) and releaseExcept (GC)', () => {
   expect(p.holding('b/eth0')).toBeUndefined();
   expect(p.releaseExcept(new Set())).toEqual(['10.0.64.10', '10.0.64.12']);
 });
+
+test("usedIps (the agent's leases op): every IP of the book by IP, with its owner and ENI; a restored entry without an owner has ''", () => {
+  const p = new PoolAllocator();
+  p.setNode(node(['10.0.64.9', '10.0.64.10', '10.0.64.11']));
+  p.restore({ '10.0.64.11': { resource: 'eni-1' } });
+  p.allocate('b/net1'); // .9
+  p.allocate('a/eth0'); // .10
+  expect(p.usedIps()).toEqual([
+    { ip: '10.0.64.9', owner: 'b/net1', eni: 'eni-1' },
+    { ip: '10.0.64.10', owner: 'a/eth0', eni: 'eni-1' },
+    { ip: '10.0.64.11', owner: '', eni: 'eni-1' },
+  ]);
+});

@@ -40,7 +40,8 @@ export class NodeMetrics {
     this.pluginAttachments.reset();
     for (const a of s.cached) for (const p of new Set(a.plugins)) this.pluginAttachments.inc({ plugin: p });
     this.leakedObjects.reset();
-    for (const kind of ['cache', 'lease', 'veth', 'coil', 'router', 'terway', 'gcp-ipam']) this.leakedObjects.set({ kind }, 0);
+    for (const kind of ['cache', 'lease', 'veth', 'coil', 'router', 'terway', 'gcp-ipam', 'cilium-eni'])
+      this.leakedObjects.set({ kind }, 0);
     for (const r of rows.filter((x) => x.sandbox === 'gone')) for (const o of r.objects) this.leakedObjects.inc({ kind: o.split(' ')[0]! });
   }
 

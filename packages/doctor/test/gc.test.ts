@@ -1,10 +1,10 @@
 // doctor node --gc, the plan: which objects of which sandboxes a DEL, a GC or a host-local release reclaims, and
 // that nothing of a ready, stopped or being-created sandbox is planned. Applying it runs in the node tier
 // (e2e/node/coil.test.ts) against containerd, Multus and the plugins.
-import { formatGc, planGc } from '../src/node/gc';
+import { formatGc, planGc, validAttachments } from '../src/node/gc';
 import type { NodeSources } from '../src/node/join';
 import { attachmentKey } from '@cnikit/router/marks';
-import type { CachedAttachment, Sandbox } from '../src/node/sources';
+import type { CachedAttachment, CiliumLease, Sandbox } from '../src/node/sources';
 
 const chain = {
   cniVersion: '1.0.0',
@@ -172,4 +172,65 @@ test("a gcp-ipam record of a gone sandbox plans the GC of its network (under ptp
   const steps = planGc({ ...s, gcp: [...s.gcp!, rec('gone', '10.1.0.9')] });
   expect(steps.map((x) => [x.step, x.network, x.target])).toEqual([['gc', 'k8s-pod-network', 'ptp, portmap']]);
   expect(steps[0]!.what).toBe("GC of k8s-pod-network's plugins (or their IPAM) that speak CNI 1.1.0");
+});
+
+describe("cilium-eni-agent's leases", () => {
+  const eniNet = { cniVersion: '1.1.0', name: 'aws-eni', plugins: [{ type: 'ptp', ipam: { type: 'cilium-eni-ipam' } }] };
+  const cachedEni = (containerId: string, ip: string, network = 'aws-eni', ifName = 'eth0'): CachedAttachment => ({
+    file: `${network}-${containerId}-${ifName}`,
+    network,
+    containerId,
+    ifName,
+    plugins: ['ptp'],
+    ipam: ['cilium-eni-ipam'],
+    ips: [ip],
+    entry: { config: Buffer.from(JSON.stringify({ ...eniNet, name: network })).toString('base64') },
+  });
+  const lease = (containerId: string, ip: string, ifName = 'eth0'): CiliumLease => ({ ip, containerId, ifName, eniId: 'eni-1' });
+  const s: NodeSources = {
+    sandboxes: [sandbox('live', 'ready')],
+    cached: [cachedEni('live', '10.0.64.10')],
+    leases: [],
+    veths: [],
+    coil: [],
+    router: [],
+    terway: [],
+    cilium: [lease('live', '10.0.64.10')],
+  };
+  const plan = (x: NodeSources) => planGc(x).map((step) => [step.step, step.network, step.target]);
+
+  test('a lease of a gone sandbox no cache entry covers plans the GC of the networks whose IPAM is cilium-eni-ipam; a cached one, its DEL', () => {
+    expect(planGc(s)).toEqual([]);
+    expect(plan({ ...s, cilium: [...s.cilium!, lease('gone', '10.0.64.11')] })).toEqual([['gc', 'aws-eni', 'ptp']]);
+    // the agent knows owners, not networks: every network using it on the node
+    const two = { ...s, cached: [...s.cached, cachedEni('live', '10.0.65.10', 'eni-secondary', 'net1')] };
+    expect(plan({ ...two, cilium: [...s.cilium!, lease('gone', '10.0.64.11', 'net1')] })).toEqual([
+      ['gc', 'aws-eni', 'ptp'],
+      ['gc', 'eni-secondary', 'ptp'],
+    ]);
+    // a cache entry of the attachment covers it: its DEL releases the IP
+    expect(
+      plan({ ...s, cached: [...s.cached, cachedEni('gone', '10.0.64.11')], cilium: [...s.cilium!, lease('gone', '10.0.64.11')] }),
+    ).toEqual([['del', 'aws-eni', 'gone']]);
+  });
+
+  test('without a config of a cilium-eni-ipam network on the node, the lease is named and kept', () => {
+    expect(planGc({ ...s, cached: [], cilium: [lease('gone', '10.0.64.11')] }).map((x) => [x.step, x.network, x.what])).toEqual([
+      ['gc', '(a cilium-eni-ipam network)', 'no config of (a cilium-eni-ipam network) on the node: what it left stays'],
+    ]);
+  });
+
+  test("GC's valid attachments: each sandbox the runtime knows with every ifname of the agent's leases and of cilium-eni-ipam networks", () => {
+    const node: NodeSources = {
+      ...s,
+      sandboxes: [sandbox('live', 'ready'), sandbox('new', 'creating')],
+      cached: [...s.cached, cachedEni('live', '10.0.65.10', 'eni-secondary', 'net2')],
+      cilium: [lease('live', '10.0.64.10'), lease('new', '10.0.64.12', 'net1')],
+    };
+    const pairs = (net: Parameters<typeof validAttachments>[1]) => validAttachments(node, net).map((a) => `${a.containerID}/${a.ifname}`);
+    // the agent's GC frees every owner not listed, whatever its network: all of them are listed
+    expect(pairs(eniNet)).toEqual(['live/eth0', 'live/net1', 'live/net2', 'new/eth0', 'new/net1', 'new/net2']);
+    // a network that does not use it: its own ifnames only (eth0 when it has none)
+    expect(pairs({ name: 'macvlan-veth', plugins: [{ type: 'macvlan' }] })).toEqual(['live/eth0', 'new/eth0']);
+  });
 });

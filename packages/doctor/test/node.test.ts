@@ -3,7 +3,10 @@
 import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
+import { Agent, CiliumNodes, agentRequest, ciliumNodeCrd, type CiliumNode } from '@cnikit/cilium-eni-ipam';
 import { FakeGce } from '@cnikit/gce-emulator';
+import { clientFor, installCrd } from '@cnikit/kube';
+import { testCluster, transportFor, uniqueName } from '@cnikit/kube-testing';
 import { link } from '@cnikit/netlib';
 import { cleanupAll, newNs, sh } from '@cnikit/netlib-testing';
 import { joinNode, formatNode, type NodeSources } from '../src/node/join';
@@ -13,11 +16,13 @@ import {
   coilVeths,
   hostVeths,
   readCache,
+  readCiliumLeases,
   readGcpCloud,
   readGcpRecords,
   readHostLocalLeases,
   readTerwayLeases,
   type CachedAttachment,
+  type CiliumLease,
 } from '../src/node/sources';
 
 let dir: string;
@@ -382,5 +387,117 @@ describe("gcp-ipam's cloud side (--cloud)", () => {
     } finally {
       await fake.stop();
     }
+  });
+});
+
+describe("cilium-eni-agent's leases", () => {
+  const ENI = {
+    id: 'eni-1',
+    mac: '02:00:00:00:00:01',
+    number: 1,
+    subnet: { id: 'subnet-1', cidr: '10.0.64.0/18' },
+    vpc: { id: 'vpc-1', 'primary-cidr': '10.0.0.0/16' },
+  };
+
+  test('read from the real agent on its socket (op leases): each IP with its container, ifname and ENI; no socket, none; a refusing one, an error', async () => {
+    const transport = transportFor(testCluster());
+    const nodes = clientFor(transport, CiliumNodes);
+    await installCrd(transport, ciliumNodeCrd());
+    const nodeName = uniqueName('node');
+    // the operator's part, by hand: a pool on a described ENI, and a used entry without an owner the agent restores
+    const pool = Object.fromEntries(['10.0.64.10', '10.0.64.11', '10.0.64.12'].map((ip) => [ip, { resource: 'eni-1' }]));
+    await nodes.create({ metadata: { name: nodeName }, spec: { 'instance-id': 'i-1', ipam: { pool } } } as CiliumNode);
+    await nodes.updateWithRetry(
+      nodeName,
+      (cur) => ({ ...cur, status: { eni: { enis: { 'eni-1': ENI } }, ipam: { used: { '10.0.64.12': { resource: 'eni-1' } } } } }),
+      { subresource: 'status' },
+    );
+    const socket = path.join(dir, 'agent.sock');
+    const agent = new Agent({
+      transport,
+      nodeName,
+      socketPath: socket,
+      instance: { instanceId: 'i-1', instanceType: 'm5.large', vpcId: 'vpc-1', availabilityZone: 'a' },
+    });
+    try {
+      await agent.start();
+      await agent.waitForPool(10_000);
+      expect(await readCiliumLeases(socket)).toEqual([
+        { ip: '10.0.64.12', containerId: 'cilium-eni:10.0.64.12', ifName: '', eniId: 'eni-1' },
+      ]);
+      for (const owner of ['c1/eth0', 'c2/net1']) expect(await agentRequest(socket, { op: 'add', owner })).toMatchObject({ ok: true });
+      expect(await readCiliumLeases(socket)).toEqual([
+        { ip: '10.0.64.10', containerId: 'c1', ifName: 'eth0', eniId: 'eni-1' },
+        { ip: '10.0.64.11', containerId: 'c2', ifName: 'net1', eniId: 'eni-1' },
+        { ip: '10.0.64.12', containerId: 'cilium-eni:10.0.64.12', ifName: '', eniId: 'eni-1' },
+      ]);
+    } finally {
+      await agent.stop();
+      await nodes.delete(nodeName).catch(() => undefined);
+      transport.close();
+    }
+    expect(await readCiliumLeases(socket)).toBeUndefined(); // the agent gone with its socket
+    fs.writeFileSync(socket, ''); // a file where the socket was: connect is refused
+    await expect(readCiliumLeases(socket)).rejects.toThrow(/ECONNREFUSED/);
+  });
+
+  const lease = (containerId: string, ip: string, ifName = 'eth0'): CiliumLease => ({ ip, containerId, ifName, eniId: 'eni-1' });
+  const eniChain = { cniVersion: '1.1.0', name: 'aws-eni', plugins: [{ type: 'ptp', ipam: { type: 'cilium-eni-ipam' } }] };
+  const cached = (containerId: string, ip: string): CachedAttachment => ({
+    file: `aws-eni-${containerId}-eth0`,
+    network: 'aws-eni',
+    containerId,
+    ifName: 'eth0',
+    plugins: ['ptp'],
+    ipam: ['cilium-eni-ipam'],
+    ips: [ip],
+    entry: { config: b64(eniChain) },
+  });
+  const node = (over: Partial<NodeSources>): NodeSources => ({
+    ...healthyNode(),
+    cached: [],
+    leases: [],
+    veths: [],
+    sandboxes: [sandbox('c1', 'web'), sandbox('c2', 'api')],
+    ...over,
+  });
+
+  test("a ready sandbox's lease is healthy, a gone one's leaked, one address on two ready sandboxes conflicting", () => {
+    expect(joinNode(node({ cilium: [lease('c1', '10.0.64.10')] }))).toEqual([
+      expect.objectContaining({ containerId: 'c1', state: 'healthy', objects: ['cilium-eni 10.0.64.10 (eni eni-1)'] }),
+    ]);
+    expect(joinNode(node({ cilium: [lease('old', '10.0.64.11')] }))).toEqual([
+      expect.objectContaining({ containerId: 'old', state: 'leaked', sandbox: 'gone', problems: ['the runtime has no such sandbox'] }),
+    ]);
+    expect(joinNode(node({ sandboxes: [sandbox('c1', 'web', false)], cilium: [lease('c1', '10.0.64.10')] }))).toEqual([
+      expect.objectContaining({ containerId: 'c1', state: 'leaked', sandbox: 'stopped' }),
+    ]);
+    // the agent hands an address to one owner only: the clash is with another source (here c2's cached result)
+    const clash = joinNode(node({ cached: [cached('c2', '10.0.64.10')], cilium: [lease('c1', '10.0.64.10')] }));
+    expect(clash.map((r) => [r.containerId, r.state])).toEqual([
+      ['c2', 'conflicting'],
+      ['c1', 'conflicting'],
+    ]);
+    expect(clash[1]!.problems).toEqual(['10.0.64.10 is also held by c2']);
+    // an IP the agent restored without an owner: a row of its own, leaked
+    expect(joinNode(node({ cilium: [lease('cilium-eni:10.0.64.12', '10.0.64.12', '')] }))).toEqual([
+      expect.objectContaining({
+        containerId: 'cilium-eni:10.0.64.12',
+        state: 'leaked',
+        problems: ["an IP in cilium-eni-agent's book with no owner: no attachment holds it"],
+      }),
+    ]);
+  });
+
+  test("a ready pod's cached cilium-eni-ipam address the agent's book lacks is broken; an agent not read judges nothing", () => {
+    expect(joinNode(node({ cached: [cached('c1', '10.0.64.10')], cilium: [lease('c1', '10.0.64.10')] }))[0]).toMatchObject({
+      state: 'healthy',
+      objects: ['cache aws-eni/eth0 10.0.64.10', 'cilium-eni 10.0.64.10 (eni eni-1)'],
+    });
+    expect(joinNode(node({ cached: [cached('c1', '10.0.64.10')], cilium: [] }))[0]).toMatchObject({
+      state: 'broken',
+      problems: ["aws-eni/eth0: 10.0.64.10 is not in cilium-eni-agent's book (another pod may be given it; CHECK fails)"],
+    });
+    expect(joinNode(node({ cached: [cached('c1', '10.0.64.10')] }))[0]).toMatchObject({ state: 'healthy' });
   });
 });

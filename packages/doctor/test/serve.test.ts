@@ -44,6 +44,7 @@ test('observeNode: attachments by state (zeros included), by plugin of their cha
     'cnikit_leaked_objects{kind="router"} 0',
     'cnikit_leaked_objects{kind="terway"} 0',
     'cnikit_leaked_objects{kind="gcp-ipam"} 0',
+    'cnikit_leaked_objects{kind="cilium-eni"} 0',
   ]);
 });
 

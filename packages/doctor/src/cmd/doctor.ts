@@ -15,7 +15,7 @@ import { formatReports, hasErrors, lintConfDir, lintNads, type FileReport } from
 import { listNads } from '../nads';
 import { formatGc, gcNode } from '../node/gc';
 import { formatNode, joinNode } from '../node/join';
-import { readNode, GCP_IPAM_STATE, TERWAY_STATE, type SourceOptions } from '../node/sources';
+import { readNode, CILIUM_SOCKET, GCP_IPAM_STATE, TERWAY_STATE, type SourceOptions } from '../node/sources';
 import { diagnose, formatPod, networkStatus, podSandboxes } from '../pod';
 import { readPod } from '../pod-api';
 import { serve } from '../serve';
@@ -27,6 +27,7 @@ interface NodeSourceFlags {
   hostLocalDir: string;
   terwayState: string;
   gcpState: string;
+  ciliumSocket: string;
   cloud: boolean;
 }
 interface DirFlags {
@@ -69,6 +70,7 @@ const withNodeSources = (c: Command): Command =>
     .option('--host-local-dir <dir>', "host-local's data dir", '/var/lib/cni/networks')
     .option('--terway-state <file>', "terwayd's lease store (its --state)", TERWAY_STATE)
     .option('--gcp-state <dir>', "gcp-ipam's state dir (its ipam.stateDir)", GCP_IPAM_STATE)
+    .option('--cilium-socket <path>', "cilium-eni-agent's socket (its --socket), asked for the IPs it handed out", CILIUM_SOCKET)
     .option('--cloud', "also ask the cloud of the node's cloud IPAM (gcp-ipam: the VM's aliases); costs API quota", false);
 
 /** Where the runtime finds network configs and plugins (conf, pod, serve; node --gc needs the bin dirs only). */
@@ -110,6 +112,7 @@ function sourceOptions(o: NodeSourceFlags): SourceOptions {
     hostLocalDir: o.hostLocalDir,
     terwayState: o.terwayState,
     gcpState: o.gcpState,
+    ciliumSocket: o.ciliumSocket,
     cloud: o.cloud,
   };
 }
@@ -120,7 +123,7 @@ async function reportNode(o: NodeOptions): Promise<void> {
   if (o.output === 'json') process.stdout.write(`${JSON.stringify({ attachments: rows, unreadable }, null, 2)}\n`);
   else {
     process.stdout.write(formatNode(rows));
-    for (const f of unreadable) process.stdout.write(`not a libcni cache entry: ${f}\n`);
+    for (const f of unreadable) process.stdout.write(`unreadable: ${f}\n`);
   }
   process.exitCode = rows.every((r) => r.state === 'healthy') ? 0 : 1;
 }

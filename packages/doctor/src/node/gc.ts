@@ -5,9 +5,10 @@
  *      config, the result as prevResult, the netns while it exists, the runtime's CNI_ARGS), each plugin of the
  *      chain in reverse order, then its cache entry removed. The runtime's entries go first: Multus's DEL
  *      reaches its delegates and removes their entries itself.
- *   2. GC: objects still held by gone sandboxes (a host veth, a Coil pod or a router host route without a cache
- *      entry: an ADD killed before the runtime cached it) are collected by GC of each plugin of the network that speaks CNI 1.1.0, with
- *      cni.dev/valid-attachments: every attachment of the network that a sandbox the runtime knows holds.
+ *   2. GC: objects still held by gone sandboxes (a host veth, a Coil pod, a router host route, a gcp-ipam record or
+ *      a cilium-eni-agent lease without a cache entry: an ADD killed before the runtime cached it) are collected
+ *      by GC of each plugin of the network that speaks CNI 1.1.0, with cni.dev/valid-attachments: every
+ *      attachment of the network that a sandbox the runtime knows holds.
  *   3. Release: host-local leases still held by gone sandboxes. host-local has no GC (containernetworking/
  *      plugins #1047), so its DEL with the network's IPAM config, the lease's container ID and ifname.
  * Gone means unknown to the runtime: a stopped sandbox is the kubelet's to tear down, and a sandbox being created
@@ -45,7 +46,7 @@ export interface GcReport {
   after: NodeRow[];
 }
 
-interface NetConfList {
+export interface NetConfList {
   cniVersion?: string;
   name?: string;
   plugins: PluginConf[];
@@ -93,10 +94,18 @@ function planDels(s: NodeSources, gone: Set<string>): GcStep[] {
     }));
 }
 
+/** The IPAM type of cilium-eni-ipam: its agent holds the IPs of every network using it on the node, by owner only. */
+const CILIUM_IPAM = 'cilium-eni-ipam';
+
+/** Networks whose chain delegates to cilium-eni-ipam, in the node's cached configs. */
+const ciliumNetworks = (configs: Map<string, NetConfList>): string[] =>
+  [...configs].filter(([, c]) => c.plugins.some((p) => p.ipam?.type === CILIUM_IPAM)).map(([n]) => n);
+
 /**
  * Objects of gone sandboxes that no cache entry covers, so a DEL will not reach them: host veths (by network),
  * Coil's host veths (any network whose chain has coil: coild knows them by container and ifname), router's host
- * routes (by the network tag of their key), leases.
+ * routes (by the network tag of their key), gcp-ipam records (by the network they name), cilium-eni-agent's leases
+ * (any network whose chain's IPAM is cilium-eni-ipam: the agent knows owners, not networks), leases.
  */
 function uncovered(s: NodeSources, gone: Set<string>, configs: Map<string, NetConfList>): { networks: Set<string>; leases: Lease[] } {
   const cached = new Set(s.cached.map((a) => `${a.network}\0${a.containerId}`));
@@ -104,12 +113,16 @@ function uncovered(s: NodeSources, gone: Set<string>, configs: Map<string, NetCo
   const coilCached = new Set(s.cached.filter((a) => a.plugins.includes('coil')).map((a) => `${a.containerId}\0${a.ifName}`));
   const coilLeft = s.coil.some((v) => gone.has(v.containerId) && !coilCached.has(`${v.containerId}\0${v.ifName}`));
   const coilNetworks = [...configs].filter(([, c]) => c.plugins.some((p) => p.type === 'coil')).map(([n]) => n);
+  const ciliumCached = new Set(s.cached.filter((a) => a.ipam.includes(CILIUM_IPAM)).map((a) => `${a.containerId}\0${a.ifName}`));
+  const ciliumLeft = (s.cilium ?? []).some((l) => gone.has(l.containerId) && !ciliumCached.has(`${l.containerId}\0${l.ifName}`));
+  const ciliumNets = ciliumNetworks(configs);
   return {
     networks: new Set([
       ...s.veths.filter((v) => open(v.network, v.containerId)).map((v) => v.network),
       ...(coilLeft ? (coilNetworks.length ? coilNetworks : ['(a Coil network)']) : []),
       ...routerLeft(s, configs, open),
       ...(s.gcp ?? []).filter((r) => open(r.network, r.containerId)).map((r) => r.network),
+      ...(ciliumLeft ? (ciliumNets.length ? ciliumNets : ['(a cilium-eni-ipam network)']) : []),
     ]),
     leases: s.leases.filter((l) => open(l.network, l.containerId)),
   };
@@ -189,13 +202,18 @@ async function delCached(a: CachedAttachment, binDirs: string[]): Promise<void> 
 /**
  * Every attachment of `network` a sandbox the runtime knows may hold: each such sandbox (ready, stopped or being
  * created) with each ifname the network is seen with on the node (cache entries, leases; eth0 when none). Wider
- * than what is cached, so that a pod whose ADD has not been cached yet keeps what it has.
+ * than what is cached, so that a pod whose ADD has not been cached yet keeps what it has. A network whose IPAM is
+ * cilium-eni-ipam gets the ifnames of every network using it and of every lease the agent holds: the agent's GC
+ * frees every owner not listed, whatever its network.
  */
-function validAttachments(s: NodeSources, network: string): { containerID: string; ifname: string }[] {
+export function validAttachments(s: NodeSources, list: NetConfList): { containerID: string; ifname: string }[] {
+  const network = list.name ?? '';
+  const cilium = list.plugins.some((p) => p.ipam?.type === CILIUM_IPAM);
   const ifnames = new Set([
-    ...s.cached.filter((a) => a.network === network).map((a) => a.ifName),
+    ...s.cached.filter((a) => a.network === network || (cilium && a.ipam.includes(CILIUM_IPAM))).map((a) => a.ifName),
     ...s.leases.filter((l) => l.network === network).flatMap((l) => (l.ifName ? [l.ifName] : [])),
     ...(s.gcp ?? []).filter((r) => r.network === network).map((r) => r.ifName),
+    ...(cilium ? (s.cilium ?? []).flatMap((l) => (l.ifName ? [l.ifName] : [])) : []),
   ]);
   if (ifnames.size === 0) ifnames.add('eth0');
   return s.sandboxes.flatMap((sb) => [...ifnames].sort().map((ifname) => ({ containerID: sb.id, ifname })));
@@ -215,7 +233,7 @@ async function speaks11(type: string, binDirs: string[]): Promise<boolean> {
  */
 async function gcNetwork(s: NodeSources, list: NetConfList, binDirs: string[]): Promise<string[]> {
   const ran: string[] = [];
-  const valid = validAttachments(s, list.name ?? '');
+  const valid = validAttachments(s, list);
   for (const p of list.plugins) {
     const ipam = p.ipam?.type;
     const type = (await speaks11(p.type, binDirs)) ? p.type : ipam && (await speaks11(ipam, binDirs)) ? ipam : undefined;

@@ -4,8 +4,9 @@
  *   healthy      a ready sandbox, and every object its cached attachments imply is there;
  *   leaked       objects (cache entries, leases, host veths) of a sandbox that is gone or stopped;
  *   broken       a ready sandbox missing an object: a cached veth attachment without its host veth, a cached
- *                host-local address without its lease, a cached Coil attachment without its host veth or its
- *                pod-table route, a cached router attachment without its host route (CHECK would fail);
+ *                host-local address without its lease, a cached cilium-eni-ipam address the agent's book lacks,
+ *                a cached Coil attachment without its host veth or its pod-table route, a cached router
+ *                attachment without its host route (CHECK would fail);
  *   conflicting  one IP held by two ready sandboxes.
  * A sandbox being created (in containerd's store, not yet in the CRI's list) is healthy: what it holds is
  * still growing, and CHECK is not due before its ADD returns.
@@ -18,6 +19,7 @@ import { attachmentKey } from '@cnikit/router/marks';
 import {
   COIL_POD_TABLE,
   type CachedAttachment,
+  type CiliumLease,
   type CoilVeth,
   type HostVeth,
   type Lease,
@@ -39,7 +41,7 @@ export interface NodeRow {
   /**
    * What this container holds: `cache <network>/<ifname> <ips>`, `lease <network> <ip>`, `veth <name> (<network>)`,
    * `coil <veth> <ifname> <ips> (pool <pool>)`, `router <ip> via <link> (table <table>)`, `terway <ips> (eni <id>)`,
-   * `gcp-ipam <network> <ip> (<allocation>)`.
+   * `gcp-ipam <network> <ip> (<allocation>)`, `cilium-eni <ip> (eni <id>)`.
    */
   objects: string[];
   problems: string[];
@@ -57,6 +59,8 @@ export interface NodeSources {
   gcp?: GcpRecord[];
   /** The aliases GCE holds on the node's VM (read with --cloud only). */
   gcpCloud?: GcpCloud;
+  /** cilium-eni-agent's book (absent: no agent on the node, or it did not answer; nothing is judged by it then). */
+  cilium?: CiliumLease[];
 }
 
 interface Held {
@@ -67,6 +71,7 @@ interface Held {
   router: RouterRoute[];
   terway: TerwayLease[];
   gcp: GcpRecord[];
+  cilium: CiliumLease[];
   /** Aliases on the node's VM held by no record (row gcp-alias:<ip>). */
   aliases: string[];
 }
@@ -89,7 +94,7 @@ function byContainer(s: NodeSources): Map<string, Held> {
   const held = new Map<string, Held>();
   const of = (id: string): Held => {
     let h = held.get(id);
-    if (!h) held.set(id, (h = { cached: [], leases: [], veths: [], coil: [], router: [], terway: [], gcp: [], aliases: [] }));
+    if (!h) held.set(id, (h = { cached: [], leases: [], veths: [], coil: [], router: [], terway: [], gcp: [], cilium: [], aliases: [] }));
     return h;
   };
   for (const c of s.cached) of(c.containerId).cached.push(c);
@@ -98,6 +103,7 @@ function byContainer(s: NodeSources): Map<string, Held> {
   for (const v of s.coil) of(v.containerId).coil.push(v);
   for (const l of s.terway) of(l.containerId).terway.push(l);
   for (const r of s.gcp ?? []) of(r.containerId).gcp.push(r);
+  for (const l of s.cilium ?? []) of(l.containerId).cilium.push(l);
   // an alias on the VM no record on the node holds: the cloud's leak (held by no container)
   const recorded = new Set((s.gcp ?? []).map((r) => r.ip));
   for (const ip of s.gcpCloud?.aliases ?? []) if (!recorded.has(ip)) of(`gcp-alias:${ip}`).aliases.push(ip);
@@ -115,12 +121,13 @@ function objectsOf(h: Held): string[] {
     ...h.router.map((r) => `router ${r.ip} via ${r.link} (table ${r.table})`),
     ...h.terway.map((l) => `terway ${[l.ip, l.ip6].filter(Boolean).join(',')} (eni ${l.eniId})`),
     ...h.gcp.map((r) => `gcp-ipam ${r.network} ${r.ip} (${r.allocation})`),
+    ...h.cilium.map((l) => `cilium-eni ${l.ip} (eni ${l.eniId})`),
     ...h.aliases.map((ip) => `gcp-alias ${ip}/32`),
   ];
 }
 
 /** What a ready sandbox's cached attachments imply and the node lacks. */
-function missingObjects(h: Held, cloud: GcpCloud | undefined): string[] {
+function missingObjects(h: Held, cloud: GcpCloud | undefined, ciliumRead: boolean): string[] {
   const problems: string[] = [];
   // asked only with --cloud, and only when GCE answered
   if (cloud && !cloud.error)
@@ -141,6 +148,12 @@ function missingObjects(h: Held, cloud: GcpCloud | undefined): string[] {
       for (const ip of c.ips)
         if (!h.leases.some((l) => l.network === c.network && l.ip === ip))
           problems.push(`${c.network}/${c.ifName}: ${ip} has no host-local lease (another pod may be given it)`);
+    }
+    // asked only when the agent answered
+    if (ciliumRead && c.ipam.includes('cilium-eni-ipam')) {
+      for (const ip of c.ips)
+        if (!h.cilium.some((l) => l.ip === ip && l.ifName === c.ifName))
+          problems.push(`${c.network}/${c.ifName}: ${ip} is not in cilium-eni-agent's book (another pod may be given it; CHECK fails)`);
     }
   }
   return problems;
@@ -171,6 +184,7 @@ function conflicts(s: NodeSources, ready: Set<string>): Map<string, string[]> {
   for (const v of s.coil) for (const ip of v.ips) hold(ip, v.containerId);
   for (const l of s.terway) for (const ip of [l.ip, l.ip6]) if (ip) hold(ip, l.containerId);
   for (const r of s.gcp ?? []) hold(r.ip, r.containerId);
+  for (const l of s.cilium ?? []) hold(l.ip, l.containerId);
   const byContainerId = new Map<string, string[]>();
   for (const [ip, ids] of holders) {
     if (ids.size < 2) continue;
@@ -199,15 +213,17 @@ export function joinNode(s: NodeSources): NodeRow[] {
       row.problems.push(
         containerId.startsWith('gcp-alias:')
           ? `an alias of ${s.gcpCloud?.instance ?? 'the VM'} that no gcp-ipam attachment on the node holds`
-          : sandbox === 'gone'
-            ? 'the runtime has no such sandbox'
-            : 'the sandbox is stopped: its network should be gone',
+          : containerId.startsWith('cilium-eni:')
+            ? "an IP in cilium-eni-agent's book with no owner: no attachment holds it"
+            : sandbox === 'gone'
+              ? 'the runtime has no such sandbox'
+              : 'the sandbox is stopped: its network should be gone',
       );
     } else if (clashes.has(containerId)) {
       row.state = 'conflicting';
       row.problems.push(...clashes.get(containerId)!);
     } else {
-      row.problems.push(...missingObjects(held, s.gcpCloud));
+      row.problems.push(...missingObjects(held, s.gcpCloud, s.cilium !== undefined));
       if (row.problems.length) row.state = 'broken';
     }
     rows.push(row);

@@ -8,7 +8,9 @@
  *   - Coil's pods: host veths with alias `COIL:<pool>:<containerID>:<ifname>`, and their /32 and /128 routes in
  *     Coil's pod table (116 unless coild's --pod-table-id says otherwise), as coild itself recovers them;
  *   - router's host routes (protocol 158, in any table), each carrying its attachment's key as its metric;
- *   - terwayd's leases (its --state file, /var/lib/cni/terway/pod.json): address, ENI and container ID each.
+ *   - terwayd's leases (its --state file, /var/lib/cni/terway/pod.json): address, ENI and container ID each;
+ *   - gcp-ipam's records (its stateDir), and with --cloud the aliases GCE holds on the node's VM;
+ *   - cilium-eni-agent's book, asked on its socket (op `leases`): address, ENI and `<containerID>/<ifname>` each.
  */
 import * as fs from 'node:fs';
 import * as path from 'node:path';
@@ -16,6 +18,7 @@ import { hostNetns, link, route, type Netns } from '@cnikit/netlib';
 import { RTPROT_ROUTER } from '@cnikit/router/marks';
 import { GrpcError, GrpcStatus, protoFields, unaryCall } from '@cnikit/unary-grpc';
 import { nodeAliases } from '@cnikit/gcp-ipam/cloud';
+import { agentRequest, DEFAULT_SOCKET, type AgentReply } from '@cnikit/cilium-eni-ipam/agent-client';
 import type { NodeSources } from './join';
 
 export interface Sandbox {
@@ -92,6 +95,14 @@ export interface GcpRecord {
   allocation: string;
 }
 
+/** An IP cilium-eni-agent handed out (packages/cilium-eni-ipam/src/pool.ts), to its owner `<containerID>/<ifname>`. */
+export interface CiliumLease {
+  ip: string;
+  containerId: string;
+  ifName: string;
+  eniId: string;
+}
+
 /** The aliases GCE holds on the node's VM (doctor node --cloud), or why they could not be read. */
 export interface GcpCloud {
   instance: string;
@@ -101,6 +112,9 @@ export interface GcpCloud {
 
 /** gcp-ipam's default ipam.stateDir. */
 export const GCP_IPAM_STATE = '/var/lib/cni/gcp-ipam';
+
+/** cilium-eni-agent's default --socket. */
+export const CILIUM_SOCKET = DEFAULT_SOCKET;
 
 /** terwayd's default --state. */
 export const TERWAY_STATE = '/var/lib/cni/terway/pod.json';
@@ -292,6 +306,34 @@ export function readGcpRecords(stateDir: string): GcpRecord[] {
 }
 
 /**
+ * cilium-eni-agent's book, asked on its socket with the plugin's own client (`{"op":"leases"}`, read-only): every
+ * IP it handed out, with its owner and ENI. The agent holds the book in memory (status.ipam.used is its copy), so
+ * the agent is asked, not the CiliumNode. An owner is `<containerID>/<ifname>` (a container ID has no `/`); an IP
+ * with none (a used entry the agent restored without one) is a row of its own, `cilium-eni:<ip>`.
+ * No socket: no agent on the node (undefined). An agent that refuses, does not answer or does not know the op: an
+ * error, for the caller to list as unreadable.
+ */
+export async function readCiliumLeases(socket: string, timeoutMs = 10_000): Promise<CiliumLease[] | undefined> {
+  let reply: AgentReply;
+  try {
+    reply = await agentRequest(socket, { op: 'leases', owner: '' }, timeoutMs);
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code === 'ENOENT') return undefined;
+    throw err;
+  }
+  if (!reply.ok) throw new Error(`the agent refused (code ${reply.code}): ${reply.msg}`);
+  return (reply.leases ?? []).map((l) => {
+    const slash = l.owner.indexOf('/');
+    return {
+      ip: l.ip,
+      containerId: slash > 0 ? l.owner.slice(0, slash) : l.owner || `cilium-eni:${l.ip}`,
+      ifName: slash > 0 ? l.owner.slice(slash + 1) : '',
+      eniId: l.eni,
+    };
+  });
+}
+
+/**
  * The node's VM as GCE sees it, asked with the ipam section of a gcp-ipam attachment libcni cached (the node's
  * own project, zone, instance and credentials); undefined when no cached attachment uses gcp-ipam.
  */
@@ -362,6 +404,8 @@ export interface SourceOptions {
   terwayState?: string;
   /** gcp-ipam's stateDir (its records); absent when gcp-ipam does not run on the node. */
   gcpState?: string;
+  /** cilium-eni-agent's socket (its --socket); absent when the agent does not run on the node. */
+  ciliumSocket?: string;
   /** Ask the clouds of the node's cloud IPAMs (gcp-ipam: the VM's aliases); off by default (it costs API quota). */
   cloud?: boolean;
 }
@@ -383,6 +427,14 @@ export async function readNode(o: SourceOptions): Promise<NodeRead> {
   const terway = readTerwayLeases(o.terwayState ?? TERWAY_STATE);
   const gcp = readGcpRecords(o.gcpState ?? GCP_IPAM_STATE);
   const gcpCloud = o.cloud ? await readGcpCloud(cache.attachments) : undefined;
+  const ciliumSocket = o.ciliumSocket ?? CILIUM_SOCKET;
+  let cilium: CiliumLease[] | undefined;
+  let ciliumError: string | undefined;
+  try {
+    cilium = await readCiliumLeases(ciliumSocket);
+  } catch (err) {
+    ciliumError = `cilium-eni-agent (${ciliumSocket}): ${(err as Error).message}`;
+  }
   const veths = await hostVeths();
   const coil = await coilVeths();
   const router = await routerRoutes();
@@ -391,8 +443,12 @@ export async function readNode(o: SourceOptions): Promise<NodeRead> {
   const listed = new Set(sandboxes.map((x) => x.id));
   sandboxes.push(...(stored ?? []).filter((x) => !listed.has(x.id)));
   return {
-    sources: { sandboxes, cached: cache.attachments, leases, veths, coil, router, terway, gcp, gcpCloud },
-    unreadable: [...cache.unreadable, ...(gcpCloud?.error ? [`GCE (instance ${gcpCloud.instance}): ${gcpCloud.error}`] : [])],
+    sources: { sandboxes, cached: cache.attachments, leases, veths, coil, router, terway, gcp, gcpCloud, ...(cilium ? { cilium } : {}) },
+    unreadable: [
+      ...cache.unreadable,
+      ...(gcpCloud?.error ? [`GCE (instance ${gcpCloud.instance}): ${gcpCloud.error}`] : []),
+      ...(ciliumError ? [ciliumError] : []),
+    ],
     seesCreating: stored !== undefined,
   };
 }
