@@ -52,7 +52,7 @@ trap cleanup_tmp EXIT
 free_gib() { df -P -BG / | awk 'NR==2 { sub("G", "", $4); print $4 }'; }
 disk() { echo "  disk: $(free_gib) GiB free on /; run tmp $(du -sh "$RUN_TMP" 2>/dev/null | cut -f1), dist $(du -sh dist 2>/dev/null | cut -f1)"; }
 FREE0=$(free_gib)
-echo "disk: ${FREE0} GiB free on / at the start (a full run needs about 8 GiB more: README \"Tests\")"
+echo "disk: ${FREE0} GiB free on / at the start (a full run takes up to 6.5 GiB more: README \"Tests\")"
 if (( FREE0 < 8 )); then
   echo "!!! only ${FREE0} GiB free on /: tests will fail with ENOSPC; remove old clones and /tmp leftovers first" >&2
 fi

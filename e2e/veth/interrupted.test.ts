@@ -4,6 +4,7 @@
  * behind on the node. The kill lands at many points of ADD: a spread of delays after
  * the process starts, from before it reads stdin to after it has finished.
  */
+import * as os from 'node:os';
 import { spawn } from 'node:child_process';
 import * as path from 'node:path';
 import { DIST_BIN, execPlugin, MacvlanNode, macvlanNode, Netns, snapshot, diffSnapshots } from '../lib';
@@ -40,7 +41,7 @@ function vethConfAfter(topo: MacvlanNode, prevResult: unknown): Record<string, u
     type: 'veth',
     overlay_hijack_subnet: [topo.overlayCidr4],
     service_hijack_subnet: [topo.serviceCidr4],
-    log_options: { log_file: '/tmp/cnikit-e2e-interrupted.log' },
+    log_options: { log_file: path.join(os.tmpdir(), 'cnikit-e2e-interrupted.log') },
     prevResult,
   };
 }

@@ -19,6 +19,8 @@
  * br0 (macvlan isolates the parent): a reply from net1's address to the host
  * proves the host route through caliP.
  */
+import * as path from 'node:path';
+import * as os from 'node:os';
 import { runPlugin } from '@cnikit/netlib';
 import { newNs, sh as shIn, type TestNs } from '@cnikit/netlib-testing';
 import { routerHandlers } from '../src/plugin';
@@ -190,7 +192,7 @@ export function routerConf(
     type: 'router',
     overlay_hijack_subnet: ['10.244.0.0/16', 'fd00:244::/64'],
     service_hijack_subnet: ['10.96.0.0/12', 'fd00:96::/112'],
-    log_options: { log_file: '/tmp/cnikit-test-router.log' },
+    log_options: { log_file: path.join(os.tmpdir(), 'cnikit-test-router.log') },
     ...(prev ? { prevResult: prev } : {}),
     ...extra,
   };

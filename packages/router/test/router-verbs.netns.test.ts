@@ -4,6 +4,8 @@
  * skip_call and migrate_route; bad input gives the right code and changes
  * nothing; a failure half-way unwinds every step.
  */
+import * as path from 'node:path';
+import * as os from 'node:os';
 import { readFileSync, rmSync } from 'node:fs';
 import { newNs } from '@cnikit/netlib-testing';
 import {
@@ -296,7 +298,7 @@ describe('router bad input changes nothing', () => {
     const bad = {
       service_hijack_subnet: ['10.96.0.1/12'],
       host_rule_tabel: 600,
-      log_options: { log_file: `/tmp/cnikit-test-router-del-${process.pid}.log` },
+      log_options: { log_file: path.join(os.tmpdir(), `cnikit-test-router-del-${process.pid}.log`) },
     };
     expect(await call(t, { command: 'DEL', conf: routerConf(v, add.out, bad) })).toMatchObject({ code: 0, raw: '' });
     const lines = readFileSync(bad.log_options.log_file, 'utf8')

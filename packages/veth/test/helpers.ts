@@ -6,6 +6,8 @@
  *   host netns: br0 10.6.0.1/16 fd00:6::1/64 (macvlan parent), lo += 10.96.0.10 (a "Service")
  *   pod netns:  eth0 = macvlan of br0, 10.6.1.5/16 (+ fd00:6::15/64), default via 10.6.0.254
  */
+import * as path from 'node:path';
+import * as os from 'node:os';
 import { runPlugin, type PluginHandlers } from '@cnikit/netlib';
 import { newNs as newTestNs, sh as shIn, useHostNetns } from '@cnikit/netlib-testing';
 import * as handlers from '../src/plugin';
@@ -134,7 +136,7 @@ export function vethConf(
     type: 'veth',
     overlay_hijack_subnet: ['10.244.0.0/16'],
     service_hijack_subnet: ['10.96.0.0/12'],
-    log_options: { log_file: '/tmp/cnikit-test-veth.log' },
+    log_options: { log_file: path.join(os.tmpdir(), 'cnikit-test-veth.log') },
     ...(prev ? { prevResult: prev } : {}),
     ...extra,
   };

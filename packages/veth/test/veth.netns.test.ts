@@ -2,6 +2,8 @@
  * veth ADD/CHECK/DEL/GC in real network namespaces, every CNI version.
  * Assertions use iproute2's own view of the kernel and real traffic.
  */
+import * as path from 'node:path';
+import * as os from 'node:os';
 import { readFileSync, rmSync } from 'node:fs';
 import { addNet1, call, json, makeTopo, prevResult, sh, vethConf, VERSIONS, type Topo } from './helpers';
 import { newNs as newTestNs, sh as shIn } from '@cnikit/netlib-testing';
@@ -321,7 +323,7 @@ describe('veth bad input changes nothing', () => {
   // libcni deletes a chain in reverse and stops at the first error: a DEL that failed on the field ADD
   // rejected would keep macvlan and host-local from freeing the pod's NIC and lease.
   it('DEL succeeds on a config ADD rejected, cleans up, and logs the bad field as a warning', async () => {
-    const logFile = `/tmp/cnikit-test-veth-del-${process.pid}.log`;
+    const logFile = path.join(os.tmpdir(), `cnikit-test-veth-del-${process.pid}.log`);
     const bad = { service_hijack_subnet: ['10.96.0.1/12'], log_options: { log_file: logFile } };
     const prev = prevResult(v, 'eth0', [{ address: '10.6.1.5/16' }], t.pod.path);
     expect((await call(t, { command: 'ADD', conf: vethConf(v, prev, bad) })).out?.['code']).toBe(7);
@@ -401,7 +403,7 @@ describe('veth DEL of a config that ADD rejects', () => {
   const bad = { service_hijack_subnet: ['10.96.0.1/12'], rp_filter: { value: 7 }, mac_prefix: 'zz', ip_conflict: { enabled: 'yes' } };
 
   it('ADD is refused (code 7); DEL succeeds, removes what an earlier ADD left, and logs each bad field as a warning', async () => {
-    const logFile = `/tmp/cnikit-test-veth-baddel-${process.pid}.log`;
+    const logFile = path.join(os.tmpdir(), `cnikit-test-veth-baddel-${process.pid}.log`);
     rmSync(logFile, { force: true });
     const prev = prevResult(v, 'eth0', [{ address: '10.6.1.5/16', gateway: '10.6.0.254' }], t.pod.path);
     expect((await call(t, { command: 'ADD', conf: vethConf(v, prev) })).code).toBe(0);
