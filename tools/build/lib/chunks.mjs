@@ -1,4 +1,5 @@
-// CNI plugins in code-cache mode, alone or in the multi-call executable: each program is
+// CNI plugins in code-cache mode, alone or in a multi-call executable (cnikit's, an image's, where
+// daemons and tools travel the same way, untrained): each program is
 // bundled on its own and travels as the SEA asset `program/<name>.js`, with V8's code cache
 // for it (`program/<name>.cache`); the executable's main script is only the launcher, which
 // compiles the called program from those assets (tools/build/runtime/program-chunk.ts).
@@ -47,7 +48,7 @@ export async function programChunks(root, programs, { minify, workDir, node, mul
   const warnings = [];
   for (const p of programs) {
     const b = await bundleSource(root, minify, `require(${JSON.stringify(p.entry)});\n`);
-    sources.push({ name: p.name, code: wrap(ascii(b.code)) });
+    sources.push({ name: p.name, cni: p.cni, code: wrap(ascii(b.code)) });
     b.inputs.forEach((i) => inputs.add(i));
     warnings.push(...b.warnings);
   }
@@ -61,7 +62,8 @@ export async function programChunks(root, programs, { minify, workDir, node, mul
       const cache = path.join(workDir, `program-${s.name}.cache`);
       fs.writeFileSync(js, s.code);
       assets[`program/${s.name}.js`] = js;
-      const trained = await trainer?.train(s.name, js);
+      // Training makes CNI calls; a daemon or a tool given one would start its work instead.
+      const trained = s.cni ? await trainer?.train(s.name, js) : undefined;
       if (trained) {
         log?.(multicall ? `${s.name}: ${trained.how}` : trained.how);
         for (const [command, file] of Object.entries(trained.caches)) assets[`program/${s.name}.${command}.cache`] = file;
