@@ -44,7 +44,25 @@ interface Node {
   proc?: ChildProcess;
 }
 
+/**
+ * Starts coild on `n` and waits for its /readyz. Its ports were free when the file picked them, but on a busy
+ * machine another process's outgoing connection can take one before coild binds it: coild then exits, and it is
+ * started again on new ports (three attempts). A failure carries the daemons' logs.
+ */
 async function startCoild(n: Node): Promise<void> {
+  for (let attempt = 1; ; attempt++) {
+    try {
+      await startCoildOnce(n);
+      return;
+    } catch (err) {
+      if (n.proc?.exitCode === null || attempt === 3) throw new Error(`${(err as Error).message}\n${cluster.logs()}`, { cause: err });
+      n.metrics = await freePort();
+      n.health = await freePort();
+    }
+  }
+}
+
+async function startCoildOnce(n: Node): Promise<void> {
   n.proc = cluster.daemons.start(
     'coild',
     [
