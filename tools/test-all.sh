@@ -46,6 +46,8 @@ RUN_TMP="$(mktemp -d /tmp/ck.XXXXXX)"
 export TMPDIR="$RUN_TMP"
 cleanup_tmp() {
   findmnt -rn -o TARGET | grep -F "$RUN_TMP/" | sort -r | xargs -r umount -l 2>/dev/null || true
+  # a failed node lab keeps its nodes' logs beside its directory (tools/node-lab): keep them with the reports
+  find "$RUN_TMP" -maxdepth 1 -name '*.failed-logs' -exec cp -r {} "$OUT/" \; 2>/dev/null || true
   rm -rf --one-file-system "$RUN_TMP"
 }
 trap cleanup_tmp EXIT
