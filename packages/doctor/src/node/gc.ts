@@ -20,7 +20,15 @@ import * as fs from 'node:fs';
 import { CniError, compareVersions, execDelegate } from '@cnikit/netlib';
 import { networkTag, networkTagOfKey } from '@cnikit/router/marks';
 import { joinNode, routerOwners, type NodeRow, type NodeSources } from './join';
-import { readNode, type CachedAttachment, type Lease, type SourceOptions } from './sources';
+import {
+  cachedConfig,
+  readNode,
+  type CachedAttachment,
+  type Lease,
+  type NetConfList,
+  type PluginConf,
+  type SourceOptions,
+} from './sources';
 
 export interface GcOptions extends SourceOptions {
   binDirs: string[];
@@ -46,32 +54,8 @@ export interface GcReport {
   after: NodeRow[];
 }
 
-export interface NetConfList {
-  cniVersion?: string;
-  name?: string;
-  plugins: PluginConf[];
-}
-
-interface PluginConf {
-  type: string;
-  capabilities?: Record<string, boolean>;
-  ipam?: { type?: string };
-  [key: string]: unknown;
-}
-
 const goneRows = (s: NodeSources): NodeRow[] => joinNode(s).filter((r) => r.sandbox === 'gone');
 const goneIds = (s: NodeSources): Set<string> => new Set(goneRows(s).map((r) => r.containerId));
-
-/** The network config libcni cached (a conflist, or one plugin's conf that libcni ran as a list of one). */
-function cachedConfig(a: CachedAttachment): NetConfList | undefined {
-  try {
-    const raw = JSON.parse(Buffer.from(a.entry.config ?? '', 'base64').toString('utf8')) as NetConfList & PluginConf;
-    const plugins = Array.isArray(raw.plugins) ? raw.plugins : [raw];
-    return plugins.every((p) => typeof p?.type === 'string') ? { cniVersion: raw.cniVersion, name: raw.name, plugins } : undefined;
-  } catch {
-    return undefined;
-  }
-}
 
 /** One config per network, from the cache entries of any sandbox (a live pod's entry names a gone one's network). */
 function configsByNetwork(s: NodeSources): Map<string, NetConfList> {

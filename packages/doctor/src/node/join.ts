@@ -126,6 +126,14 @@ function objectsOf(h: Held): string[] {
   ];
 }
 
+/** Why a row not held by a ready sandbox is leaked; rows of objects no container holds have an ID of their kind. */
+function leakReason(containerId: string, sandbox: NodeRow['sandbox'], s: NodeSources): string {
+  if (containerId.startsWith('gcp-alias:'))
+    return `an alias of ${s.gcpCloud?.instance ?? 'the VM'} that no gcp-ipam attachment on the node holds`;
+  if (containerId.startsWith('cilium-eni:')) return "an IP in cilium-eni-agent's book with no owner: no attachment holds it";
+  return sandbox === 'gone' ? 'the runtime has no such sandbox' : 'the sandbox is stopped: its network should be gone';
+}
+
 /** What a ready sandbox's cached attachments imply and the node lacks. */
 function missingObjects(h: Held, cloud: GcpCloud | undefined, ciliumRead: boolean): string[] {
   const problems: string[] = [];
@@ -210,15 +218,7 @@ export function joinNode(s: NodeSources): NodeRow[] {
     }
     if (sandbox !== 'ready') {
       row.state = 'leaked';
-      row.problems.push(
-        containerId.startsWith('gcp-alias:')
-          ? `an alias of ${s.gcpCloud?.instance ?? 'the VM'} that no gcp-ipam attachment on the node holds`
-          : containerId.startsWith('cilium-eni:')
-            ? "an IP in cilium-eni-agent's book with no owner: no attachment holds it"
-            : sandbox === 'gone'
-              ? 'the runtime has no such sandbox'
-              : 'the sandbox is stopped: its network should be gone',
-      );
+      row.problems.push(leakReason(containerId, sandbox, s));
     } else if (clashes.has(containerId)) {
       row.state = 'conflicting';
       row.problems.push(...clashes.get(containerId)!);

@@ -200,15 +200,37 @@ export interface CacheFile {
   result?: { cniVersion?: string; ips?: { address?: string }[] };
 }
 
-interface PluginConf {
-  type?: string;
-  ipam?: { type?: string };
+/** A cached network config as a list (cachedConfig). */
+export interface NetConfList {
+  cniVersion?: string;
+  name?: string;
+  plugins: PluginConf[];
 }
 
-/** Plugin and IPAM types of a cached config (base64 of a conflist or of a single plugin's conf). */
+export interface PluginConf {
+  type: string;
+  capabilities?: Record<string, boolean>;
+  ipam?: { type?: string };
+  [key: string]: unknown;
+}
+
+/** The network config libcni cached (a conflist, or one plugin's conf that libcni ran as a list of one). */
+export function cachedConfig(a: CachedAttachment): NetConfList | undefined {
+  try {
+    const raw = JSON.parse(Buffer.from(a.entry.config ?? '', 'base64').toString('utf8')) as NetConfList & PluginConf;
+    const plugins = Array.isArray(raw.plugins) ? raw.plugins : [raw];
+    return plugins.every((p) => typeof p?.type === 'string') ? { cniVersion: raw.cniVersion, name: raw.name, plugins } : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
+/** Plugin and IPAM types of a cached config (base64 of a conflist or of a single plugin's conf); '?' for a plugin without one. */
 function chainOf(config: string | undefined): { plugins: string[]; ipam: string[] } {
   try {
-    const conf = JSON.parse(Buffer.from(config ?? '', 'base64').toString('utf8')) as PluginConf & { plugins?: PluginConf[] };
+    const conf = JSON.parse(Buffer.from(config ?? '', 'base64').toString('utf8')) as Partial<PluginConf> & {
+      plugins?: Partial<PluginConf>[];
+    };
     const chain = conf.plugins ?? [conf];
     return { plugins: chain.map((p) => p.type ?? '?'), ipam: chain.flatMap((p) => (p.ipam?.type ? [p.ipam.type] : [])) };
   } catch {
@@ -339,16 +361,10 @@ export async function readCiliumLeases(socket: string, timeoutMs = 10_000): Prom
  */
 export async function readGcpCloud(cached: CachedAttachment[]): Promise<GcpCloud | undefined> {
   for (const a of cached.filter((c) => c.ipam.includes('gcp-ipam'))) {
-    let conf: Record<string, unknown> | undefined;
-    try {
-      const raw = JSON.parse(Buffer.from(a.entry.config ?? '', 'base64').toString('utf8')) as Record<string, unknown>;
-      const plugins = (Array.isArray(raw.plugins) ? raw.plugins : [raw]) as { ipam?: { type?: string } }[];
-      const p = plugins.find((x) => x.ipam?.type === 'gcp-ipam');
-      if (p) conf = { ...p, name: raw.name, cniVersion: raw.cniVersion };
-    } catch {
-      continue; // an unreadable entry: another may do
-    }
-    if (!conf) continue;
+    const list = cachedConfig(a);
+    const p = list?.plugins.find((x) => x.ipam?.type === 'gcp-ipam');
+    if (!p) continue; // an unreadable entry: another may do
+    const conf = { ...p, name: list!.name, cniVersion: list!.cniVersion };
     try {
       const n = await nodeAliases(conf as unknown as Parameters<typeof nodeAliases>[0]);
       return { instance: n.instance, aliases: n.aliases, ...(n.error ? { error: n.error } : {}) };
