@@ -313,7 +313,7 @@ test('conflicts do not wedge a node: a third writer hammering the object while o
 });
 
 test('throttling from EC2 slows the operator but every node converges', async () => {
-  proxy.rules.push({ action: '*', code: 'RequestLimitExceeded', probability: 0.3 });
+  proxy.rules.push({ action: '*', code: 'RequestLimitExceeded', every: 3 });
   try {
     const { agent, name } = await startAgent('m5.large', { ipam: { 'min-allocate': 20 } });
     await agent.waitForPool(30_000);

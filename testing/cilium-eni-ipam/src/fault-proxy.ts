@@ -16,8 +16,11 @@ export interface FaultRule {
   status?: number;
   /** Fail this many matching calls, then pass (default: unlimited while the rule is installed). */
   times?: number;
-  /** Fail matching calls with this probability (default 1). */
-  probability?: number;
+  /**
+   * Fail one matching call in this many (the 1st, the (1+every)th, ...) instead of all of them: throttling
+   * that is certain to be met and never fails two calls in a row, so a test of it cannot pass or fail by chance.
+   */
+  every?: number;
   /** Added delay before answering (error or forwarded), ms. */
   latencyMs?: number;
   /** Only when the request's body contains this parameter (e.g. "Ipv4PrefixCount"). */
@@ -42,10 +45,10 @@ export function ec2ErrorXml(code: string, message: string, requestId: string): s
   return `<?xml version="1.0" encoding="UTF-8"?>\n<Response><Errors><Error><Code>${code}</Code><Message>${message}</Message></Error></Errors><RequestID>${requestId}</RequestID></Response>`;
 }
 
-export async function startFaultProxy(target: string, rules: FaultRule[] = [], opts: { random?: () => number } = {}): Promise<FaultProxy> {
+export async function startFaultProxy(target: string, rules: FaultRule[] = []): Promise<FaultProxy> {
   const calls: Record<string, number> = {};
   const injected: Record<string, number> = {};
-  const rand = opts.random ?? Math.random;
+  const seen = new Map<FaultRule, number>();
   const t = new URL(target);
   let seq = 0;
   const server = http.createServer((req, res) => {
@@ -56,13 +59,18 @@ export async function startFaultProxy(target: string, rules: FaultRule[] = [], o
       const params = new URLSearchParams(body.toString('utf8'));
       const action = params.get('Action') ?? new URL(req.url ?? '/', 'http://x').searchParams.get('Action') ?? 'unknown';
       calls[action] = (calls[action] ?? 0) + 1;
+      const hit = (r: FaultRule): boolean => {
+        const k = seen.get(r) ?? 0;
+        seen.set(r, k + 1);
+        return r.every === undefined || k % r.every === 0;
+      };
       let delay = 0;
       let fault: FaultRule | undefined;
       for (const r of proxy.rules) {
         if (r.action !== '*' && r.action !== action) continue;
         if (r.whenParam && ![...params.keys()].some((k) => k.startsWith(r.whenParam!))) continue;
         delay = Math.max(delay, r.latencyMs ?? 0);
-        if (!fault && r.code && (r.times === undefined || r.times > 0) && rand() < (r.probability ?? 1)) {
+        if (!fault && r.code && (r.times === undefined || r.times > 0) && hit(r)) {
           fault = r;
           if (r.times !== undefined) r.times--;
         }
