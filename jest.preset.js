@@ -48,6 +48,7 @@ module.exports = {
     '^@cnikit/terway/cni-plugin$': path.join(__dirname, 'packages/terway/src/cni/plugin.ts'),
     '^@cnikit/cilium-eni-ipam$': path.join(__dirname, 'packages/cilium-eni-ipam/src/index.ts'),
     '^@cnikit/cilium-eni-ipam/agent-client$': path.join(__dirname, 'packages/cilium-eni-ipam/src/agent-client.ts'),
+    '^@cnikit/cilium-eni-ipam/cloud$': path.join(__dirname, 'packages/cilium-eni-ipam/src/cloud.ts'),
     // test support lives in its own workspace packages (testing/<name>), outside anything that ships
     '^@cnikit/([a-z-]+)-testing$': path.join(__dirname, 'testing/$1/src/index.ts'),
     // the cloud emulators: programs of their own (npm run gce-emulator), and the tests' in-process doubles

@@ -73,9 +73,18 @@ export interface CreateEniRequest {
   prefixCount?: number;
 }
 
+/** DescribeNetworkInterfaces' filters: every one given must match. */
+export interface EniFilter {
+  /** The ENIs of these IDs (filter network-interface-id). */
+  ids?: string[];
+  instanceId?: string;
+  tags?: Record<string, string>;
+  status?: string;
+}
+
 /** What the operator needs from EC2; implemented by SdkEc2 (real SDK) and by tests' fakes. */
 export interface Ec2Api {
-  describeNetworkInterfaces(filter?: { instanceId?: string; tags?: Record<string, string>; status?: string }): Promise<Ec2Eni[]>;
+  describeNetworkInterfaces(filter?: EniFilter): Promise<Ec2Eni[]>;
   describeSubnets(): Promise<Ec2Subnet[]>;
   describeVpcs(): Promise<Ec2Vpc[]>;
   describeSecurityGroups(tags: Record<string, string>): Promise<string[]>;
@@ -181,8 +190,9 @@ export class SdkEc2 implements Ec2Api {
     }
   }
 
-  async describeNetworkInterfaces(filter: { instanceId?: string; tags?: Record<string, string>; status?: string } = {}): Promise<Ec2Eni[]> {
+  async describeNetworkInterfaces(filter: EniFilter = {}): Promise<Ec2Eni[]> {
     const Filters: Filter[] = [];
+    if (filter.ids) Filters.push({ Name: 'network-interface-id', Values: filter.ids });
     if (filter.instanceId) Filters.push({ Name: 'attachment.instance-id', Values: [filter.instanceId] });
     if (filter.status) Filters.push({ Name: 'status', Values: [filter.status] });
     for (const [k, v] of Object.entries(filter.tags ?? {})) Filters.push({ Name: `tag:${k}`, Values: [v] });

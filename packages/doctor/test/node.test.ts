@@ -4,6 +4,8 @@ import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
 import { Agent, CiliumNodes, agentRequest, ciliumNodeCrd, type CiliumNode } from '@cnikit/cilium-eni-ipam';
+import { CreateNetworkInterfaceCommand, UnassignPrivateIpAddressesCommand } from '@aws-sdk/client-ec2';
+import { makeWorld, startMoto } from '@cnikit/cilium-eni-ipam-testing';
 import { FakeGce } from '@cnikit/gce-emulator';
 import { clientFor, installCrd } from '@cnikit/kube';
 import { testCluster, transportFor, uniqueName } from '@cnikit/kube-testing';
@@ -16,6 +18,7 @@ import {
   coilVeths,
   hostVeths,
   readCache,
+  readCiliumCloud,
   readCiliumLeases,
   readGcpCloud,
   readGcpRecords,
@@ -500,4 +503,49 @@ describe("cilium-eni-agent's leases", () => {
     });
     expect(joinNode(node({ cached: [cached('c1', '10.0.64.10')] }))[0]).toMatchObject({ state: 'healthy' });
   });
+
+  test('--cloud (moto): a lease whose address EC2 no longer assigns to its ENI, or whose ENI is gone, is broken; a /28 prefix holds its addresses; an unanswered EC2 judges nothing', async () => {
+    const moto = await startMoto({ seed: 11 });
+    try {
+      const w = await makeWorld(moto.endpoint);
+      const made = await w.client.send(
+        new CreateNetworkInterfaceCommand({ SubnetId: w.subnets['pods-a'], SecondaryPrivateIpAddressCount: 2 }),
+      );
+      const eniId = made.NetworkInterface!.NetworkInterfaceId!;
+      const [a, b] = made.NetworkInterface!.PrivateIpAddresses!.filter((x) => !x.Primary).map((x) => x.PrivateIpAddress!);
+      const book: CiliumLease[] = [
+        { ip: a!, containerId: 'c1', ifName: 'eth0', eniId },
+        { ip: b!, containerId: 'c2', ifName: 'eth0', eniId },
+        { ip: '10.0.64.99', containerId: 'c3', ifName: 'eth0', eniId: 'eni-0123456789abcdef0' },
+      ];
+      const sources = (ciliumCloud: NodeSources['ciliumCloud']): NodeSources =>
+        node({ sandboxes: ['c1', 'c2', 'c3'].map((c) => sandbox(c, c)), cilium: book, ...(ciliumCloud ? { ciliumCloud } : {}) });
+      await w.client.send(new CreateNetworkInterfaceCommand({ SubnetId: w.subnets['pods-a'] })); // no lease names it: not asked for
+      const ec2 = { ec2Endpoint: moto.endpoint };
+      expect(await readCiliumCloud(book, ec2)).toEqual({ enis: { [eniId]: { addresses: expect.arrayContaining([a, b]), prefixes: [] } } });
+      // b freed behind the agent's back
+      await w.client.send(new UnassignPrivateIpAddressesCommand({ NetworkInterfaceId: eniId, PrivateIpAddresses: [b!] }));
+      const cloud = await readCiliumCloud(book, ec2);
+      expect(cloud?.enis[eniId]?.addresses).toEqual([a]);
+      const rows = joinNode(sources(cloud));
+      const of = (id: string) => rows.find((r) => r.containerId === id)!;
+      expect(of('c1')).toMatchObject({ state: 'healthy', problems: [] });
+      expect(of('c2')).toMatchObject({
+        state: 'broken',
+        problems: [`${b} is no longer assigned to ${eniId} in EC2 (freed behind the agent's back)`],
+      });
+      expect(of('c3')).toMatchObject({ state: 'broken', problems: ['10.0.64.99: its ENI eni-0123456789abcdef0 no longer exists in EC2'] });
+      // an address inside one of the ENI's /28 prefixes is assigned
+      const prefixed = joinNode(sources({ enis: { [eniId]: { addresses: [a!], prefixes: [`${b}/32`] } } }));
+      expect(prefixed.find((r) => r.containerId === 'c2')).toMatchObject({ state: 'healthy' });
+      // EC2 unreachable: the error is kept, nothing is judged by it
+      const down = await readCiliumCloud(book, { ec2Endpoint: 'http://127.0.0.1:1' });
+      expect(down).toEqual({ enis: {}, error: expect.stringMatching(/ECONNREFUSED|connect/) });
+      expect(joinNode(sources(down)).every((r) => r.state === 'healthy')).toBe(true);
+      // a book that names no ENI: EC2 is not asked
+      expect(await readCiliumCloud([{ ...book[0]!, eniId: '' }], { ec2Endpoint: 'http://127.0.0.1:1' })).toBeUndefined();
+    } finally {
+      await moto.stop();
+    }
+  }, 120_000);
 });

@@ -29,6 +29,8 @@ interface NodeSourceFlags {
   gcpState: string;
   ciliumSocket: string;
   cloud: boolean;
+  ec2Endpoint?: string;
+  region: string;
 }
 interface DirFlags {
   confDir: string;
@@ -71,7 +73,13 @@ const withNodeSources = (c: Command): Command =>
     .option('--terway-state <file>', "terwayd's lease store (its --state)", TERWAY_STATE)
     .option('--gcp-state <dir>', "gcp-ipam's state dir (its ipam.stateDir)", GCP_IPAM_STATE)
     .option('--cilium-socket <path>', "cilium-eni-agent's socket (its --socket), asked for the IPs it handed out", CILIUM_SOCKET)
-    .option('--cloud', "also ask the cloud of the node's cloud IPAM (gcp-ipam: the VM's aliases); costs API quota", false);
+    .option(
+      '--cloud',
+      "also ask the cloud of the node's cloud IPAM (gcp-ipam: the VM's aliases; cilium-eni-ipam: its ENIs' addresses); costs API quota",
+      false,
+    )
+    .option('--ec2-endpoint <url>', "EC2 endpoint for --cloud (moto, a proxy); default: the region's")
+    .option('--region <region>', 'AWS region for --cloud', process.env.AWS_REGION ?? 'us-east-1');
 
 /** Where the runtime finds network configs and plugins (conf, pod, serve; node --gc needs the bin dirs only). */
 const withConfDir = (c: Command): Command => c.option('--conf-dir <dir>', 'the CNI conf dir', '/etc/cni/net.d');
@@ -114,6 +122,8 @@ function sourceOptions(o: NodeSourceFlags): SourceOptions {
     gcpState: o.gcpState,
     ciliumSocket: o.ciliumSocket,
     cloud: o.cloud,
+    ec2Endpoint: o.ec2Endpoint,
+    region: o.region,
   };
 }
 

@@ -15,10 +15,12 @@
  * resolves belongs to no sandbox (`router-key:<key>`), and is leaked.
  * Pure: the sources are read by sources.ts.
  */
+import { ip as ipm } from '@cnikit/netlib';
 import { attachmentKey } from '@cnikit/router/marks';
 import {
   COIL_POD_TABLE,
   type CachedAttachment,
+  type CiliumCloud,
   type CiliumLease,
   type CoilVeth,
   type HostVeth,
@@ -61,6 +63,8 @@ export interface NodeSources {
   gcpCloud?: GcpCloud;
   /** cilium-eni-agent's book (absent: no agent on the node, or it did not answer; nothing is judged by it then). */
   cilium?: CiliumLease[];
+  /** The addresses EC2 assigns to the book's ENIs (read with --cloud only). */
+  ciliumCloud?: CiliumCloud;
 }
 
 interface Held {
@@ -134,9 +138,39 @@ function leakReason(containerId: string, sandbox: NodeRow['sandbox'], s: NodeSou
   return sandbox === 'gone' ? 'the runtime has no such sandbox' : 'the sandbox is stopped: its network should be gone';
 }
 
+/**
+ * cilium-eni-agent's leases of a ready sandbox whose address EC2 no longer assigns to the lease's ENI (freed
+ * behind the agent's back: the VPC drops the pod's traffic, and EC2 may give the address to another ENI).
+ * Judged only with --cloud, when EC2 answered.
+ */
+function unassignedInEc2(h: Held, cloud: CiliumCloud | undefined): string[] {
+  if (!cloud || cloud.error) return [];
+  return h.cilium.flatMap((l) => {
+    const eni = cloud.enis[l.eniId];
+    if (!eni) return [`${l.ip}: its ENI ${l.eniId} no longer exists in EC2`];
+    return assignedTo(eni, l.ip) ? [] : [`${l.ip} is no longer assigned to ${l.eniId} in EC2 (freed behind the agent's back)`];
+  });
+}
+
+/** Whether EC2 assigns `ip` to the ENI: as a secondary address or inside one of its /28 prefixes. */
+function assignedTo(eni: { addresses: string[]; prefixes: string[] }, ip: string): boolean {
+  return (
+    eni.addresses.includes(ip) ||
+    eni.prefixes.some((p) => {
+      try {
+        return ipm.contains(p, ip);
+      } catch {
+        return false; // a malformed address (a hand-edited book) is in no prefix
+      }
+    })
+  );
+}
+
 /** What a ready sandbox's cached attachments imply and the node lacks. */
-function missingObjects(h: Held, cloud: GcpCloud | undefined, ciliumRead: boolean): string[] {
-  const problems: string[] = [];
+function missingObjects(h: Held, s: NodeSources): string[] {
+  const cloud = s.gcpCloud;
+  const ciliumRead = s.cilium !== undefined;
+  const problems: string[] = [...unassignedInEc2(h, s.ciliumCloud)];
   // asked only with --cloud, and only when GCE answered
   if (cloud && !cloud.error)
     for (const r of h.gcp)
@@ -223,7 +257,7 @@ export function joinNode(s: NodeSources): NodeRow[] {
       row.state = 'conflicting';
       row.problems.push(...clashes.get(containerId)!);
     } else {
-      row.problems.push(...missingObjects(held, s.gcpCloud, s.cilium !== undefined));
+      row.problems.push(...missingObjects(held, s));
       if (row.problems.length) row.state = 'broken';
     }
     rows.push(row);

@@ -110,6 +110,13 @@ export interface GcpCloud {
   error?: string;
 }
 
+/** The addresses EC2 assigns to the ENIs of cilium-eni-agent's book (doctor node --cloud), or why they could not be read. */
+export interface CiliumCloud {
+  /** ENI ID -> its secondary addresses and prefixes, for each ENI EC2 still has. */
+  enis: Record<string, { addresses: string[]; prefixes: string[] }>;
+  error?: string;
+}
+
 /** gcp-ipam's default ipam.stateDir. */
 export const GCP_IPAM_STATE = '/var/lib/cni/gcp-ipam';
 
@@ -375,6 +382,20 @@ export async function readGcpCloud(cached: CachedAttachment[]): Promise<GcpCloud
   return undefined;
 }
 
+/**
+ * The ENIs cilium-eni-agent's book names, as EC2 holds them (one DescribeNetworkInterfaces, one attempt);
+ * undefined when the book names none. The SDK is loaded only here: `--cloud` is the only path that needs it.
+ */
+export async function readCiliumCloud(
+  leases: CiliumLease[],
+  o: { ec2Endpoint?: string; region?: string },
+): Promise<CiliumCloud | undefined> {
+  const ids = [...new Set(leases.map((l) => l.eniId).filter(Boolean))];
+  if (ids.length === 0) return undefined;
+  const { eniAddresses } = await import('@cnikit/cilium-eni-ipam/cloud');
+  return eniAddresses(ids, { endpoint: o.ec2Endpoint, region: o.region });
+}
+
 /** Host ends the veth plugin made, found by the alias it sets (`cnikit-veth:<network>:<containerID>`). */
 export async function hostVeths(ns: Netns = hostNetns()): Promise<HostVeth[]> {
   const out: HostVeth[] = [];
@@ -422,8 +443,12 @@ export interface SourceOptions {
   gcpState?: string;
   /** cilium-eni-agent's socket (its --socket); absent when the agent does not run on the node. */
   ciliumSocket?: string;
-  /** Ask the clouds of the node's cloud IPAMs (gcp-ipam: the VM's aliases); off by default (it costs API quota). */
+  /** Ask the clouds of the node's cloud IPAMs (gcp-ipam: the VM's aliases; cilium-eni-ipam: its ENIs' addresses); off by default (it costs API quota). */
   cloud?: boolean;
+  /** EC2 endpoint override for cilium-eni-ipam's ENIs with --cloud (moto, a proxy); default: the region's. */
+  ec2Endpoint?: string;
+  /** AWS region of the node (--cloud); default: AWS_REGION, else us-east-1. */
+  region?: string;
 }
 
 export interface NodeRead {
@@ -451,6 +476,7 @@ export async function readNode(o: SourceOptions): Promise<NodeRead> {
   } catch (err) {
     ciliumError = `cilium-eni-agent (${ciliumSocket}): ${(err as Error).message}`;
   }
+  const ciliumCloud = o.cloud && cilium ? await readCiliumCloud(cilium, o) : undefined;
   const veths = await hostVeths();
   const coil = await coilVeths();
   const router = await routerRoutes();
@@ -459,11 +485,24 @@ export async function readNode(o: SourceOptions): Promise<NodeRead> {
   const listed = new Set(sandboxes.map((x) => x.id));
   sandboxes.push(...(stored ?? []).filter((x) => !listed.has(x.id)));
   return {
-    sources: { sandboxes, cached: cache.attachments, leases, veths, coil, router, terway, gcp, gcpCloud, ...(cilium ? { cilium } : {}) },
+    sources: {
+      sandboxes,
+      cached: cache.attachments,
+      leases,
+      veths,
+      coil,
+      router,
+      terway,
+      gcp,
+      gcpCloud,
+      ...(cilium ? { cilium } : {}),
+      ...(ciliumCloud ? { ciliumCloud } : {}),
+    },
     unreadable: [
       ...cache.unreadable,
       ...(gcpCloud?.error ? [`GCE (instance ${gcpCloud.instance}): ${gcpCloud.error}`] : []),
       ...(ciliumError ? [ciliumError] : []),
+      ...(ciliumCloud?.error ? [`EC2 (the ENIs of cilium-eni-agent's book): ${ciliumCloud.error}`] : []),
     ],
     seesCreating: stored !== undefined,
   };
