@@ -46,6 +46,7 @@ module.exports = {
     '^@cnikit/kube/lite$': path.join(__dirname, 'packages/kube/src/lite.ts'),
     '^@cnikit/terway$': path.join(__dirname, 'packages/terway/src/index.ts'),
     '^@cnikit/terway/cni-plugin$': path.join(__dirname, 'packages/terway/src/cni/plugin.ts'),
+    '^@cnikit/terway/cloud$': path.join(__dirname, 'packages/terway/src/cloud/node-enis.ts'),
     '^@cnikit/cilium-eni-ipam$': path.join(__dirname, 'packages/cilium-eni-ipam/src/index.ts'),
     '^@cnikit/cilium-eni-ipam/agent-client$': path.join(__dirname, 'packages/cilium-eni-ipam/src/agent-client.ts'),
     '^@cnikit/cilium-eni-ipam/cloud$': path.join(__dirname, 'packages/cilium-eni-ipam/src/cloud.ts'),

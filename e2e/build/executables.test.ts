@@ -76,10 +76,30 @@ describe.each<[Startup]>([['codecache'], ['snapshot']])('fixtures built with %s'
   test('the multi-call executable lists its programs and refuses unknown names', async () => {
     const cnikit = join(bin, 'cnikit');
     const list = await runExe(cnikit, { args: ['--list'] });
-    expect(list.stdout.split('\n').filter(Boolean)).toEqual(['fx-netlib', 'fx-netlink', 'fx-version']);
+    expect(list.stdout.split('\n').filter(Boolean)).toEqual(['fx-lazy', 'fx-netlib', 'fx-netlink', 'fx-version']);
     const unknown = await runExe(cnikit, { args: ['nope'] });
     expect(unknown.code).toBe(2);
-    expect(unknown.stderr).toMatch(/programs: fx-netlib fx-netlink fx-version/);
+    expect(unknown.stderr).toMatch(/programs: fx-lazy fx-netlib fx-netlink fx-version/);
+  });
+
+  test('a lazy module is compiled from an asset of its own when imported, once per process, alone or multi-call', async () => {
+    const expected = {
+      marker: 'fx-lazy-part: loaded from its own asset',
+      loads: 1,
+      // its own asset's name: bundled into the program, it would see the program's
+      filename: 'lazy/tools/build/fixtures/lazy-part.ts.js',
+      sameModule: true,
+    };
+    for (const args of [
+      { exe: 'fx-lazy', args: [] },
+      { exe: 'cnikit', args: ['fx-lazy'] },
+    ]) {
+      const r = await runExe(join(bin, args.exe), { args: args.args, env: { CNI_COMMAND: 'ADD' } });
+      expect({ ...args, code: r.code, stderr: r.stderr }).toEqual({ ...args, code: 0, stderr: '' });
+      expect(JSON.parse(r.stdout)).toEqual(expected);
+    }
+    const version = await runExe(join(bin, 'fx-lazy'), VERSION);
+    expect(JSON.parse(version.stdout).cniVersion).toBe('1.1.0');
   });
 });
 

@@ -23,7 +23,7 @@ function install(...args: string[]): string[] {
   return r.stdout.trim().split('\n');
 }
 
-const PROGRAMS = ['fx-netlib', 'fx-netlink', 'fx-version'];
+const PROGRAMS = ['fx-lazy', 'fx-netlib', 'fx-netlink', 'fx-version'];
 
 test('multicall: one runtime, every plugin name a hard link to it, conflists copied; twice is a no-op', async () => {
   const dir = join(prefix, 'multi');

@@ -8,10 +8,23 @@
  * test copies them.
  */
 import * as fs from 'node:fs';
+import * as os from 'node:os';
 import * as path from 'node:path';
 import { attachmentKey } from '@cnikit/router/marks';
+import { cloudFor } from '@cnikit/terway-testing';
 import { cnitoolPath, REPO_ROOT } from '../lib/paths';
-import { crictl, importImage, nodeLogTail, nodeRun, nodeTryRun, restartInNode, startInNode, type LabNode } from '../../tools/node-lab/lab';
+import { startEmulator } from '../../tools/node-lab/emulator';
+import {
+  crictl,
+  HOST_IP,
+  importImage,
+  nodeLogTail,
+  nodeRun,
+  nodeTryRun,
+  restartInNode,
+  startInNode,
+  type LabNode,
+} from '../../tools/node-lab/lab';
 import {
   buildImages,
   describeNodes,
@@ -436,6 +449,58 @@ describeNodes(
       } finally {
         await kubectl(e(), ['delete', 'pod', 'stuck', '--ignore-not-found', '--wait=true', '--timeout=120s']);
         await kubectl(e(), ['delete', 'net-attach-def', 'broken', '--ignore-not-found']);
+      }
+    });
+
+    test("doctor node --cloud on a node: the terway image's doctor reads terway's ENIs from ECS (the Alibaba Cloud emulator) with the SDK it carries as a lazy module; the coil image's doctor does not carry it and says so", async () => {
+      const node = e().lab.nodes[0]!;
+      const terwayDoctor = [path.join(path.dirname(buildImages(['terway']).terway!), 'bin', 'cnikit-terway'), 'doctor'];
+      const keys = { id: 'LTAI-lab', secret: 'lab-secret' };
+      const emu = await startEmulator(REPO_ROOT, 'aliyun-emulator', [
+        ...['--listen', `${HOST_IP}:0`, '--access-key', `${keys.id}=${keys.secret}`],
+        ...['--vswitch', 'vsw-lab/cn-hangzhou-i=10.1.0.0/24', '--instance-type', 'ecs.g7.large=3,10'],
+        ...['--instance', 'i-lab:ecs.g7.large:vsw-lab'],
+      ]);
+      const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'terway-state-'));
+      const calls = async (): Promise<number> =>
+        ((await (await fetch(`http://${emu.url}/_emulator/state`)).json()) as { calls: number }).calls;
+      try {
+        // an ENI with two addresses, as terwayd makes one; both leases held by sandboxes the node no longer has
+        const ecs = cloudFor({ endpoint: emu.url }, { instanceId: 'i-lab', accessKeyId: keys.id, accessKeySecret: keys.secret });
+        const eni = await ecs.createEni({ vswitchId: 'vsw-lab', securityGroups: ['sg-1'], ipCount: 2 });
+        const state = path.join(dir, 'pod.json');
+        fs.writeFileSync(state, JSON.stringify({ leases: eni.ips.map((ip, i) => ({ ip, eniId: eni.eniId, containerId: `gone${i}` })) }));
+        const doctor = (exe: string[], secret: string): { attachments: { containerId: string; state: string }[]; unreadable: string[] } => {
+          const r = nodeTryRun(node, [
+            ...['env', `ALIBABA_CLOUD_ACCESS_KEY_ID=${keys.id}`, `ALIBABA_CLOUD_ACCESS_KEY_SECRET=${secret}`],
+            ...[...exe, 'node', '-o', 'json', '--cri-socket', node.containerdSocket, '--terway-state', state, '--cloud'],
+            ...['--aliyun-metadata', `http://${emu.url}`, '--aliyun-endpoint', `http://${emu.url}`],
+          ]);
+          if (!r.stdout.startsWith('{')) throw new Error(`doctor node printed no report: ${r.out}`);
+          return JSON.parse(r.stdout) as { attachments: { containerId: string; state: string }[]; unreadable: string[] };
+        };
+        const ecsRows = (u: string[]): string[] => u.filter((x) => x.startsWith('ECS'));
+        const before = await calls();
+        const read = doctor(terwayDoctor, keys.secret);
+        expect(ecsRows(read.unreadable)).toEqual([]);
+        expect(await calls()).toBeGreaterThan(before); // the metadata service and DescribeNetworkInterfaces answered
+        expect(read.attachments.filter((r) => r.containerId.startsWith('gone')).map((r) => [r.containerId, r.state])).toEqual([
+          ['gone0', 'leaked'],
+          ['gone1', 'leaked'],
+        ]);
+        // ECS refusing the signature: an unreadable source named with ECS's error, judging nothing
+        expect(ecsRows(doctor(terwayDoctor, 'wrong-secret').unreadable)).toEqual([
+          expect.stringMatching(/^ECS \(the ENIs of terwayd's leases\): .*SignatureDoesNotMatch/),
+        ]);
+        // the coil image's doctor carries no Alibaba Cloud SDK: it asks nothing and says which image does
+        const asked = await calls();
+        expect(ecsRows(doctor(DOCTOR, keys.secret).unreadable)).toEqual([
+          "ECS (the ENIs of terwayd's leases): lazy/packages/terway/src/cloud/node-enis.ts: not in this executable; the terway image carries it",
+        ]);
+        expect(await calls()).toBe(asked);
+      } finally {
+        await emu.stop();
+        fs.rmSync(dir, { recursive: true, force: true });
       }
     });
 

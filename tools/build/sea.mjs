@@ -18,7 +18,8 @@ import { baseRuntime, inject, writeBlob } from './lib/blob.mjs';
 import { bundle } from './lib/bundle.mjs';
 import { programChunks } from './lib/chunks.mjs';
 import { buildKey, fileIdentity, record, toolingDigest, upToDate } from './lib/incremental.mjs';
-import { fixtureTargets, MULTICALL, workspaceTargets } from './lib/targets.mjs';
+import { lazyBundles, lazyPlugin } from './lib/lazy.mjs';
+import { fixtureTargets, lazyModules, MULTICALL, workspaceTargets } from './lib/targets.mjs';
 import { createTrainer, kernelTraining } from './lib/train.mjs';
 
 const root = path.resolve(import.meta.dirname, '..', '..');
@@ -84,32 +85,48 @@ async function buildUnit(unit, ctx) {
   // A lone daemon keeps Node's own SEA code cache; a multi-call snapshot must be one module
   // graph (it warms every program).
   const chunked = !snapshot && (unit.multicall || unit.programs.every((p) => p.cni));
+  // Modules the programs import() and their packages declare lazy travel as assets of their own (lib/lazy.mjs).
+  // A multi-call executable (an image's) carries only those of its own family's packages: the coil image's
+  // doctor has no terway ENI to read, and the Alibaba Cloud SDK would add 6.6 MB to it.
+  const usedLazy = new Set();
+  const carried = (m) => !unit.multicall || m.pkg === undefined || unit.programs.some((p) => p.pkg === m.pkg);
+  const plugins = [lazyPlugin(root, ctx.lazyModules, carried, usedLazy)];
   const b = chunked
     ? await programChunks(root, unit.programs, {
         minify: opt.minify,
         workDir: work,
         node,
         multicall: unit.multicall,
+        plugins,
         trainer: ctx.trainer,
         log: (m) => log(`${unit.name}: ${m}`),
       })
     : {
-        ...(await bundle(root, unit.programs, { multicall: unit.multicall, minify: opt.minify, snapshot, warmLazy: opt['warm-lazy'] })),
+        ...(await bundle(root, unit.programs, {
+          multicall: unit.multicall,
+          minify: opt.minify,
+          snapshot,
+          warmLazy: opt['warm-lazy'],
+          plugins,
+        })),
         parts: [],
         prepare: () => ({}),
       };
-  b.warnings.forEach((w) => log(`${unit.name}: esbuild ${w.trim()}`));
+  const lazy = await lazyBundles(root, usedLazy);
+  [...b.warnings, ...lazy.warnings].forEach((w) => log(`${unit.name}: esbuild ${w.trim()}`));
   fs.writeFileSync(path.join(work, 'bundle.js'), b.code);
-  const { assets, digests } = assetsFor(root, b.inputs, work, opt['allow-missing-addons'], (m) => log(`${unit.name}: ${m}`));
+  const inputs = [...new Set([...b.inputs, ...lazy.inputs])];
+  const { assets, digests } = assetsFor(root, inputs, work, opt['allow-missing-addons'], (m) => log(`${unit.name}: ${m}`));
   const out = path.join(ctx.outDir, unit.name);
   const training = chunked ? ctx.training : 'none';
-  const key = buildKey([ctx.tooling, ctx.runtimeId, opt.startup, opt.strip, training, b.code, ...b.parts, ...digests]);
-  const what = `${(b.code.length / 1024).toFixed(0)} KiB JS, addons: ${digests.map((d) => d.split(':')[0]).join(' ') || 'none'}`;
+  const key = buildKey([ctx.tooling, ctx.runtimeId, opt.startup, opt.strip, training, b.code, ...b.parts, ...lazy.parts, ...digests]);
+  const lazyNote = usedLazy.size > 0 ? `, ${usedLazy.size} lazy module(s)` : '';
+  const what = `${(b.code.length / 1024).toFixed(0)} KiB JS${lazyNote}, addons: ${digests.map((d) => d.split(':')[0]).join(' ') || 'none'}`;
   if (!opt.force && upToDate(ctx.stateDir, unit.name, out, key)) {
     log(`${unit.name}: unchanged (${what}) ${secs(t0)}`);
     return;
   }
-  const blobNotes = writeBlob(node, work, { ...assets, ...(await b.prepare()) }, snapshot);
+  const blobNotes = writeBlob(node, work, { ...assets, ...(await b.prepare()), ...lazy.prepare(work, node) }, snapshot);
   blobNotes.forEach((w) => log(`${unit.name}: ${w}`));
   inject(node, baseRuntime(node, path.dirname(ctx.stateDir), opt.strip), path.join(work, 'sea.blob'), out);
   record(ctx.stateDir, unit.name, out, key);
@@ -141,6 +158,7 @@ async function main() {
   const runDir = fs.mkdtempSync(path.join(stateDir, 'run-'));
   const postjectVersion = createRequire(import.meta.url)('postject/package.json').version;
   const ctx = {
+    lazyModules: lazyModules(root, opt.fixtures),
     outDir,
     stateDir,
     runDir,

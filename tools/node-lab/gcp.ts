@@ -2,10 +2,11 @@
 // benchmark (pod-bench.ts): the conflist GKE writes on a node, the GCE emulator program on the host leg with its
 // alias hooks routing on the fabric as the VPC does, and packages/gcp-ipam/config/deploy.yaml with its
 // ConfigMap set for that emulator. Erasable TypeScript (Node's type stripping runs pod-bench.ts).
-import { spawn } from 'node:child_process';
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { dump, loadAll } from 'js-yaml';
+import { startEmulator, type Emulator } from './emulator.ts';
+export type { Emulator } from './emulator.ts';
 import { HOST_IP, vpcAliasHooks, writeFileAtomic, type Lab, type LabNode } from './lab.ts';
 
 export const GCP = { project: 'lab-project', region: 'europe-west1', zone: 'europe-west1-b', pool: 'ippool-default' };
@@ -36,42 +37,18 @@ export function writeGkeConflist(node: LabNode): void {
   writeFileAtomic(path.join(node.cniConfDir, GKE_CONFLIST), JSON.stringify(list, null, 2));
 }
 
-export interface Emulator {
-  url: string;
-  stop(): Promise<void>;
-}
-
 /**
  * `npm run gce-emulator` (tools/emulators/run.mjs) listening on the host leg, the lab's nodes as instances, the
  * VPC's routes on the fabric through its alias hooks. Resolves with its URL once it listens.
  */
 export function startGceEmulator(lab: Lab, root: string, opDurationMs: number): Promise<Emulator> {
   const hooks = vpcAliasHooks();
-  const argv = [
-    path.join(root, 'tools', 'emulators', 'run.mjs'),
-    'gce-emulator',
+  return startEmulator(root, 'gce-emulator', [
     ...['--listen', `${HOST_IP}:0`, '--project', GCP.project, '--op-duration-ms', String(opDurationMs)],
     ...['--subnet', `${GCP.region}/default=198.51.100.0/24`],
     ...lab.nodes.flatMap((n) => ['--instance', `${GCP.zone}/${n.name}=${n.ip}`]),
     ...['--on-alias-add', hooks.add, '--on-alias-remove', hooks.remove],
-  ];
-  const child = spawn(process.execPath, argv, { stdio: ['ignore', 'pipe', 'inherit'] });
-  const exited = new Promise<void>((r) => child.once('exit', () => r()));
-  return new Promise((resolve, reject) => {
-    let out = '';
-    child.stdout.on('data', (d: Buffer) => {
-      out += d.toString();
-      if (out.includes('\n'))
-        resolve({
-          url: out.slice(0, out.indexOf('\n')).trim(),
-          stop: async () => {
-            child.kill('SIGTERM');
-            await exited;
-          },
-        });
-    });
-    child.once('exit', (code) => reject(new Error(`gce-emulator exited ${code} before printing its address`)));
-  });
+  ]);
 }
 
 /** packages/gcp-ipam/config/deploy.yaml with its ConfigMap set as a user sets it, here for the emulator at `url`. */

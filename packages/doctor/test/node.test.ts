@@ -6,6 +6,7 @@ import * as path from 'node:path';
 import { Agent, CiliumNodes, agentRequest, ciliumNodeCrd, type CiliumNode } from '@cnikit/cilium-eni-ipam';
 import { CreateNetworkInterfaceCommand, UnassignPrivateIpAddressesCommand } from '@aws-sdk/client-ec2';
 import { makeWorld, startMoto } from '@cnikit/cilium-eni-ipam-testing';
+import { FakeOpenApi } from '@cnikit/aliyun-emulator';
 import { FakeGce } from '@cnikit/gce-emulator';
 import { clientFor, installCrd } from '@cnikit/kube';
 import { testCluster, transportFor, uniqueName } from '@cnikit/kube-testing';
@@ -13,6 +14,7 @@ import { link } from '@cnikit/netlib';
 import { cleanupAll, newNs, sh } from '@cnikit/netlib-testing';
 import { joinNode, formatNode, type NodeSources } from '../src/node/join';
 import { attachmentKey } from '@cnikit/router/marks';
+import { cloudFor } from '@cnikit/terway-testing';
 import { healthyNode, sandbox } from './support';
 import {
   coilVeths,
@@ -23,6 +25,7 @@ import {
   readGcpCloud,
   readGcpRecords,
   readHostLocalLeases,
+  readTerwayCloud,
   readTerwayLeases,
   type CachedAttachment,
   type CiliumLease,
@@ -290,6 +293,68 @@ describe('terway leases', () => {
     const clash = joinNode({ ...s, terway: [lease('c1', '10.1.0.5'), lease('c2', '10.1.0.5')] });
     expect(clash.map((r) => r.state)).toEqual(['conflicting', 'conflicting']);
   });
+
+  test('--cloud (the Alibaba Cloud emulator): a lease whose address ECS no longer assigns to its ENI, or whose ENI is gone, is broken; an unanswered ECS judges nothing', async () => {
+    const api = new FakeOpenApi();
+    api.addVSwitch('vsw-a', 'cn-hangzhou-i', '10.1.0.0/24');
+    api.addInstanceType('ecs.g7.large', { eniQuantity: 3, eniPrivateIpAddressQuantity: 10 });
+    api.addInstance('i-node1', 'ecs.g7.large', 'vsw-a');
+    await api.listen();
+    const keys = { id: process.env.ALIBABA_CLOUD_ACCESS_KEY_ID, secret: process.env.ALIBABA_CLOUD_ACCESS_KEY_SECRET };
+    try {
+      // doctor takes the keys as terwayd and the SDK do, from the environment; without them it says so
+      delete process.env.ALIBABA_CLOUD_ACCESS_KEY_ID;
+      expect(await readTerwayCloud([{ ip: '10.1.0.9', eniId: 'eni-x', containerId: 'c1' }], {})).toEqual({
+        enis: {},
+        error: expect.stringMatching(/^no access key: set ALIBABA_CLOUD_ACCESS_KEY_ID/),
+      });
+      process.env.ALIBABA_CLOUD_ACCESS_KEY_ID = 'LTAI-test';
+      process.env.ALIBABA_CLOUD_ACCESS_KEY_SECRET = 'test-secret';
+      const cloud = cloudFor(api);
+      const eni = await cloud.createEni({ vswitchId: 'vsw-a', securityGroups: ['sg-1'], ipCount: 2 });
+      const [a, b] = eni.ips;
+      await cloud.createEni({ vswitchId: 'vsw-a', securityGroups: ['sg-1'], ipCount: 1 }); // no lease names it: not asked for
+      const leases = [
+        { ip: a!, eniId: eni.eniId, containerId: 'c1' },
+        { ip: b!, eniId: eni.eniId, containerId: 'c2' },
+        { ip: '10.1.0.99', eniId: 'eni-gone', containerId: 'c3' },
+      ];
+      const where = { aliyunMetadata: `http://${api.endpoint}`, aliyunEndpoint: `http://${api.endpoint}` };
+      expect(await readTerwayCloud(leases, where)).toEqual({ enis: { [eni.eniId]: { ips: expect.arrayContaining([a, b]), ipv6s: [] } } });
+      await cloud.unassignIps(eni.eniId, [b!]); // freed behind terwayd's back
+      const terwayCloud = await readTerwayCloud(leases, where);
+      const s: NodeSources = {
+        ...healthyNode(),
+        cached: [],
+        leases: [],
+        veths: [],
+        sandboxes: ['c1', 'c2', 'c3'].map((c) => sandbox(c, c)),
+        terway: leases,
+        ...(terwayCloud ? { terwayCloud } : {}),
+      };
+      const rows = joinNode(s);
+      const of = (id: string) => rows.find((r) => r.containerId === id)!;
+      expect(of('c1')).toMatchObject({ state: 'healthy', problems: [] });
+      expect(of('c2')).toMatchObject({
+        state: 'broken',
+        problems: [`${b} is no longer assigned to ${eni.eniId} in ECS (freed behind terwayd's back)`],
+      });
+      expect(of('c3')).toMatchObject({ state: 'broken', problems: ['10.1.0.99: its ENI eni-gone no longer exists in ECS'] });
+      // ECS unreachable: the error is kept, nothing is judged by it
+      const down = await readTerwayCloud(leases, { ...where, aliyunEndpoint: 'http://127.0.0.1:1' });
+      expect(down).toEqual({ enis: {}, error: expect.any(String) });
+      expect(joinNode({ ...s, terwayCloud: down }).every((r) => r.state === 'healthy')).toBe(true);
+      expect(await readTerwayCloud([{ ...leases[0]!, eniId: '' }], where)).toBeUndefined();
+    } finally {
+      for (const [k, v] of [
+        ['ALIBABA_CLOUD_ACCESS_KEY_ID', keys.id],
+        ['ALIBABA_CLOUD_ACCESS_KEY_SECRET', keys.secret],
+      ] as const)
+        if (v === undefined) delete process.env[k];
+        else process.env[k] = v;
+      await api.close();
+    }
+  }, 60_000);
 });
 
 describe('gcp-ipam records', () => {

@@ -15,7 +15,7 @@ let dir: string;
 beforeAll(async () => {
   dir = fs.mkdtempSync(path.join(os.tmpdir(), 'aliyun-emulator-'));
   const flags = [
-    ['--listen', '127.0.0.1:0'],
+    ['--listen', '127.0.0.2:0'], // not 127.0.0.1: the endpoint printed must be the address it listens on
     ['--vswitch', 'vsw-a/cn-hangzhou-h=10.1.0.0/24'],
     ['--instance-type', 'ecs.g7.large=5,10'],
     ['--instance', 'i-node1:ecs.g7.large:vsw-a'],
@@ -48,6 +48,10 @@ const cloud = (): AliyunEniCloud =>
     pollIntervalMs: 20,
     maxRetries: 0,
   });
+
+test('it prints where it listens: the address given (a node reaches the host leg, not its own loopback)', () => {
+  expect(endpoint).toMatch(/^127\.0\.0\.2:\d+$/);
+});
 
 test('an ENI created and attached through the SDK runs the on-attach hook; a third create in the minute is throttled', async () => {
   const c = cloud();

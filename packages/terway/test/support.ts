@@ -7,7 +7,6 @@ import * as path from 'node:path';
 import { runPlugin, type Netns, type PluginHandlers } from '@cnikit/netlib';
 import { useHostNetns, type TestNs } from '@cnikit/netlib-testing';
 import { FakeOpenApi, type FakeInstanceType, type FakeOpenApiOptions } from '@cnikit/aliyun-emulator';
-import { AliyunEniCloud } from '../src/cloud';
 import * as plugin from '../src/cni/plugin';
 
 export interface NodeSpec {
@@ -27,22 +26,7 @@ export async function startNodeApi(opts: FakeOpenApiOptions, node: NodeSpec): Pr
   return api;
 }
 
-export type CloudOptions = ConstructorParameters<typeof AliyunEniCloud>[0];
-
-/** The cloud client of i-node1 against `api`, polling fast. */
-export function cloudFor(api: FakeOpenApi, over: Partial<CloudOptions> = {}): AliyunEniCloud {
-  return new AliyunEniCloud({
-    regionId: 'cn-hangzhou',
-    instanceId: 'i-node1',
-    accessKeyId: 'LTAI-test',
-    accessKeySecret: 'test-secret',
-    ecsEndpoint: api.endpoint,
-    vpcEndpoint: api.endpoint,
-    protocol: 'http',
-    pollIntervalMs: 10,
-    ...over,
-  });
-}
+export { cloudFor, type CloudOptions } from '@cnikit/terway-testing';
 
 export interface CniCall {
   hostNs: Netns;

@@ -243,9 +243,11 @@ export class FakeOpenApi {
   }
 
   /** host:port, what the SDK's `endpoint` option takes. */
+  /** Where a client reaches it: the address it listens on, or loopback when that is every address. */
   get endpoint(): string {
     const a = this.server!.address() as AddressInfo;
-    return `127.0.0.1:${a.port}`;
+    const host = a.address === '0.0.0.0' || a.address === '::' ? '127.0.0.1' : a.family === 'IPv6' ? `[${a.address}]` : a.address;
+    return `${host}:${a.port}`;
   }
 
   async close(): Promise<void> {

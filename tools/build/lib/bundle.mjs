@@ -6,7 +6,7 @@ import * as path from 'node:path';
 import * as esbuild from 'esbuild';
 
 /** Options shared by both passes; node24 is the runtime embedded in every executable. */
-function baseOptions(root, minify) {
+function baseOptions(root, minify, plugins = []) {
   return {
     absWorkingDir: root,
     bundle: true,
@@ -20,7 +20,7 @@ function baseOptions(root, minify) {
     write: false,
     metafile: true,
     logLevel: 'silent',
-    plugins: [addonShim(root), netlinkUtilShim(root)],
+    plugins: [addonShim(root), netlinkUtilShim(root), ...plugins],
   };
 }
 
@@ -92,7 +92,8 @@ async function warmList(root, programs, lazy) {
   const warm = new Set();
   for (const e of entries) {
     if (!inputs[e]) throw new Error(`esbuild did not see entry ${e}`);
-    for (const i of inputs[e].imports) if (!i.external) warm.add(i.path);
+    // An import() stays a deferral: warming it would pull a lazy module (lib/lazy.mjs) into the bundle.
+    for (const i of inputs[e].imports) if (!i.external && i.kind !== 'dynamic-import') warm.add(i.path);
   }
   if (lazy) {
     for (const [file, input] of Object.entries(inputs)) {
@@ -120,10 +121,10 @@ export function launcherSource(root, programs, warm, { multicall, snapshot, star
 });\n`;
 }
 
-/** Bundles a generated entry. */
-export async function bundleSource(root, minify, contents) {
+/** Bundles a generated entry; `plugins` add to the shims (lib/lazy.mjs's). */
+export async function bundleSource(root, minify, contents, plugins = []) {
   const res = await esbuild.build({
-    ...baseOptions(root, minify),
+    ...baseOptions(root, minify, plugins),
     stdin: { contents, resolveDir: root, sourcefile: 'cnikit-launch.js', loader: 'js' },
     outfile: 'bundle.js',
   });
@@ -136,9 +137,9 @@ export async function bundleSource(root, minify, contents) {
  * @returns {Promise<{ code: string, inputs: string[], warnings: string[] }>}
  *   inputs are paths relative to root (addon detection, change detection).
  */
-export async function bundle(root, programs, { multicall, minify, snapshot, warmLazy }) {
+export async function bundle(root, programs, { multicall, minify, snapshot, warmLazy, plugins }) {
   // Without a snapshot nothing is warmed: each call loads only what its program uses.
   // A multi-call snapshot is one module graph: warming it needs every program's modules.
   const warm = snapshot ? await warmList(root, programs, warmLazy) : [];
-  return bundleSource(root, minify, launcherSource(root, programs, warm, { multicall, snapshot }));
+  return bundleSource(root, minify, launcherSource(root, programs, warm, { multicall, snapshot }), plugins);
 }

@@ -15,7 +15,7 @@ import * as path from 'node:path';
 import { bundleSource, launcherSource } from './bundle.mjs';
 
 /** The function each program's bundle is wrapped in; the runtime calls it with its own require. */
-const wrap = (code) => `(function (require, module, exports, __filename, __dirname) {\n${code}\n})`;
+export const wrap = (code) => `(function (require, module, exports, __filename, __dirname) {\n${code}\n})`;
 
 /**
  * The launcher decodes a program asset as latin1, far cheaper than UTF-8, so the source must
@@ -24,7 +24,7 @@ const wrap = (code) => `(function (require, module, exports, __filename, __dirna
  * means the same character in all of those places, and is harmless in a comment.
  */
 // eslint-disable-next-line no-control-regex -- the ASCII range starts at NUL on purpose
-const ascii = (code) => code.replace(/[^\x00-\x7f]/g, (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, '0')}`);
+export const ascii = (code) => code.replace(/[^\x00-\x7f]/g, (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, '0')}`);
 
 /** Compiles with the pinned Node, as the executable will, and keeps V8's code cache (top level only). */
 const CACHE_SCRIPT = `
@@ -33,8 +33,14 @@ const [src, out, filename] = process.argv.slice(1);
 fs.writeFileSync(out, new vm.Script(fs.readFileSync(src, 'latin1'), { filename }).createCachedData());
 `;
 
+/** Writes `cache`, V8's code cache of the top level of the wrapped source `js`, as the executable's Node makes it. */
+export function topLevelCache(node, js, cache, filename) {
+  const r = spawnSync(node, ['-e', CACHE_SCRIPT, js, cache, filename], { encoding: 'utf8', env: {} });
+  if (r.status !== 0) throw new Error(`code cache of ${filename}: ${r.stderr}`);
+}
+
 /**
- * @param {{ minify: boolean, workDir: string, node: string, multicall: boolean,
+ * @param {{ minify: boolean, workDir: string, node: string, multicall: boolean, plugins?: object[],
  *           trainer?: { train(name: string, js: string): Promise<{ caches: Record<string, string>, how: string }> },
  *           log?: (m: string) => void }} opts
  *   trainer: makes trained caches, one per CNI command (lib/train.mjs), and says what it did;
@@ -42,12 +48,12 @@ fs.writeFileSync(out, new vm.Script(fs.readFileSync(src, 'latin1'), { filename }
  * @returns {Promise<{ code: string, inputs: string[], warnings: string[], parts: string[], prepare: () => Promise<Record<string, string>> }>}
  *   `parts` identify the program sources (build key); `prepare()` writes the assets and returns them.
  */
-export async function programChunks(root, programs, { minify, workDir, node, multicall, trainer, log }) {
+export async function programChunks(root, programs, { minify, workDir, node, multicall, plugins, trainer, log }) {
   const sources = [];
   const inputs = new Set();
   const warnings = [];
   for (const p of programs) {
-    const b = await bundleSource(root, minify, `require(${JSON.stringify(p.entry)});\n`);
+    const b = await bundleSource(root, minify, `require(${JSON.stringify(p.entry)});\n`, plugins);
     sources.push({ name: p.name, cni: p.cni, code: wrap(ascii(b.code)) });
     b.inputs.forEach((i) => inputs.add(i));
     warnings.push(...b.warnings);
@@ -74,8 +80,7 @@ export async function programChunks(root, programs, { minify, workDir, node, mul
         if (trained?.caches.VERSION) {
           fs.copyFileSync(trained.caches.VERSION, cache);
         } else {
-          const r = spawnSync(node, ['-e', CACHE_SCRIPT, js, cache, `${s.name}.js`], { encoding: 'utf8', env: {} });
-          if (r.status !== 0) throw new Error(`code cache of ${s.name}: ${r.stderr}`);
+          topLevelCache(node, js, cache, `${s.name}.js`);
         }
         assets[`program/${s.name}.cache`] = cache;
       }

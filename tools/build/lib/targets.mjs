@@ -48,7 +48,34 @@ export function workspaceTargets(root) {
 export function fixtureTargets(root) {
   const dir = path.join(root, 'tools', 'build', 'fixtures');
   const manifest = path.join(dir, 'executables.json');
-  return checked(fromDeclaration(JSON.parse(fs.readFileSync(manifest, 'utf8')), dir, manifest).map((t) => ({ ...t, cni: true })));
+  const decl = JSON.parse(fs.readFileSync(manifest, 'utf8')).executables ?? {};
+  return checked(fromDeclaration(decl, dir, manifest).map((t) => ({ ...t, cni: true })));
+}
+
+/**
+ * Modules that travel in an executable as SEA assets of their own, compiled only when a program
+ * import()s them (lib/lazy.mjs): what a rarely taken path needs and every start would otherwise pay
+ * for, such as a cloud SDK behind `doctor node --cloud`. The package owning a module declares it,
+ * "cnikit": {"lazyModules": ["src/cloud.ts"]}; the fixtures in their executables.json.
+ * @returns {{ file: string, pkg?: string }[]} absolute paths of the declared modules, with the package
+ *   directory declaring each (none for fixtures).
+ */
+export function lazyModules(root, fixtures) {
+  const manifests = fixtures
+    ? [{ file: path.join(root, 'tools', 'build', 'fixtures', 'executables.json'), key: (m) => m.lazyModules }]
+    : fs
+        .readdirSync(path.join(root, 'packages'))
+        .map((d) => ({ file: path.join(root, 'packages', d, 'package.json'), pkg: d, key: (m) => m.cnikit?.lazyModules }))
+        .filter((m) => fs.existsSync(m.file));
+  return manifests.flatMap(({ file, pkg, key }) => {
+    const list = key(JSON.parse(fs.readFileSync(file, 'utf8'))) ?? [];
+    if (!Array.isArray(list) || list.some((f) => typeof f !== 'string')) throw new Error(`${file}: lazyModules must be a list of paths`);
+    return list.map((f) => {
+      const abs = path.resolve(path.dirname(file), f);
+      if (!fs.existsSync(abs)) throw new Error(`${file}: lazy module ${f} not found`);
+      return { file: abs, ...(pkg ? { pkg } : {}) };
+    });
+  });
 }
 
 function fromDeclaration(decl, baseDir, manifest) {

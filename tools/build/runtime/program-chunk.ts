@@ -46,10 +46,11 @@ function cacheAsset(sea: typeof Sea, name: string): ArrayBuffer {
 }
 
 /**
- * Compiles `source` with `cachedData` and runs it. `onCompiled` sees the script before the
- * program runs (the trainer, runtime/trainer.ts, calls its createCachedData() at exit).
+ * Compiles `source` with `cachedData` and runs it; returns what it exports (a lazy module's API,
+ * runtime/lazy-module.ts). `onCompiled` sees the script before the program runs (the trainer,
+ * runtime/trainer.ts, calls its createCachedData() at exit).
  */
-export function runProgram(name: string, source: string, cachedData: Buffer | undefined, onCompiled?: (s: Vm.Script) => void): void {
+export function runProgram(name: string, source: string, cachedData: Buffer | undefined, onCompiled?: (s: Vm.Script) => void): unknown {
   const vm: typeof Vm = require('node:vm');
   const filename = `${name}.js`;
   const script = new vm.Script(source, { filename, cachedData });
@@ -61,4 +62,5 @@ export function runProgram(name: string, source: string, cachedData: Buffer | un
   const mod = { exports: {} };
   // The SEA's require loads built-in modules only, which is all a bundle asks for.
   run(require, mod, mod.exports, filename, '.');
+  return mod.exports;
 }

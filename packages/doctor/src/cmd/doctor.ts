@@ -31,6 +31,8 @@ interface NodeSourceFlags {
   cloud: boolean;
   ec2Endpoint?: string;
   region: string;
+  aliyunMetadata: string;
+  aliyunEndpoint?: string;
 }
 interface DirFlags {
   confDir: string;
@@ -75,11 +77,13 @@ const withNodeSources = (c: Command): Command =>
     .option('--cilium-socket <path>', "cilium-eni-agent's socket (its --socket), asked for the IPs it handed out", CILIUM_SOCKET)
     .option(
       '--cloud',
-      "also ask the cloud of the node's cloud IPAM (gcp-ipam: the VM's aliases; cilium-eni-ipam: its ENIs' addresses); costs API quota",
+      "also ask the cloud of the node's cloud IPAM (gcp-ipam: the VM's aliases; cilium-eni-ipam and terway: their ENIs' addresses); costs API quota",
       false,
     )
     .option('--ec2-endpoint <url>', "EC2 endpoint for --cloud (moto, a proxy); default: the region's")
-    .option('--region <region>', 'AWS region for --cloud', process.env.AWS_REGION ?? 'us-east-1');
+    .option('--region <region>', 'AWS region for --cloud', process.env.AWS_REGION ?? 'us-east-1')
+    .option('--aliyun-metadata <url>', "Alibaba Cloud's instance metadata service for --cloud (terway)", 'http://100.100.100.200')
+    .option('--aliyun-endpoint <host[:port]|url>', "ECS endpoint for --cloud (terway); default: the region's");
 
 /** Where the runtime finds network configs and plugins (conf, pod, serve; node --gc needs the bin dirs only). */
 const withConfDir = (c: Command): Command => c.option('--conf-dir <dir>', 'the CNI conf dir', '/etc/cni/net.d');
@@ -124,6 +128,8 @@ function sourceOptions(o: NodeSourceFlags): SourceOptions {
     cloud: o.cloud,
     ec2Endpoint: o.ec2Endpoint,
     region: o.region,
+    aliyunMetadata: o.aliyunMetadata,
+    aliyunEndpoint: o.aliyunEndpoint,
   };
 }
 

@@ -29,6 +29,7 @@ import {
   type Sandbox,
   type GcpCloud,
   type GcpRecord,
+  type TerwayCloud,
   type TerwayLease,
 } from './sources';
 
@@ -65,6 +66,8 @@ export interface NodeSources {
   cilium?: CiliumLease[];
   /** The addresses EC2 assigns to the book's ENIs (read with --cloud only). */
   ciliumCloud?: CiliumCloud;
+  /** The addresses ECS assigns to the ENIs of terwayd's leases (read with --cloud only). */
+  terwayCloud?: TerwayCloud;
 }
 
 interface Held {
@@ -152,6 +155,19 @@ function unassignedInEc2(h: Held, cloud: CiliumCloud | undefined): string[] {
   });
 }
 
+/** The same for terwayd's leases and ECS: a lease's IPv4 or IPv6 address its ENI no longer has, or an ENI gone. */
+function unassignedInEcs(h: Held, cloud: TerwayCloud | undefined): string[] {
+  if (!cloud || cloud.error) return [];
+  return h.terway.flatMap((l) => {
+    const eni = cloud.enis[l.eniId];
+    const ips = [l.ip, l.ip6].filter((x): x is string => !!x);
+    if (!eni) return [`${ips.join(',')}: its ENI ${l.eniId} no longer exists in ECS`];
+    return ips
+      .filter((ip) => !eni.ips.includes(ip) && !eni.ipv6s.includes(ip))
+      .map((ip) => `${ip} is no longer assigned to ${l.eniId} in ECS (freed behind terwayd's back)`);
+  });
+}
+
 /** Whether EC2 assigns `ip` to the ENI: as a secondary address or inside one of its /28 prefixes. */
 function assignedTo(eni: { addresses: string[]; prefixes: string[] }, ip: string): boolean {
   return (
@@ -170,7 +186,7 @@ function assignedTo(eni: { addresses: string[]; prefixes: string[] }, ip: string
 function missingObjects(h: Held, s: NodeSources): string[] {
   const cloud = s.gcpCloud;
   const ciliumRead = s.cilium !== undefined;
-  const problems: string[] = [...unassignedInEc2(h, s.ciliumCloud)];
+  const problems: string[] = [...unassignedInEc2(h, s.ciliumCloud), ...unassignedInEcs(h, s.terwayCloud)];
   // asked only with --cloud, and only when GCE answered
   if (cloud && !cloud.error)
     for (const r of h.gcp)

@@ -117,6 +117,13 @@ export interface CiliumCloud {
   error?: string;
 }
 
+/** The addresses ECS assigns to the ENIs of terwayd's leases (doctor node --cloud), or why they could not be read. */
+export interface TerwayCloud {
+  /** ENI ID -> its IPv4 (primary first) and IPv6 addresses, for each ENI ECS still has. */
+  enis: Record<string, { ips: string[]; ipv6s: string[] }>;
+  error?: string;
+}
+
 /** gcp-ipam's default ipam.stateDir. */
 export const GCP_IPAM_STATE = '/var/lib/cni/gcp-ipam';
 
@@ -392,8 +399,36 @@ export async function readCiliumCloud(
 ): Promise<CiliumCloud | undefined> {
   const ids = [...new Set(leases.map((l) => l.eniId).filter(Boolean))];
   if (ids.length === 0) return undefined;
-  const { eniAddresses } = await import('@cnikit/cilium-eni-ipam/cloud');
-  return eniAddresses(ids, { endpoint: o.ec2Endpoint, region: o.region });
+  const reader = await loadReader(() => import('@cnikit/cilium-eni-ipam/cloud'));
+  if ('error' in reader) return { enis: {}, error: reader.error };
+  return reader.eniAddresses(ids, { endpoint: o.ec2Endpoint, region: o.region });
+}
+
+/**
+ * The ENIs terwayd's leases name, as ECS holds them (region and instance from the metadata service, keys from
+ * the environment; one attempt); undefined when no lease names one. The SDK is loaded only here (--cloud).
+ */
+export async function readTerwayCloud(
+  leases: TerwayLease[],
+  o: { aliyunMetadata?: string; aliyunEndpoint?: string },
+): Promise<TerwayCloud | undefined> {
+  const ids = [...new Set(leases.map((l) => l.eniId).filter(Boolean))];
+  if (ids.length === 0) return undefined;
+  const reader = await loadReader(() => import('@cnikit/terway/cloud'));
+  if ('error' in reader) return { enis: {}, error: reader.error };
+  return reader.nodeEnis(ids, { metadataUrl: o.aliyunMetadata, ecsEndpoint: o.aliyunEndpoint });
+}
+
+/**
+ * A cloud reader, loaded only with --cloud. An image carries the readers of its own family only (docs/build.md,
+ * "Lazy modules"): elsewhere the import fails, and the cloud is an unreadable source saying which image has it.
+ */
+async function loadReader<T extends object>(load: () => Promise<T>): Promise<T | { error: string }> {
+  try {
+    return await load();
+  } catch (err) {
+    return { error: (err as Error).message };
+  }
 }
 
 /** Host ends the veth plugin made, found by the alias it sets (`cnikit-veth:<network>:<containerID>`). */
@@ -449,6 +484,10 @@ export interface SourceOptions {
   ec2Endpoint?: string;
   /** AWS region of the node (--cloud); default: AWS_REGION, else us-east-1. */
   region?: string;
+  /** Alibaba Cloud's instance metadata service for terway's ENIs with --cloud; default http://100.100.100.200. */
+  aliyunMetadata?: string;
+  /** ECS endpoint override for terway's ENIs with --cloud (`host[:port]` or a URL); default: the region's. */
+  aliyunEndpoint?: string;
 }
 
 export interface NodeRead {
@@ -477,6 +516,7 @@ export async function readNode(o: SourceOptions): Promise<NodeRead> {
     ciliumError = `cilium-eni-agent (${ciliumSocket}): ${(err as Error).message}`;
   }
   const ciliumCloud = o.cloud && cilium ? await readCiliumCloud(cilium, o) : undefined;
+  const terwayCloud = o.cloud ? await readTerwayCloud(terway, o) : undefined;
   const veths = await hostVeths();
   const coil = await coilVeths();
   const router = await routerRoutes();
@@ -497,12 +537,14 @@ export async function readNode(o: SourceOptions): Promise<NodeRead> {
       gcpCloud,
       ...(cilium ? { cilium } : {}),
       ...(ciliumCloud ? { ciliumCloud } : {}),
+      ...(terwayCloud ? { terwayCloud } : {}),
     },
     unreadable: [
       ...cache.unreadable,
       ...(gcpCloud?.error ? [`GCE (instance ${gcpCloud.instance}): ${gcpCloud.error}`] : []),
       ...(ciliumError ? [ciliumError] : []),
       ...(ciliumCloud?.error ? [`EC2 (the ENIs of cilium-eni-agent's book): ${ciliumCloud.error}`] : []),
+      ...(terwayCloud?.error ? [`ECS (the ENIs of terwayd's leases): ${terwayCloud.error}`] : []),
     ],
     seesCreating: stored !== undefined,
   };
