@@ -56,7 +56,7 @@ const ctx = {
 /** The targets side by side; the verdict is on the wall-time ratio (the target's definition). */
 function printTargets() {
   if (ctx.targets.length === 0) return;
-  console.log(`\n== targets (issue 10): ratios to \`node -e 0\` of the pinned Node, medians of alternating runs`);
+  console.log(`\n== targets (issues 10 and 18): ratios to \`node -e 0\` of the pinned Node, medians of alternating runs`);
   table(
     ['target', 'call', 'node -e 0', 'wall ratio', 'CPU ratio', 'limit', 'runs', ''],
     ctx.targets.map((t) => {

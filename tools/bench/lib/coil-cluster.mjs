@@ -87,22 +87,21 @@ export async function startCoil({ root, binDir, work, nodeNs, pool }) {
     );
     const log = fs.openSync(path.join(work, 'coil.log'), 'a');
     const [cm, ch, dm, dh] = [await freePort(), await freePort(), await freePort(), await freePort()];
-    procs.push(
-      spawn(
-        path.join(binDir, 'coil-ipam-controller'),
-        [
-          '--kubeconfig',
-          cluster.kubeconfig,
-          '--metrics-addr',
-          `127.0.0.1:${cm}`,
-          '--health-addr',
-          `127.0.0.1:${ch}`,
-          '--leader-election-namespace',
-          'kube-system',
-        ],
-        { stdio: ['ignore', log, log] },
-      ),
+    const controller = spawn(
+      path.join(binDir, 'coil-ipam-controller'),
+      [
+        '--kubeconfig',
+        cluster.kubeconfig,
+        '--metrics-addr',
+        `127.0.0.1:${cm}`,
+        '--health-addr',
+        `127.0.0.1:${ch}`,
+        '--leader-election-namespace',
+        'kube-system',
+      ],
+      { stdio: ['ignore', log, log] },
     );
+    procs.push(controller);
     const socket = path.join(work, 'coild.sock');
     const coild = spawn(
       path.join(binDir, 'coild'),
@@ -137,7 +136,7 @@ export async function startCoil({ root, binDir, work, nodeNs, pool }) {
         throw new Error(`coild did not get ready:\n${fs.readFileSync(path.join(work, 'coil.log'), 'utf8').slice(-2000)}`);
       await sleep(100);
     }
-    return { api, socket, coild, stop, metricsUrl: `http://127.0.0.1:${dm}/metrics` };
+    return { api, socket, coild, controller, stop, metricsUrl: `http://127.0.0.1:${dm}/metrics` };
   } catch (e) {
     await stop();
     throw e;
