@@ -6,9 +6,12 @@ import { execFileSync } from 'node:child_process';
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import * as zlib from 'node:zlib';
-import { mb, table } from './lib/measure.mjs';
+import { FAMILIES } from '../images/images.mjs';
+import { workspaceTargets } from '../build/lib/targets.mjs';
+import { mb, ratio, table } from './lib/measure.mjs';
 
-export const title = 'image sizes: our families (one Node runtime each) beside Go images';
+export const title =
+  "image sizes: our families (one Node runtime each) beside Go images; a family's install against one executable (target <= 1.2x)";
 export const order = 25;
 
 /** Compressed sizes listed by registries (linux/amd64), with where they were read. */
@@ -75,4 +78,36 @@ export function run(ctx) {
   else rows.push(['multus-cni', 'Go', '-', '-', 'no Multus source beside the repository']);
   for (const [name, bytes, where] of PUBLISHED) rows.push([name, 'Go', '-', mb(bytes), where]);
   table(['image', 'made of', 'archive', 'layers gzip', 'source'], rows);
+  familyFootprint(ctx);
+}
+
+/**
+ * Issue 18: what a node installs for one family, its image's one executable, against the largest program of the
+ * family built alone (the least a node could install of it) and against all of them built alone (before images
+ * held one executable per family).
+ */
+function familyFootprint(ctx) {
+  const programs = workspaceTargets(ctx.root).filter((t) => !t.tool);
+  const rows = [];
+  for (const [family, f] of Object.entries(FAMILIES)) {
+    const exe = path.join(ctx.root, 'dist', 'images', 'bin', `cnikit-${family}`);
+    const lone = programs.filter((t) => f.packages.includes(t.pkg)).map((t) => path.join(ctx.binDir, t.name));
+    if (!fs.existsSync(exe) || !lone.every((l) => fs.existsSync(l))) {
+      rows.push([family, '-', '-', '-', '-', `not built (npm run build, npm run images)`]);
+      continue;
+    }
+    const sizes = lone.map((l) => fs.statSync(l).size);
+    const largest = Math.max(...sizes);
+    const r = fs.statSync(exe).size / largest;
+    rows.push([
+      family,
+      mb(fs.statSync(exe).size),
+      `${mb(largest)} (${path.basename(lone[sizes.indexOf(largest)])})`,
+      ratio(r),
+      `${mb(sizes.reduce((a, b) => a + b, 0))} (${lone.length})`,
+      r <= 1.2 ? 'met' : `missed by ${ratio(r / 1.2)}`,
+    ]);
+  }
+  console.log("\n  A family's install (issue 18: its image's executable <= 1.2x one executable of the family built alone):");
+  table(['family', 'image executable', 'largest program alone', 'ratio', 'all programs alone', 'target <= 1.20x'], rows);
 }

@@ -1,7 +1,8 @@
 /**
  * @cnikit/terway: Terway's ENI multi-IP pool, the Alibaba ECS/VPC OpenAPI
- * client (official SDK) and its local fake, the veth policy-routing datapath
- * with tbf bandwidth, terwayd and the terway CNI binary's gRPC client.
+ * client (official SDK; its emulator is @cnikit/aliyun-emulator, outside what
+ * ships), the veth policy-routing datapath with tbf bandwidth, terwayd and the
+ * terway CNI binary's gRPC client.
  */
 export * from './clock';
 export * from './pool';
