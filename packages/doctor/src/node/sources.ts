@@ -19,6 +19,8 @@ import { RTPROT_ROUTER } from '@cnikit/router/marks';
 import { GrpcError, GrpcStatus, protoFields, unaryCall } from '@cnikit/unary-grpc';
 import { nodeAliases } from '@cnikit/gcp-ipam/cloud';
 import { agentRequest, DEFAULT_SOCKET, type AgentReply } from '@cnikit/cilium-eni-ipam/agent-client';
+import type { EniAddresses } from '@cnikit/cilium-eni-ipam/cloud';
+import type { NodeEnis } from '@cnikit/terway/cloud';
 import type { NodeSources } from './join';
 
 export interface Sandbox {
@@ -111,18 +113,10 @@ export interface GcpCloud {
 }
 
 /** The addresses EC2 assigns to the ENIs of cilium-eni-agent's book (doctor node --cloud), or why they could not be read. */
-export interface CiliumCloud {
-  /** ENI ID -> its secondary addresses and prefixes, for each ENI EC2 still has. */
-  enis: Record<string, { addresses: string[]; prefixes: string[] }>;
-  error?: string;
-}
+export type CiliumCloud = EniAddresses;
 
 /** The addresses ECS assigns to the ENIs of terwayd's leases (doctor node --cloud), or why they could not be read. */
-export interface TerwayCloud {
-  /** ENI ID -> its IPv4 (primary first) and IPv6 addresses, for each ENI ECS still has. */
-  enis: Record<string, { ips: string[]; ipv6s: string[] }>;
-  error?: string;
-}
+export type TerwayCloud = NodeEnis;
 
 /** gcp-ipam's default ipam.stateDir. */
 export const GCP_IPAM_STATE = '/var/lib/cni/gcp-ipam';
@@ -397,11 +391,12 @@ export async function readCiliumCloud(
   leases: CiliumLease[],
   o: { ec2Endpoint?: string; region?: string },
 ): Promise<CiliumCloud | undefined> {
-  const ids = [...new Set(leases.map((l) => l.eniId).filter(Boolean))];
+  const ids = eniIds(leases);
   if (ids.length === 0) return undefined;
-  const reader = await loadReader(() => import('@cnikit/cilium-eni-ipam/cloud'));
-  if ('error' in reader) return { enis: {}, error: reader.error };
-  return reader.eniAddresses(ids, { endpoint: o.ec2Endpoint, region: o.region });
+  return withReader(
+    () => import('@cnikit/cilium-eni-ipam/cloud'),
+    (r) => r.eniAddresses(ids, { endpoint: o.ec2Endpoint, region: o.region }),
+  );
 }
 
 /**
@@ -412,23 +407,33 @@ export async function readTerwayCloud(
   leases: TerwayLease[],
   o: { aliyunMetadata?: string; aliyunEndpoint?: string },
 ): Promise<TerwayCloud | undefined> {
-  const ids = [...new Set(leases.map((l) => l.eniId).filter(Boolean))];
+  const ids = eniIds(leases);
   if (ids.length === 0) return undefined;
-  const reader = await loadReader(() => import('@cnikit/terway/cloud'));
-  if ('error' in reader) return { enis: {}, error: reader.error };
-  return reader.nodeEnis(ids, { metadataUrl: o.aliyunMetadata, ecsEndpoint: o.aliyunEndpoint });
+  return withReader(
+    () => import('@cnikit/terway/cloud'),
+    (r) => r.nodeEnis(ids, { metadataUrl: o.aliyunMetadata, ecsEndpoint: o.aliyunEndpoint }),
+  );
 }
 
+/** The ENIs leases name (an empty ID: a lease made before its ENI was known). */
+const eniIds = (leases: { eniId: string }[]): string[] => [...new Set(leases.map((l) => l.eniId).filter(Boolean))];
+
 /**
- * A cloud reader, loaded only with --cloud. An image carries the readers of its own family only (docs/build.md,
- * "Lazy modules"): elsewhere the import fails, and the cloud is an unreadable source saying which image has it.
+ * Loads a cloud reader, only with --cloud, and reads with it. An image carries the readers of its own family only
+ * (docs/build.md, "Lazy modules"): elsewhere the import fails, and the cloud is an unreadable source saying which
+ * image has it.
  */
-async function loadReader<T extends object>(load: () => Promise<T>): Promise<T | { error: string }> {
+async function withReader<R, C>(
+  load: () => Promise<R>,
+  read: (reader: R) => Promise<C>,
+): Promise<C | { enis: Record<string, never>; error: string }> {
+  let reader: R;
   try {
-    return await load();
+    reader = await load();
   } catch (err) {
-    return { error: (err as Error).message };
+    return { enis: {}, error: (err as Error).message };
   }
+  return read(reader);
 }
 
 /** Host ends the veth plugin made, found by the alias it sets (`cnikit-veth:<network>:<containerID>`). */
