@@ -281,6 +281,7 @@ describeNodes('node: Coil on two real nodes under faults; doctor finds what they
   test('200 pods churned on both nodes while coild is killed, containerd restarted and the API server restarted: 0 leaks, 0 duplicate IPs', async () => {
     snapshots.take(e().lab.nodes);
     const seed = Number(process.env.CNIKIT_CHURN_SEED ?? Date.now() % 1_000_000);
+    console.log(`churn seed ${seed} (CNIKIT_CHURN_SEED=${seed} replays this plan)`);
     const random = seeded(seed);
     const plan = shuffle(random, [...FAULTS]).map((fault) => ({
       fault,
@@ -308,11 +309,21 @@ describeNodes('node: Coil on two real nodes under faults; doctor finds what they
     // the earlier waves' pods terminated: the kubelet ends a pod only once its sandbox's network is torn down,
     // retrying a DEL that failed while coild was down
     const t1 = Date.now();
+    let left: string[] = [];
     await eventually(
       'only the last wave left',
-      async () => (await kjson(e(), ['get', 'pods', '-l', 'app'])).items.every((p) => p.metadata.name.startsWith(`${last}-`)),
+      async () => {
+        const pods = (await kjson(e(), ['get', 'pods', '-l', 'app'])).items.filter((p) => !p.metadata.name.startsWith(`${last}-`));
+        left = pods.map(
+          (p) =>
+            `${p.metadata.name} on ${p.spec?.nodeName ?? '-'} ${p.status?.phase ?? '-'}${p.metadata.deletionTimestamp ? ' terminating' : ''}`,
+        );
+        return pods.length === 0;
+      },
       300_000,
-    );
+    ).catch((err: Error) => {
+      throw new Error(`${err.message}; seed ${seed}; pods left: ${left.join(', ')}`, { cause: err });
+    });
     const settledMs = Date.now() - t1;
     // doctor on each node: what the faults left, reclaimed; then nothing but healthy attachments
     const found = e().lab.nodes.map((node) => ({ node: node.name, rows: unhealthy(node) }));
