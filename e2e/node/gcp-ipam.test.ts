@@ -26,6 +26,7 @@ import {
   ping,
   podsIn,
   readyCondition,
+  runningPodOf,
   startNodes,
   stopNodes,
   TEST_CONTAINER,
@@ -145,13 +146,7 @@ function plainPod(name: string, node: string, annotations: Record<string, string
   });
 }
 
-async function runningPod(name: string): Promise<PodInfo> {
-  return eventually(`${name} Running`, async () => {
-    const p = (await podsIn(e(), 'default', 'app=gcp-single')).find((x) => x.name === name);
-    if (p?.phase === 'Running' && p.ip) return p;
-    throw new Error(`${name}: ${p ? `${p.phase} ${p.ip}` : 'absent'}`);
-  });
-}
+const runningPod = (name: string): Promise<PodInfo> => runningPodOf(e(), 'app=gcp-single', name);
 
 /** Each node's links, routes and rules once gcp-ipam is installed, and the wait until a node is back to them. */
 const snapshots = new Map<string, ReturnType<typeof nodeNetState>>();

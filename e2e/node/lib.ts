@@ -270,3 +270,12 @@ export async function podsIn(env: NodeEnv, namespace: string, selector: string):
     phase: p.status?.phase ?? '',
   }));
 }
+
+/** Waits until pod `name` (of the default namespace, label selector `selector`) runs with an address. */
+export async function runningPodOf(env: NodeEnv, selector: string, name: string): Promise<PodInfo> {
+  return eventually(`${name} Running`, async () => {
+    const p = (await podsIn(env, 'default', selector)).find((x) => x.name === name);
+    if (p?.phase === 'Running' && p.ip) return p;
+    throw new Error(`${name}: ${p ? `${p.phase} ${p.ip}` : 'absent'}`);
+  });
+}

@@ -586,17 +586,25 @@ export const VPC_ROUTER_IP = '198.51.100.254';
 export function routeThroughVpc(lab: Lab, cidr: string): void {
   if (!tryRun('ip', ['-n', FABRIC_NETNS, 'addr', 'show', 'dev', 'fab0']).stdout.includes(`${VPC_ROUTER_IP}/`)) {
     run('ip', ['-n', FABRIC_NETNS, 'addr', 'add', `${VPC_ROUTER_IP}/24`, 'dev', 'fab0']);
-    // a router that forwards back out of the port it received on would otherwise tell nodes to go direct
-    run('nsenter', [
-      `--net=/run/netns/${FABRIC_NETNS}`,
-      'sysctl',
-      '-qw',
-      'net.ipv4.ip_forward=1',
-      'net.ipv4.conf.all.send_redirects=0',
-      'net.ipv4.conf.fab0.send_redirects=0',
-    ]);
+    fabricRoutes();
   }
   for (const node of lab.nodes) run('ip', ['-n', node.netns, 'route', 'replace', cidr, 'via', VPC_ROUTER_IP, 'dev', 'eth0']);
+}
+
+/** The fabric namespace as the VPC's router: forwarding on, no redirects, no reverse-path filter. */
+export function fabricRoutes(): void {
+  run('nsenter', [
+    `--net=/run/netns/${FABRIC_NETNS}`,
+    'sysctl',
+    '-qw',
+    'net.ipv4.ip_forward=1',
+    // a router that forwards back out of the port it received on would otherwise tell nodes to go direct
+    'net.ipv4.conf.all.send_redirects=0',
+    'net.ipv4.conf.fab0.send_redirects=0',
+    // a node may ask for a gateway from a link without an address of its own (an ENI: a source on another link)
+    'net.ipv4.conf.all.rp_filter=0',
+    'net.ipv4.conf.fab0.rp_filter=0',
+  ]);
 }
 
 /** Shell commands for the GCE emulator's --on-alias-add / --on-alias-remove (ALIAS_RANGE, NETWORK_IP): the VPC's routes. */

@@ -203,6 +203,19 @@ describe('anchor #100: a stuck ENI creation stalls nothing else', () => {
     await settle(clock, 2100);
     expect((await p3).ip).toBeDefined();
   });
+
+  it('says no address can be had while it backs off from a failed call with nothing idle, and not otherwise', async () => {
+    const { pool, cloud, clock } = setup({ max_pool_size: 10 });
+    expect(pool.unavailable()).toBeUndefined();
+    cloud.failures.set('createEni', 1);
+    await pool.allocate('ns/a').catch(() => undefined);
+    expect(pool.unavailable()).toMatch(/^create ENI in vsw-a failed: createEni: Throttling/);
+    // the back-off over, the next allocation asks the cloud again: the node must not wait for a pod that never comes
+    await settle(clock, 1100);
+    expect(pool.unavailable()).toBeUndefined();
+    expect((await pool.allocate('ns/a')).ip).toBeDefined();
+    expect(pool.unavailable()).toBeUndefined();
+  });
 });
 
 describe('sticky IPs and GC', () => {

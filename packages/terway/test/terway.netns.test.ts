@@ -11,7 +11,8 @@ import * as path from 'node:path';
 import { runPlugin, type PluginHandlers } from '@cnikit/netlib';
 import { sh } from '@cnikit/netlib-testing';
 import type { FakeOpenApi } from '@cnikit/aliyun-emulator';
-import { realClock } from '../src/clock';
+import { FakeClock } from '@cnikit/terway-testing';
+import { realClock, type Clock } from '../src/clock';
 import * as plugin from '../src/cni/plugin';
 import { TerwayDaemon, type PodMeta } from '../src/daemon/daemon';
 import { ExclusiveEniAllocator } from '../src/daemon/exclusive';
@@ -39,7 +40,7 @@ interface Stack {
 }
 
 async function stack(
-  opts: { pods?: number; quota?: { eniQuantity: number; eniPrivateIpAddressQuantity: number }; exclusive?: boolean } = {},
+  opts: { pods?: number; quota?: { eniQuantity: number; eniPrivateIpAddressQuantity: number }; exclusive?: boolean; clock?: Clock } = {},
 ): Promise<Stack> {
   const t = makeTopo(opts.pods ?? 2);
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'terway-'));
@@ -70,7 +71,7 @@ async function stack(
     config: parsePoolConfig({ max_pool_size: 5, security_groups: ['sg-1'], vswitches: { 'cn-hangzhou-i': ['vsw-a'] } }),
     quota: await cloud.instanceQuota('ecs.test'),
     cloud,
-    clock: realClock,
+    clock: opts.clock ?? realClock,
     zone: 'cn-hangzhou-i',
   });
   const pods = new Map<string, PodMeta>();
@@ -332,6 +333,27 @@ describe('STATUS (CNI 1.1.0): the node is ready for pods only while terwayd answ
     await s.server.stop();
     const down = await status(s.socket);
     expect(down.out).toMatchObject({ code: 50 });
+  });
+
+  it("50 while no address can be had: nothing idle and the pool backing off from the cloud's refusal; 0 once it may ask again", async () => {
+    const clock = new FakeClock(Date.now());
+    s = await stack({ pods: 1, clock });
+    s.api.inject('CreateNetworkInterface', {
+      code: 'Forbidden.RAM',
+      status: 403,
+      message: 'User not authorized to operate on the specified resource.',
+    });
+    const pod = s.t.pods[0]!;
+    expect((await cni(s, 'ADD', pod, 'web-0')).out).toMatchObject({ code: 11 });
+    expect(await status(s.socket)).toMatchObject({
+      code: 1,
+      out: { code: 50, msg: expect.stringMatching(/^terway: no address can be had now: create ENI in vsw-a failed: .*Forbidden\.RAM/) },
+    });
+    // the back-off over (the pool's clock), STATUS lets the runtime try again, and the ADD succeeds
+    await clock.advance(1100);
+    expect(await status(s.socket)).toEqual({ code: 0, out: undefined });
+    expect((await cni(s, 'ADD', pod, 'web-0')).code).toBe(0);
+    expect(await status(s.socket)).toEqual({ code: 0, out: undefined });
   });
 });
 

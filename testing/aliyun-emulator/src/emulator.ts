@@ -118,6 +118,18 @@ export interface FakeOpenApiOptions {
   /** Called when an attach completes, before the ENI shows InUse / after a detach (datapath tests plug a link here). */
   onAttached?: (eni: FakeEni) => void | Promise<void>;
   onDetached?: (eni: FakeEni) => void | Promise<void>;
+  /**
+   * Called when private IPv4 addresses join or leave a non-primary ENI (its creation, AssignPrivateIpAddresses,
+   * UnassignPrivateIpAddresses, its deletion): where the VPC delivers them. The primary ENI is the VM's own NIC.
+   */
+  onAddresses?: (change: AddressChange) => void;
+}
+
+/** Addresses that joined (`added`) or left (`removed`) an ENI, in the order the API changed them. */
+export interface AddressChange {
+  eni: FakeEni;
+  added: string[];
+  removed: string[];
 }
 
 class ApiError extends Error {
@@ -173,12 +185,12 @@ export class FakeOpenApi {
     this.instanceTypes.set(name, t);
   }
 
-  /** An instance with its primary ENI (InUse) in `vswitchId`. */
-  addInstance(id: string, type: string, vswitchId: string): FakeInstance {
+  /** An instance with its primary ENI (InUse) in `vswitchId`, at `primaryIp` when given (a node's own address). */
+  addInstance(id: string, type: string, vswitchId: string, primaryIp?: string): FakeInstance {
     const v = this.vsw(vswitchId);
     const inst: FakeInstance = { id, type, zoneId: v.zoneId, vswitchId };
     this.instances.set(id, inst);
-    const eni = this.newEni(v, [], 0, 'Primary');
+    const eni = this.newEni(v, [], 0, 'Primary', primaryIp);
     eni.status = 'InUse';
     eni.instanceId = id;
     return inst;
@@ -271,7 +283,7 @@ export class FakeOpenApi {
     try {
       const url = new URL(req.url ?? '/', 'http://fake');
       if (req.method === 'GET' && url.pathname.startsWith('/latest/meta-data/')) {
-        const v = this.metadata(url.pathname.slice('/latest/meta-data/'.length));
+        const v = this.metadata(url.pathname.slice('/latest/meta-data/'.length), req.socket.remoteAddress ?? '');
         res.writeHead(v === undefined ? 404 : 200, { 'content-type': 'text/plain' });
         res.end(v ?? 'Not Found');
         return;
@@ -369,7 +381,7 @@ export class FakeOpenApi {
     if (method === 'POST' && p === '/_emulator/instances') {
       if (!str('id') || !this.instanceTypes.has(str('type')) || !this.vswitches.has(str('vswitchId')))
         return [400, { error: 'id, a known type and a known vswitchId are required' }];
-      return [200, { ...this.addInstance(str('id'), str('type'), str('vswitchId')) }];
+      return [200, { ...this.addInstance(str('id'), str('type'), str('vswitchId'), str('primaryIp') || undefined) }];
     }
     if (method === 'POST' && p === '/_emulator/inject') {
       const status = Number(body.status);
@@ -395,9 +407,14 @@ export class FakeOpenApi {
     return ip.nthAddress(ipv6Cidr, 1);
   }
 
-  /** The instance metadata service (100.100.100.200) for the first instance added. */
-  private metadata(p: string): string | undefined {
-    const inst = [...this.instances.values()][0];
+  /**
+   * The instance metadata service (100.100.100.200): as each VM's own, for the instance whose primary IP the
+   * caller has; for any other caller, the first instance added.
+   */
+  private metadata(p: string, caller: string): string | undefined {
+    const from = caller.replace(/^::ffff:/, '');
+    const own = [...this.enis.values()].find((e) => e.type === 'Primary' && e.primaryIp === from)?.instanceId;
+    const inst = (own ? this.instances.get(own) : undefined) ?? [...this.instances.values()][0];
     if (!inst) return undefined;
     const gw6 = /^network\/interfaces\/macs\/([0-9a-f:]+)\/ipv6-gateway\/?$/.exec(p);
     if (gw6) {
@@ -529,8 +546,8 @@ export class FakeOpenApi {
     return t ? (t.eniIpv6AddressQuantity ?? 0) : undefined;
   }
 
-  private newEni(v: FakeVSwitch, sgs: string[], secondary: number, type: EniType = 'Secondary'): FakeEni {
-    const ips = this.takeIps(v, secondary + 1);
+  private newEni(v: FakeVSwitch, sgs: string[], secondary: number, type: EniType = 'Secondary', primaryIp?: string): FakeEni {
+    const ips = primaryIp ? [...takeExplicitIps(v, [primaryIp]), ...this.takeIps(v, secondary)] : this.takeIps(v, secondary + 1);
     const n = ++this.seq;
     const eni: FakeEni = {
       id: `eni-${this.regionId.slice(3, 5)}${n.toString(36).padStart(18, '0')}`,
@@ -546,7 +563,12 @@ export class FakeOpenApi {
       ...(this.opts.visibleAfterMs ? { visibleAt: Date.now() + this.opts.visibleAfterMs } : {}),
     };
     this.enis.set(eni.id, eni);
+    this.addressesChanged(eni, ips, []);
     return eni;
+  }
+
+  private addressesChanged(eni: FakeEni, added: string[], removed: string[]): void {
+    if (eni.type !== 'Primary' && (added.length || removed.length)) this.opts.onAddresses?.({ eni, added, removed });
   }
 
   private ipSets(e: FakeEni): Record<string, unknown> {
@@ -743,6 +765,7 @@ export class FakeOpenApi {
     for (const a of [e.primaryIp, ...e.secondaryIps]) v.used.delete(a);
     for (const a of e.ipv6s) v.used6.delete(a);
     this.enis.delete(e.id);
+    this.addressesChanged(e, [], [e.primaryIp, ...e.secondaryIps]);
     return {};
   }
 
@@ -764,6 +787,7 @@ export class FakeOpenApi {
     const v = this.vswitches.get(e.vswitchId)!;
     const ips = explicit.length ? takeExplicitIps(v, explicit) : this.takeIps(v, n);
     e.secondaryIps.push(...ips);
+    this.addressesChanged(e, ips, []);
     return { AssignedPrivateIpAddressesSet: { NetworkInterfaceId: e.id, PrivateIpSet: { PrivateIpAddress: ips } } };
   }
 
@@ -780,6 +804,7 @@ export class FakeOpenApi {
     const v = this.vswitches.get(e.vswitchId)!;
     e.secondaryIps = e.secondaryIps.filter((a) => !ips.includes(a));
     for (const a of ips) v.used.delete(a);
+    this.addressesChanged(e, [], ips);
     return {};
   }
 

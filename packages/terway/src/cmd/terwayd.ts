@@ -9,6 +9,7 @@ import { createLogger } from '@cnikit/netlib';
 import { kubePodSource } from '../daemon/kube-pods';
 import { loadEniConfigMap, writeCniConf } from '../daemon/eni-config';
 import { DEFAULT_SOCKET } from '../rpc/proto';
+import { METADATA_URL } from '../cloud/metadata';
 import { startTerwayd, startVpcRouteTerwayd } from '../daemon/bootstrap';
 import { nodePodCidr } from '../daemon/node-cidr';
 
@@ -22,7 +23,7 @@ const cmd = new Command('terwayd')
   .option('--cni-conf-dir <dir>', "write the ConfigMap's 10-terway.conf there (e.g. /etc/cni/net.d)")
   .option('--socket <path>', 'gRPC UNIX socket', DEFAULT_SOCKET)
   .option('--state <file>', 'local lease state', '/var/lib/cni/terway/pod.json')
-  .option('--metadata <url>', 'instance metadata service', 'http://100.100.100.200')
+  .option('--metadata <url>', 'instance metadata service', METADATA_URL)
   .option('--ecs-endpoint <host:port>', 'ECS OpenAPI endpoint (default: the regional one)')
   .option('--vpc-endpoint <host:port>', 'VPC OpenAPI endpoint (default: the regional one)')
   .option('--protocol <p>', 'http or https', 'https')
@@ -117,7 +118,8 @@ async function runEni(o: Opts, settings: EniSettings, transport: KubeTransport |
     eniConf: settings.eniConf,
     socket: o['socket']!,
     stateFile: o['state']!,
-    metadataUrl: o['metadata']!,
+    // empty (a manifest's unset ConfigMap key) is the default, as for the endpoints
+    metadataUrl: o['metadata'] || METADATA_URL,
     ...(o['ecsEndpoint'] ? { ecsEndpoint: o['ecsEndpoint'] } : {}),
     ...(o['vpcEndpoint'] ? { vpcEndpoint: o['vpcEndpoint'] } : {}),
     protocol: o['protocol'] === 'http' ? 'http' : 'https',

@@ -22,7 +22,7 @@ import { checkPod, hostVethName, POD_GATEWAY, POD_GATEWAY6, setupPod, teardownPo
 import { isExclusiveEniLink, releaseExclusiveNetns, setupExclusivePod, teardownExclusivePod } from '../datapath/exclusive-eni';
 import { checkIpvlanPod, setupIpvlanPod, teardownIpvlanPod } from '../datapath/eniip-ipvlan';
 import { checkVpcRoutePod, setupVpcRoutePod, teardownVpcRoutePod } from '../datapath/vpc-route';
-import type { GetInfoReply, NetConf, PodRef } from '../rpc/proto';
+import { POOL_UNAVAILABLE, type GetInfoReply, type NetConf, type PodRef } from '../rpc/proto';
 import type { BandwidthLimits } from '../datapath/bandwidth';
 import { TerwayClient } from './client';
 import { parseConf, type TerwayConf } from './config';
@@ -247,8 +247,9 @@ const STATUS_PROBE: PodRef = { K8sPodNamespace: 'cni.dev', K8sPodName: 'status-p
 
 /**
  * STATUS: every ADD needs terwayd (the IP comes from its pool), so the node is not ready for pods
- * while terwayd's socket is missing or nobody answers a GetIPInfo on it within STATUS_TIMEOUT_MS:
- * code 50. Pods already wired keep their datapath in the kernel, hence 50 and not 51.
+ * while terwayd's socket is missing or nobody answers a GetIPInfo on it within STATUS_TIMEOUT_MS,
+ * or while terwayd answers that no address can be had (nothing idle, the cloud failing): code 50.
+ * Pods already wired keep their datapath in the kernel, hence 50 and not 51.
  */
 export async function status(a: CmdArgs): Promise<void> {
   const conf = parseConf(a);
@@ -259,8 +260,9 @@ export async function status(a: CmdArgs): Promise<void> {
       'start terwayd (or fix "socket" in the network config)',
     );
   const client = new TerwayClient(conf.socket, STATUS_TIMEOUT_MS);
+  let info: GetInfoReply;
   try {
-    await client.getIPInfo(STATUS_PROBE);
+    info = await client.getIPInfo(STATUS_PROBE);
   } catch (e) {
     throw new CniError(
       CniCode.NotAvailable,
@@ -269,6 +271,8 @@ export async function status(a: CmdArgs): Promise<void> {
       { cause: e },
     );
   }
+  if (info.Error.startsWith(POOL_UNAVAILABLE))
+    throw new CniError(CniCode.NotAvailable, `terway: ${info.Error}`, 'terwayd asks the cloud again when its back-off ends');
 }
 
 /** Plugin-specific CNI code (>= 100): the pod's network is not what ADD made. */

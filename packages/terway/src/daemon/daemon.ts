@@ -7,6 +7,7 @@
 import { TransientError } from '@cnikit/netlib';
 import { bandwidthFrom } from '../datapath/bandwidth';
 import type { EniIpPool, IpLease } from '../pool';
+import { POOL_UNAVAILABLE } from '../rpc/proto';
 import type { AllocIPReply, EventReply, EventRequest, GetInfoReply, NetConf, PodRef, ReleaseIPReply } from '../rpc/proto';
 import type { LeaseStore, StoredLease } from './store';
 
@@ -27,6 +28,8 @@ export interface PodSource {
 /** What the daemon hands out addresses from: the multi-IP pool or whole ENIs. */
 export type AddressSource = Pick<EniIpPool, 'allocate' | 'leaseOf' | 'leases' | 'gc'> & {
   release(key: string, opts?: { reserveForMs?: number }): boolean;
+  /** Why no address can be had now (EniIpPool.unavailable); absent where it cannot tell. */
+  unavailable?(): string | undefined;
 };
 
 export interface DaemonOptions {
@@ -143,8 +146,11 @@ export class TerwayDaemon {
   async getIPInfo(r: PodRef): Promise<GetInfoReply> {
     const key = this.key(r);
     const lease = this.opts.pool.leaseOf(key);
-    if (!lease)
-      return { IPType: this.ipType, Success: false, IPv4: false, IPv6: false, NetConfs: [], Error: `no IP for ${key}`, ContainerId: '' };
+    if (!lease) {
+      const why = this.opts.pool.unavailable?.();
+      const error = why ? `${POOL_UNAVAILABLE}${why}` : `no IP for ${key}`;
+      return { IPType: this.ipType, Success: false, IPv4: false, IPv6: false, NetConfs: [], Error: error, ContainerId: '' };
+    }
     const meta = await this.opts.pods?.get(r.K8sPodNamespace, r.K8sPodName).catch(() => undefined);
     // The holder's container ID goes back: the caller may be an older sandbox of the pod (a stale DEL or CHECK).
     return {

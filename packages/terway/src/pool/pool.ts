@@ -105,6 +105,8 @@ export class EniIpPool {
   private lastReclaimAt: number;
   private backoffMs = 0;
   private retryAt = 0;
+  /** The last cloud call's failure, until one succeeds. */
+  private lastFailure: string | undefined;
   private kicked = false;
   private stopTimer: (() => void) | undefined;
   private vswCache: { at: number; list: VSwitchInfo[] } | undefined;
@@ -276,6 +278,16 @@ export class EniIpPool {
     return [...this.enis.values()].map((e) => ({ ...e.info, ips: [...e.ips.keys()] }));
   }
 
+  /**
+   * Why no allocation can succeed now, or undefined: nothing is idle and the pool is backing off from a failed
+   * cloud call (CNI STATUS says so). Once the back-off ends the next allocation asks the cloud again, so a node
+   * whose STATUS failed does not stay waiting for a pod that would never come.
+   */
+  unavailable(): string | undefined {
+    if (this.lastFailure === undefined || this.opts.clock.now() >= this.retryAt || this.pickIdle()) return undefined;
+    return this.lastFailure;
+  }
+
   stats(): PoolStats {
     let idle = 0;
     let used = 0;
@@ -440,6 +452,7 @@ export class EniIpPool {
     this.backoffMs = this.backoffMs === 0 ? BACKOFF_MIN_MS : Math.min(BACKOFF_MAX_MS, this.backoffMs * 2);
     this.retryAt = now + this.backoffMs;
     const msg = err instanceof Error ? err.message : String(err);
+    this.lastFailure = `${op} failed: ${msg}`;
     this.opts.onEvent?.({ type: 'cloud-error', op, error: msg });
     // The pods that were waiting for this call get "try again later".
     const doomed = this.waiters.splice(0, Math.max(0, Math.min(this.waiters.length, failWaiters)));
@@ -453,6 +466,7 @@ export class EniIpPool {
   private succeeded(): void {
     this.backoffMs = 0;
     this.retryAt = 0;
+    this.lastFailure = undefined;
   }
 
   private grow(want: number): void {

@@ -125,6 +125,12 @@ export interface ReleaseIPReply {
   IPv4: boolean;
   IPv6: boolean;
 }
+/**
+ * GetInfoReply.Error of a pod without a lease while no address can be had (the pool backing off from a failed
+ * cloud call with nothing idle): what the binary's STATUS reports.
+ */
+export const POOL_UNAVAILABLE = 'no address can be had now: ';
+
 /** ContainerId: the sandbox (K8sPodInfraContainerId) whose AllocIP holds the lease; '' when unknown. */
 export interface GetInfoReply {
   IPType: string;

@@ -4,12 +4,14 @@
  * The vSwitches, instance types and instances of the flags exist at start; the control API (/_emulator/,
  * emulator.ts) adds more, injects errors and changes latency, rate limits and visibility while it runs.
  * --on-attach / --on-detach run a shell command per ENI (ENI_ID, ENI_MAC, INSTANCE_ID, DEVICE_INDEX,
- * PRIMARY_IP in its environment): how an ENI appears on a node as a link. Prints the endpoint (host:port, the
+ * PRIMARY_IP in its environment): how an ENI appears on a node as a link. --on-ip-assign / --on-ip-unassign run
+ * one when private IPs join or leave a secondary ENI (ENI_ID, ENI_MAC, IPS space-separated), one at a time in the
+ * API's order: how the VPC delivers each address to its ENI. Prints the endpoint (host:port, the
  * SDK's `endpoint`) on stdout once it listens; stops on SIGTERM or SIGINT.
  */
 import { execFile } from 'node:child_process';
 import { Command, InvalidArgumentError } from 'commander';
-import { FakeOpenApi, type FakeEni } from '../emulator';
+import { FakeOpenApi, type AddressChange, type FakeEni } from '../emulator';
 
 /** ECS's published API rate limits the issue names, per minute: what the program applies unless told otherwise. */
 const PUBLISHED_LIMITS_PER_MIN: Record<string, number> = {
@@ -38,7 +40,7 @@ const program = new Command('aliyun-emulator')
   .option('--access-key <id=secret>', 'an AccessKey pair the V3 signatures are checked with (repeatable)', collect, [])
   .option('--vswitch <id/zone=cidr>', 'a vSwitch (repeatable)', collect, [])
   .option('--instance-type <name=enis,ips>', 'an instance type: EniQuantity, EniPrivateIpAddressQuantity (repeatable)', collect, [])
-  .option('--instance <id:type:vswitch>', 'an instance with its primary ENI (repeatable)', collect, [])
+  .option('--instance <id:type:vswitch[:ip]>', 'an instance with its primary ENI, at ip when given (repeatable)', collect, [])
   .option('--attach-delay-ms <ms>', 'how long an attach or detach takes', number, 30)
   .option('--latency-ms <ms>', 'latency added to every call', number, 0)
   .option('--visible-after-ms <ms>', 'how long a created ENI stays out of DescribeNetworkInterfaces', number, 0)
@@ -46,6 +48,8 @@ const program = new Command('aliyun-emulator')
   .option('--no-rate-limits', 'no rate limit at all')
   .option('--on-attach <command>', 'shell command run when an ENI is attached, before it shows InUse')
   .option('--on-detach <command>', 'shell command run when an ENI is detached')
+  .option('--on-ip-assign <command>', 'shell command run when private IPs join a secondary ENI (IPS, ENI_ID, ENI_MAC)')
+  .option('--on-ip-unassign <command>', 'shell command run when private IPs leave a secondary ENI (IPS, ENI_ID, ENI_MAC)')
   .parse();
 
 interface Flags {
@@ -62,6 +66,16 @@ interface Flags {
   rateLimits: boolean;
   onAttach?: string;
   onDetach?: string;
+  onIpAssign?: string;
+  onIpUnassign?: string;
+}
+
+function sh(command: string, env: NodeJS.ProcessEnv): Promise<void> {
+  return new Promise((resolve, reject) =>
+    execFile('sh', ['-c', command], { env: { ...process.env, ...env } }, (err, _out, stderr) =>
+      err ? reject(new Error(`${command}: ${stderr || err.message}`)) : resolve(),
+    ),
+  );
 }
 
 /** Runs a hook with the ENI in its environment; its failure is the attach's failure, as a real one would be. */
@@ -69,20 +83,33 @@ const hook =
   (command: string | undefined) =>
   (eni: FakeEni): Promise<void> | void => {
     if (!command) return;
-    const env = {
-      ...process.env,
+    return sh(command, {
       ENI_ID: eni.id,
       ENI_MAC: eni.mac,
       INSTANCE_ID: eni.instanceId ?? '',
       DEVICE_INDEX: String(eni.deviceIndex ?? ''),
       PRIMARY_IP: eni.primaryIp,
-    };
-    return new Promise((resolve, reject) =>
-      execFile('sh', ['-c', command], { env }, (err, _out, stderr) =>
-        err ? reject(new Error(`${command}: ${stderr || err.message}`)) : resolve(),
-      ),
-    );
+    });
   };
+
+/**
+ * The address hooks, one at a time in the order the API changed the addresses (an address unassigned from one ENI
+ * and assigned to another must end on the second). A failure is printed: the API call has answered already.
+ */
+function addressHooks(onAssign: string | undefined, onUnassign: string | undefined): ((c: AddressChange) => void) | undefined {
+  if (!onAssign && !onUnassign) return undefined;
+  let queue = Promise.resolve();
+  const one = (command: string | undefined, eni: FakeEni, ips: string[]): void => {
+    if (!command || ips.length === 0) return;
+    queue = queue
+      .then(() => sh(command, { ENI_ID: eni.id, ENI_MAC: eni.mac, IPS: ips.join(' ') }))
+      .catch((err: unknown) => void process.stderr.write(`aliyun-emulator: ${(err as Error).message}\n`));
+  };
+  return (c) => {
+    one(onUnassign, c.eni, c.removed);
+    one(onAssign, c.eni, c.added);
+  };
+}
 
 function emulator(o: Flags): FakeOpenApi {
   const accessKeys = o.accessKey.length
@@ -96,6 +123,7 @@ function emulator(o: Flags): FakeOpenApi {
     visibleAfterMs: o.visibleAfterMs,
     onAttached: hook(o.onAttach),
     onDetached: hook(o.onDetach),
+    onAddresses: addressHooks(o.onIpAssign, o.onIpUnassign),
   });
   for (const v of o.vswitch) {
     const [id, zone, cidr] = parts(v, /^([^/]+)\/([^=]+)=(.+)$/, '--vswitch');
@@ -106,8 +134,8 @@ function emulator(o: Flags): FakeOpenApi {
     api.addInstanceType(name!, { eniQuantity: Number(enis), eniPrivateIpAddressQuantity: Number(ips) });
   }
   for (const i of o.instance) {
-    const [id, type, vswitch] = parts(i, /^([^:]+):([^:]+):([^:]+)$/, '--instance');
-    api.addInstance(id!, type!, vswitch!);
+    const [id, type, vswitch, primaryIp] = parts(i, /^([^:]+):([^:]+):([^:]+)(?::(\d+\.\d+\.\d+\.\d+))?$/, '--instance');
+    api.addInstance(id!, type!, vswitch!, primaryIp);
   }
   const limits = o.rateLimit.length
     ? Object.fromEntries(o.rateLimit.map((v) => parts(v, /^(\w+)=(\d+)\/min$/, '--rate-limit')).map(([a, n]) => [a!, Number(n)]))
