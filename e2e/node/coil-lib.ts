@@ -138,12 +138,13 @@ export interface DoctorRow {
   problems: string[];
 }
 
-/** `doctor node -o json` on a node (extra: e.g. --gc --apply); its exit status and output. */
+/** `doctor node -o json` on a node (extra: e.g. --gc --apply; doctor: an image's own, coil's by default); its exit status and output. */
 export function doctorNode(
   node: LabNode,
   extra: string[] = [],
+  doctor = DOCTOR,
 ): { ok: boolean; out: { attachments?: DoctorRow[] } & Record<string, unknown> } {
-  const r = nodeTryRun(node, [...DOCTOR, 'node', '-o', 'json', '--cri-socket', node.containerdSocket, ...extra]);
+  const r = nodeTryRun(node, [...doctor, 'node', '-o', 'json', '--cri-socket', node.containerdSocket, ...extra]);
   if (!r.stdout) throw new Error(`doctor node on ${node.name} printed nothing: ${r.out}`);
   return { ok: r.ok, out: JSON.parse(r.stdout) as { attachments?: DoctorRow[] } };
 }

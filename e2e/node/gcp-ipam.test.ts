@@ -28,6 +28,7 @@ import {
   readyCondition,
   runningPodOf,
   startNodes,
+  statusOn,
   stopNodes,
   TEST_CONTAINER,
   type NodeEnv,
@@ -92,18 +93,6 @@ async function expectAliasesAreThePods(pods: PodInfo[]): Promise<void> {
     if (JSON.stringify(got) === JSON.stringify(want)) return true;
     throw new Error(`emulator ${JSON.stringify(got)}, pods ${JSON.stringify(want)}`);
   });
-}
-
-/**
- * STATUS of the node's installed gcp-ipam with the node's own ipam section, as containerd 2.x calls it for a 1.1.0
- * conflist (this one stays at 1.0.0 for Debian's ptp, so the test makes the call itself).
- */
-function statusOn(node: LabNode): { ok: boolean; error?: { code: number; msg: string; details?: string } } {
-  const list = JSON.parse(nodeRun(node, ['cat', `/etc/cni/net.d/${GKE_CONFLIST}`])) as { name: string; plugins: object[] };
-  const file = path.join(node.dir, 'status.json');
-  fs.writeFileSync(file, JSON.stringify({ cniVersion: '1.1.0', name: list.name, ...list.plugins[0] }));
-  const r = nodeTryRun(node, ['sh', '-c', `CNI_COMMAND=STATUS CNI_PATH=/opt/cni/bin /opt/cni/bin/gcp-ipam < ${file}`]);
-  return r.ok ? { ok: true } : { ok: false, error: JSON.parse(r.stdout) as { code: number; msg: string } };
 }
 
 /** The image's own doctor (its one executable, as built beside the image), run on a node as `kubectl exec` would. */
@@ -272,11 +261,11 @@ describeNodes('node: gcp-ipam from its image and manifests on two real nodes, ag
     );
     expect(event).toMatch(/rateLimitExceeded|Rate Limit Exceeded/);
     // STATUS tells the truth on that node: ADDs cannot succeed there until the quota refills
-    expect(statusOn(e().lab.nodes[0]!)).toMatchObject({
+    expect(statusOn(e().lab.nodes[0]!, GKE_CONFLIST, 'gcp-ipam')).toMatchObject({
       ok: false,
       error: { code: 50, msg: 'gcp-ipam: GCE rate limit exceeded, try again' },
     });
-    expect(statusOn(e().lab.nodes[1]!)).toEqual({ ok: true });
+    expect(statusOn(e().lab.nodes[1]!, GKE_CONFLIST, 'gcp-ipam')).toEqual({ ok: true });
     expect((await podsIn(e(), 'default', 'app=gcp-t')).every((p) => p.phase === 'Pending')).toBe(true);
     // nothing is left of the refused attempts: no allocation, no alias
     expect(await allocations()).toEqual([]);
@@ -284,7 +273,7 @@ describeNodes('node: gcp-ipam from its image and manifests on two real nodes, ag
     await control('PUT', 'config', { quotas: { default: 1500 } });
     const pods = await runningApp(e(), 'gcp-t', 2, 360_000);
     await expectAliasesAreThePods(pods);
-    expect(statusOn(e().lab.nodes[0]!)).toEqual({ ok: true });
+    expect(statusOn(e().lab.nodes[0]!, GKE_CONFLIST, 'gcp-ipam')).toEqual({ ok: true });
     expect((await allocations()).length).toBe(2);
     await deleteApp(e(), 'gcp-t');
     await expectAliasesAreThePods([]);

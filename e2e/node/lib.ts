@@ -13,6 +13,7 @@ import {
   labDirOf,
   missingPrerequisites,
   nodeRun,
+  nodeTryRun,
   upNodes,
   type Lab,
   type LabNode,
@@ -278,4 +279,17 @@ export async function runningPodOf(env: NodeEnv, selector: string, name: string)
     if (p?.phase === 'Running' && p.ip) return p;
     throw new Error(`${name}: ${p ? `${p.phase} ${p.ip}` : 'absent'}`);
   });
+}
+
+/**
+ * STATUS of a node's installed plugin `plugin` as containerd 2.x calls it for a 1.1.0 conflist: the first plugin's
+ * config of the node's `conflist` at cniVersion 1.1.0 (for a conflist kept at 1.0.0 for Debian's plugins, the
+ * test makes the call containerd would not).
+ */
+export function statusOn(node: LabNode, conflist: string, plugin: string): { ok: boolean; error?: { code: number; msg: string } } {
+  const list = JSON.parse(nodeRun(node, ['cat', `/etc/cni/net.d/${conflist}`])) as { name: string; plugins: object[] };
+  const file = path.join(node.dir, 'status.json');
+  fs.writeFileSync(file, JSON.stringify({ cniVersion: '1.1.0', name: list.name, ...list.plugins[0] }));
+  const r = nodeTryRun(node, ['sh', '-c', `CNI_COMMAND=STATUS CNI_PATH=/opt/cni/bin /opt/cni/bin/${plugin} < ${file}`]);
+  return r.ok ? { ok: true } : { ok: false, error: JSON.parse(r.stdout) as { code: number; msg: string } };
 }

@@ -24,6 +24,7 @@ import {
   readyCondition,
   runningPodOf,
   startNodes,
+  statusOn,
   stopNodes,
   TEST_CONTAINER,
   type NodeEnv,
@@ -94,18 +95,6 @@ function doctorNode(node: LabNode, extra: string[] = []): { ok: boolean; rows: {
   const out = JSON.parse(r.stdout) as { attachments: { containerId: string; pod?: string; state: string }[]; unreadable: string[] };
   expect(out.unreadable).toEqual([]);
   return { ok: r.ok, rows: out.attachments };
-}
-
-/** STATUS of the node's installed terway with its conflist's own config, as containerd 2.x calls it. */
-function statusOn(node: LabNode): { ok: boolean; error?: { code: number; msg: string } } {
-  const list = JSON.parse(nodeRun(node, ['cat', '/etc/cni/net.d/10-terway.conflist'])) as {
-    cniVersion: string;
-    name: string;
-    plugins: object[];
-  };
-  const conf = JSON.stringify({ cniVersion: list.cniVersion, name: list.name, ...list.plugins[0] });
-  const r = nodeTryRun(node, ['sh', '-c', `echo '${conf}' | CNI_COMMAND=STATUS CNI_PATH=/opt/cni/bin /opt/cni/bin/terway`]);
-  return r.ok ? { ok: true } : { ok: false, error: JSON.parse(r.stdout) as { code: number; msg: string } };
 }
 
 /** ECS's published limits of the calls that bring addresses (what the lab's emulator starts with). */
@@ -320,7 +309,7 @@ describeNodes(
       expect(event).toMatch(/AssignPrivateIpAddresses|create ENI/);
       // STATUS tells the truth while the pool backs off with nothing idle (containerd then holds new sandboxes back)
       const st = await eventually('STATUS 50 naming Throttling', async () => {
-        const r = statusOn(a!);
+        const r = statusOn(a!, '10-terway.conflist', 'terway');
         return !r.ok && /Throttling/.test(r.error!.msg) ? r : undefined;
       });
       expect(st.error).toMatchObject({ code: 50, msg: expect.stringMatching(/^terway: no address can be had now: /) });
@@ -330,7 +319,7 @@ describeNodes(
       const all = [...app, ...pods];
       expect(new Set(all.map((p) => p.ip)).size).toBe(all.length);
       await expectCloudHolds(all);
-      await eventually('STATUS ok again', async () => statusOn(a!).ok);
+      await eventually('STATUS ok again', async () => statusOn(a!, '10-terway.conflist', 'terway').ok);
       expect(doctorNode(a!).rows.filter((r) => r.state !== 'healthy')).toEqual([]);
       await deleteApp(e(), 'tw-t');
       const mine = app.filter((p) => p.node === a!.name).length;

@@ -3,23 +3,15 @@
 // (Go) and then with gcp-ipam installed from its image and manifests against the GCE emulator, whose alias
 // operations take 3 s (what GCE's updateNetworkInterface takes); two waves, the first right after the install.
 // tools/node-lab/pod-bench.ts --family gcp-ipam does the work; needs root. About 3 minutes.
-import { spawnSync } from 'node:child_process';
-import * as path from 'node:path';
 import { ms, table } from './lib/measure.mjs';
+import { podBench } from './lib/pod-bench.mjs';
 
 export const title = 'real node: 30 pods create -> Ready, gcp-ipam (3 s alias operations) vs bridge + host-local';
 export const order = 91;
 
 export function run(ctx) {
   if (process.getuid?.() !== 0) return ctx.skip('needs root (real nodes: network and mount namespaces)');
-  const script = path.join(ctx.root, 'tools', 'node-lab', 'pod-bench.ts');
-  const r = spawnSync(
-    ctx.node,
-    ['--disable-warning=MODULE_TYPELESS_PACKAGE_JSON', script, '--family', 'gcp-ipam', '--pods', '30', '--op-ms', '3000'],
-    { encoding: 'utf8', stdio: ['ignore', 'pipe', 'inherit'], env: { ...process.env, CNIKIT_REPO_ROOT: ctx.root }, timeout: 1_800_000 },
-  );
-  if (r.status !== 0) throw new Error(`pod-bench exited ${r.status}: ${r.stdout}`);
-  const res = JSON.parse(r.stdout.trim().split('\n').pop());
+  const res = podBench(ctx, ['--family', 'gcp-ipam', '--pods', '30', '--op-ms', '3000']);
   const row = (name, x) => [name, ms(x.p50), ms(x.p99), ms(x.max)];
   table(
     [`${res.pods} pods on one node`, 'create->Ready p50', 'p99', 'max'],

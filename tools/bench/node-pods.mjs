@@ -3,34 +3,15 @@
 // with Coil installed from its image and manifests; and the CPU the node spends per minute on CNI STATUS
 // calls (containerd's reaped children while idle). tools/node-lab/pod-bench.ts does the work; needs root and
 // what tools/node-lab/build.sh builds (cached). About 5 minutes.
-import { spawnSync } from 'node:child_process';
-import * as path from 'node:path';
 import { ms, table } from './lib/measure.mjs';
+import { podBench } from './lib/pod-bench.mjs';
 
 export const title = 'real node: 30 pods create -> Ready, Coil vs bridge + host-local; CPU per minute on STATUS';
 export const order = 90;
 
 export function run(ctx) {
   if (process.getuid?.() !== 0) return ctx.skip('needs root (real nodes: network and mount namespaces)');
-  const r = spawnSync(
-    ctx.node,
-    [
-      '--disable-warning=MODULE_TYPELESS_PACKAGE_JSON',
-      path.join(ctx.root, 'tools', 'node-lab', 'pod-bench.ts'),
-      '--pods',
-      '30',
-      '--idle-s',
-      '60',
-    ],
-    {
-      encoding: 'utf8',
-      stdio: ['ignore', 'pipe', 'inherit'],
-      env: { ...process.env, CNIKIT_REPO_ROOT: ctx.root },
-      timeout: 1_800_000,
-    },
-  );
-  if (r.status !== 0) throw new Error(`pod-bench exited ${r.status}: ${r.stdout}`);
-  const res = JSON.parse(r.stdout.trim().split('\n').pop());
+  const res = podBench(ctx, ['--pods', '30', '--idle-s', '60']);
   const row = (name, x) => [name, ms(x.p50), ms(x.p99), ms(x.max), x.idle.callsPerMin.toFixed(1), `${x.idle.cpuMsPerMin.toFixed(0)} ms`];
   table(
     [`${res.pods} pods on one node`, 'create->Ready p50', 'p99', 'max', 'STATUS calls/min (idle)', 'containerd children CPU/min (idle)'],

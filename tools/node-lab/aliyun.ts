@@ -13,7 +13,7 @@ import { dump, loadAll } from 'js-yaml';
 import { startEmulator, type Emulator } from './emulator.ts';
 export type { Emulator } from './emulator.ts';
 import { run } from './host.ts';
-import { fabricRoutes, FABRIC_NETNS, HOST_IP, PREFIX, type Lab, type LabNode } from './lab.ts';
+import { fabricRoutes, pinFabricMac, FABRIC_NETNS, HOST_IP, PREFIX, type Lab, type LabNode } from './lab.ts';
 
 export const ALIYUN = {
   region: 'cn-hangzhou',
@@ -59,11 +59,7 @@ export function vpcEniHooks(): { attach: string; detach: string; assign: string;
 function vpcGateway(): void {
   const have = run('ip', ['-n', FABRIC_NETNS, 'addr', 'show', 'dev', 'fab0']);
   if (!have.includes(`${ALIYUN.podGateway}/`)) run('ip', ['-n', FABRIC_NETNS, 'addr', 'add', `${ALIYUN.podGateway}/24`, 'dev', 'fab0']);
-  // A bridge takes the lowest MAC of its ports unless given one: an ENI's (00:16:3e:...) joining would change the
-  // gateway's MAC under the nodes and flush every neighbour of the bridge, the VPC's permanent ones included.
-  const mac = /link\/ether ([0-9a-f:]+)/.exec(have)?.[1];
-  if (!mac) throw new Error(`${FABRIC_NETNS} fab0 has no MAC: ${have}`);
-  run('ip', ['-n', FABRIC_NETNS, 'link', 'set', 'fab0', 'address', mac]);
+  pinFabricMac();
   fabricRoutes();
 }
 
@@ -86,26 +82,28 @@ export function startAliyunEmulator(lab: Lab, root: string, extra: string[] = []
 /** The pool settings of the lab's eni_conf (the test reads them back to judge what the pool keeps). */
 export const LAB_POOL = { max_pool_size: 2, min_pool_size: 0 };
 
-/**
- * packages/terway/config/deploy.yaml with eni-config set as a user sets it, here for the emulator at `endpoint`
- * (host:port): the pods' vSwitch, the lab's keys, Terway's pool keys.
- */
-export function terwayDeployYaml(root: string, endpoint: string): string {
+/** eni_conf as the lab sets it: the pods' vSwitch, the lab's keys, Terway's pool keys (`pool`). */
+export function labEniConf(pool: Record<string, number> = LAB_POOL): string {
+  return JSON.stringify({
+    version: '1',
+    access_key: ALIYUN.keys.id,
+    access_secret: ALIYUN.keys.secret,
+    security_group: ALIYUN.securityGroup,
+    vswitches: { [ALIYUN.zone]: [ALIYUN.podVSwitch] },
+    service_cidr: '10.0.0.0/24',
+    ...pool,
+  });
+}
+
+/** packages/terway/config/deploy.yaml with eni-config set as a user sets it, here for the emulator at `endpoint` (host:port). */
+export function terwayDeployYaml(root: string, endpoint: string, pool: Record<string, number> = LAB_POOL): string {
   const file = path.join(root, 'packages', 'terway', 'config', 'deploy.yaml');
   const docs = loadAll(fs.readFileSync(file, 'utf8')) as { kind: string; data?: Record<string, string> }[];
   const cm = docs.find((d) => d.kind === 'ConfigMap');
   if (!cm?.data) throw new Error(`${file}: no ConfigMap`);
   cm.data = {
     ...cm.data,
-    eni_conf: JSON.stringify({
-      version: '1',
-      access_key: ALIYUN.keys.id,
-      access_secret: ALIYUN.keys.secret,
-      security_group: ALIYUN.securityGroup,
-      vswitches: { [ALIYUN.zone]: [ALIYUN.podVSwitch] },
-      service_cidr: '10.0.0.0/24',
-      ...LAB_POOL,
-    }),
+    eni_conf: labEniConf(pool),
     'metadata-endpoint': `http://${endpoint}`,
     'ecs-endpoint': endpoint,
     'vpc-endpoint': endpoint,

@@ -7,7 +7,7 @@ import * as path from 'node:path';
 import { dump, loadAll } from 'js-yaml';
 import { startEmulator, type Emulator } from './emulator.ts';
 export type { Emulator } from './emulator.ts';
-import { HOST_IP, vpcAliasHooks, writeFileAtomic, type Lab, type LabNode } from './lab.ts';
+import { HOST_IP, installDebianPlugins, vpcAliasHooks, writeFileAtomic, type Lab, type LabNode } from './lab.ts';
 
 export const GCP = { project: 'lab-project', region: 'europe-west1', zone: 'europe-west1-b', pool: 'ippool-default' };
 /** The file the installer rewrites: the conflist GKE's node set-up writes. */
@@ -15,12 +15,7 @@ export const GKE_CONFLIST = '10-containerd-net.conflist';
 
 /** The conflist GKE writes on a node before any add-on: ptp + host-local over the node's range, portmap. */
 export function writeGkeConflist(node: LabNode): void {
-  for (const p of ['ptp', 'host-local', 'portmap']) {
-    const tmp = path.join(node.cniBinDir, `.${p}.tmp`);
-    fs.copyFileSync(`/usr/lib/cni/${p}`, tmp);
-    fs.chmodSync(tmp, 0o755);
-    fs.renameSync(tmp, path.join(node.cniBinDir, p));
-  }
+  installDebianPlugins(node, ['ptp', 'host-local', 'portmap']);
   const list = {
     cniVersion: '1.0.0', // what Debian's ptp speaks
     name: 'k8s-pod-network',

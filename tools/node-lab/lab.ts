@@ -559,6 +559,16 @@ export function writeBridgeNetwork(node: LabNode): void {
   writeFileAtomic(path.join(node.cniConfDir, '10-lab-bridge.conflist'), bridgeConflist(node));
 }
 
+/** Debian's plugins (containernetworking-plugins) into a node's CNI bin dir, each by rename: never half a file. */
+export function installDebianPlugins(node: LabNode, names: string[]): void {
+  for (const p of names) {
+    const tmp = path.join(node.cniBinDir, `.${p}.tmp`);
+    fs.copyFileSync(`/usr/lib/cni/${p}`, tmp);
+    fs.chmodSync(tmp, 0o755);
+    fs.renameSync(tmp, path.join(node.cniBinDir, p));
+  }
+}
+
 /** Writes via a temp name and rename: containerd watches the conf dir and must never read half a file. */
 export function writeFileAtomic(file: string, content: string): void {
   const tmp = path.join(path.dirname(file), `.${path.basename(file)}.tmp`);
@@ -589,6 +599,17 @@ export function routeThroughVpc(lab: Lab, cidr: string): void {
     fabricRoutes();
   }
   for (const node of lab.nodes) run('ip', ['-n', node.netns, 'route', 'replace', cidr, 'via', VPC_ROUTER_IP, 'dev', 'eth0']);
+}
+
+/**
+ * Fixes the fabric bridge's MAC. A bridge takes the lowest MAC of its ports unless given one: a cloud NIC's
+ * (00:16:3e:... on Alibaba Cloud, 02:... from moto) plugged into it would change the gateway's MAC under the nodes
+ * and flush every neighbour of the bridge, the VPC's permanent ones included.
+ */
+export function pinFabricMac(): void {
+  const mac = /link\/ether ([0-9a-f:]+)/.exec(run('ip', ['-n', FABRIC_NETNS, 'link', 'show', 'dev', 'fab0']))?.[1];
+  if (!mac) throw new Error(`${FABRIC_NETNS}: fab0 has no MAC`);
+  run('ip', ['-n', FABRIC_NETNS, 'link', 'set', 'fab0', 'address', mac]);
 }
 
 /** The fabric namespace as the VPC's router: forwarding on, no redirects, no reverse-path filter. */

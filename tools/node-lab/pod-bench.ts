@@ -1,12 +1,16 @@
-// node tools/node-lab/pod-bench.ts [--family coil|gcp-ipam] [--pods N] [--idle-s S] [--op-ms MS]
-//   (run by tools/bench/node-pods.mjs and node-pods-gcp.mjs; root)
+// node tools/node-lab/pod-bench.ts [--family coil|gcp-ipam|terway] [--pods N] [--idle-s S] [--op-ms MS] [--call-ms MS]
+//   (run by tools/bench/node-pods.mjs, node-pods-gcp.mjs and node-pods-terway.mjs; root)
 //
 // One real node (kubelet + containerd, tools/node-lab) measured twice as a user meets it:
 //   1. with Debian's bridge + host-local (Go, CNI 1.0.0) as the node's network;
 //   2. the same node switched to Coil, installed from its image and manifests (packages/coil/config); or, with
 //      --family gcp-ipam, to GKE's ptp conflist rewritten by gcp-ipam's installer (packages/gcp-ipam/config)
 //      against the GCE emulator whose alias operations take --op-ms (GCE's take about 3 s), two waves of pods:
-//      the first right after the install, the second once the first is deleted.
+//      the first right after the install, the second once the first is deleted; or, with --family terway, to
+//      terway installed from its image and manifests (packages/terway/config) against the Alibaba Cloud emulator
+//      (every OpenAPI call --call-ms, an ENI attach --op-ms), two waves: with a cold pool (nothing idle, every
+//      address asked for as pods come, and given back after), then with a warm one (eni_conf's min_pool_size
+//      raised to N through the ConfigMap, which terwayd applies live, the pool full before the wave).
 // Each time, first the node idle for S seconds: containerd's reaped children's CPU (cutime + cstime: the CNI
 // calls it makes on its own, STATUS every ~5 s for a 1.1.0 conflist and never for bridge's 1.0.0, plus whatever
 // else it reaps) and, with Coil, the STATUS calls coild counted; then N pods created at once (one `kubectl
@@ -21,6 +25,7 @@ import { parseArgs } from 'node:util';
 import { startCluster, stopCluster } from '../../testing/kube/src/cluster.ts';
 import { downNodes, importImage, labDirOf, routeThroughVpc, upNodes, type Lab } from './lab.ts';
 import { GCP, GKE_CONFLIST, gcpDeployYaml, startGceEmulator, writeGkeConflist, type Emulator } from './gcp.ts';
+import { ALIYUN, labEniConf, startAliyunEmulator, terwayDeployYaml } from './aliyun.ts';
 
 // an ES module under Node's type stripping: tools/bench/node-pods.mjs sets CNIKIT_REPO_ROOT
 const root = process.env.CNIKIT_REPO_ROOT ?? process.cwd();
@@ -30,9 +35,11 @@ const { values: opt } = parseArgs({
     pods: { type: 'string', default: '30' },
     'idle-s': { type: 'string', default: '60' },
     'op-ms': { type: 'string', default: '3000' },
+    'call-ms': { type: 'string', default: '200' },
   },
 });
-if (opt.family !== 'coil' && opt.family !== 'gcp-ipam') throw new Error(`--family: coil or gcp-ipam, not ${opt.family}`);
+const MEASURES = { coil: measureCoil, 'gcp-ipam': measureGcpIpam, terway: measureTerway };
+if (!Object.hasOwn(MEASURES, opt.family!)) throw new Error(`--family: ${Object.keys(MEASURES).join(', ')}; not ${opt.family}`);
 const PODS = Number(opt.pods);
 const IDLE_S = Number(opt['idle-s']);
 const log = (m: string): void => void process.stderr.write(`[pod-bench] ${m}\n`);
@@ -214,6 +221,68 @@ async function switchToGcpIpam(lab: Lab, kubeconfig: string, image: string, gce:
   kubectl(lab, kubeconfig, ['wait', '--for=condition=Ready', 'node', '--all', '--timeout=300s']);
 }
 
+/** The node switched to terway as on ACK: rbac and deploy.yaml, eni-config set for the emulator with a cold pool. */
+async function switchToTerway(lab: Lab, kubeconfig: string, image: string, endpoint: string): Promise<void> {
+  const node = lab.nodes[0]!;
+  fs.rmSync(path.join(node.cniConfDir, '10-lab-bridge.conflist'));
+  importImage(lab, image);
+  const config = path.join(root, 'packages', 'terway', 'config');
+  kubectl(lab, kubeconfig, ['apply', '-f', path.join(config, 'rbac.yaml')]);
+  kubectl(lab, kubeconfig, ['apply', '-f', '-'], terwayDeployYaml(root, endpoint, { min_pool_size: 0, max_pool_size: 0 }));
+  kubectl(lab, kubeconfig, ['-n', 'kube-system', 'rollout', 'status', 'daemonset/terway', '--timeout=300s']);
+  kubectl(lab, kubeconfig, ['wait', '--for=condition=Ready', 'node', '--all', '--timeout=300s']);
+}
+
+/** Private IPs the emulator holds on the secondary ENIs of the node's instance. */
+async function cloudIps(endpoint: string): Promise<number> {
+  const s = (await (await fetch(`http://${endpoint}/_emulator/state`)).json()) as {
+    enis: { type: string; secondaryIps: string[]; instanceId?: string }[];
+  };
+  return s.enis.filter((e) => e.type === 'Secondary' && e.instanceId).reduce((n, e) => n + 1 + e.secondaryIps.length, 0);
+}
+
+async function measureTerway(lab: Lab, kubeconfig: string, image: string): Promise<unknown> {
+  log(`bridge + host-local: ${PODS} pods`);
+  const bridge = await createToReady(lab, kubeconfig);
+  // room for the pods: three ENIs of 20 addresses besides the primary one
+  const shape = ['--instance-type', `${ALIYUN.instanceType}=4,20`];
+  const emu = await startAliyunEmulator(lab, root, [...shape, '--latency-ms', opt['call-ms']!, '--attach-delay-ms', opt['op-ms']!]);
+  try {
+    log(`switching the node to terway (image + manifests; OpenAPI calls of ${opt['call-ms']} ms, attaches of ${opt['op-ms']} ms)`);
+    await switchToTerway(lab, kubeconfig, image, emu.url);
+    const cold = await createToReady(lab, kubeconfig);
+    const warmPool = { min_pool_size: PODS, max_pool_size: PODS };
+    kubectl(lab, kubeconfig, [
+      '-n',
+      'kube-system',
+      'patch',
+      'configmap',
+      'eni-config',
+      '--type',
+      'merge',
+      '-p',
+      JSON.stringify({ data: { eni_conf: labEniConf(warmPool) } }),
+    ]);
+    for (let i = 0; (await cloudIps(emu.url)) < PODS; i++) {
+      if (i > 1200) throw new Error(`the pool did not fill to ${PODS} in 120 s`);
+      await new Promise((r) => setTimeout(r, 100));
+    }
+    const warm = await createToReady(lab, kubeconfig);
+    const state = (await (await fetch(`http://${emu.url}/_emulator/state`)).json()) as { calls: number };
+    return {
+      pods: PODS,
+      callMs: Number(opt['call-ms']),
+      attachMs: Number(opt['op-ms']),
+      bridge: summary(bridge),
+      terwayCold: summary(cold),
+      terwayWarm: summary(warm),
+      openApiCalls: state.calls,
+    };
+  } finally {
+    await emu.stop();
+  }
+}
+
 const pct = (xs: number[], p: number): number => xs[Math.min(xs.length - 1, Math.ceil((p / 100) * xs.length) - 1)]!;
 const summary = (xs: number[]): { p50: number; p99: number; max: number } => ({
   p50: pct(xs, 50),
@@ -277,7 +346,7 @@ async function main(): Promise<void> {
   for (const sig of ['SIGINT', 'SIGTERM'] as const) process.once(sig, () => void teardown().finally(() => process.exit(130)));
   try {
     const lab = await upNodes({ clusterDir: stateDir, nodes: 1, cni: 'bridge', log });
-    const measure = opt.family === 'coil' ? measureCoil : measureGcpIpam;
+    const measure = MEASURES[opt.family as keyof typeof MEASURES];
     console.log(JSON.stringify(await measure(lab, cluster.kubeconfig, image)));
   } finally {
     await teardown();

@@ -18,7 +18,7 @@ export interface AgentRequest {
   keep?: string[];
 }
 export type AgentReply =
-  | { ok: true; lease?: Lease; released?: string[]; leases?: UsedIp[]; pool?: number; used?: number; free?: number }
+  | { ok: true; lease?: Lease; released?: string[]; leases?: UsedIp[]; pool?: number; used?: number; free?: number; operatorError?: string }
   | { ok: false; code: number; msg: string };
 
 /** The client side (the plugin): one request, one reply, with a timeout. */

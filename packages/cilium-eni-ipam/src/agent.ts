@@ -48,6 +48,8 @@ export class Agent {
   private publishing: Promise<void> = Promise.resolve();
   private readonly log: Logger;
   private poolWaiters: (() => void)[] = [];
+  /** The operator's last error for this node (status.ipam.operator-status.error): why the pool may not grow. */
+  private operatorError: string | undefined;
   /** Status writes made (tests, bench). */
   writes = 0;
 
@@ -57,6 +59,7 @@ export class Agent {
     this.log = opts.logger ?? traceLogger('cilium-eni.agent', { node: opts.nodeName });
     const onNode = (n: CiliumNode): void => {
       this.pool.setNode(n);
+      this.operatorError = n.status?.ipam?.['operator-status']?.error || undefined;
       const answer = this.pool.answerHandshake();
       if (answer) this.schedulePublish(0);
       if (this.poolReady()) for (const w of this.poolWaiters.splice(0)) w();
@@ -174,11 +177,21 @@ export class Agent {
         return { ok: true, released };
       }
       if (req.op === 'leases') return { ok: true, leases: this.pool.usedIps() };
-      if (req.op === 'status') return { ok: true, pool: this.pool.poolSize, used: this.pool.used.size, free: this.pool.freeIps().length };
+      if (req.op === 'status') {
+        const why = this.operatorError ? { operatorError: this.operatorError } : {};
+        return { ok: true, pool: this.pool.poolSize, used: this.pool.used.size, free: this.pool.freeIps().length, ...why };
+      }
       return { ok: false, code: 4, msg: `agent: unknown op ${JSON.stringify((req as { op: unknown }).op)}` };
     } catch (e) {
       // Pool empty is transient (the operator is on it): CNI code 11, try again later.
-      return { ok: false, code: e instanceof PoolExhausted ? 11 : 999, msg: e instanceof Error ? e.message : String(e) };
+      // The operator's error says why the pool does not grow (EC2 throttling, an outage): the pod's event names it.
+      if (e instanceof PoolExhausted)
+        return {
+          ok: false,
+          code: 11,
+          msg: this.operatorError ? `${e.message}; the operator's last error: ${this.operatorError}` : e.message,
+        };
+      return { ok: false, code: 999, msg: e instanceof Error ? e.message : String(e) };
     }
   }
 

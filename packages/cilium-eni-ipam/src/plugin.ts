@@ -74,7 +74,10 @@ export async function status(args: CmdArgs): Promise<void> {
   const r = await ask(cfg, { op: 'status', owner: '' }).catch((e) => {
     throw new CniError(CniCode.NotAvailable, 'cilium-eni-ipam: agent not available', (e as Error).message);
   });
-  if (!r.free) throw new CniError(CniCode.NotAvailable, 'cilium-eni-ipam: no free IP on this node yet', `pool ${r.pool}, used ${r.used}`);
+  if (!r.free) {
+    const why = r.operatorError ? `; the operator's last error: ${r.operatorError}` : '';
+    throw new CniError(CniCode.NotAvailable, `cilium-eni-ipam: no free IP on this node yet${why}`, `pool ${r.pool}, used ${r.used}`);
+  }
 }
 
 /**

@@ -1,10 +1,9 @@
 // The daemons' command lines (src/cli.ts): defaults, every flag, and the errors for bad ones; the IMDSv2
 // lookup against a stand-in metadata server. The mains themselves run in e2e/cilium-eni-ipam/daemons.test.ts.
-import * as http from 'node:http';
-import type { AddressInfo } from 'node:net';
 import { CliError, instanceFromImds, parseAgentFlags, parseOperatorFlags } from '../src/cli';
 import { LimitsTable } from '../src/limits';
 import { thrownBy } from '@cnikit/netlib-testing';
+import { instanceMetadata, startImds, type Imds } from '@cnikit/cilium-eni-ipam-testing';
 
 const cliError = (f: () => unknown): CliError => thrownBy(CliError, f);
 
@@ -205,71 +204,41 @@ describe('cilium-eni-agent flags', () => {
 });
 
 describe('instanceFromImds (IMDSv2)', () => {
-  let srv: http.Server;
-  let endpoint: string;
-  const seen: string[] = [];
+  let imds: Imds;
   beforeAll(async () => {
-    const data: Record<string, string> = {
-      'instance-id': 'i-0abc',
-      'instance-type': 'm5.xlarge',
-      'placement/availability-zone': 'us-east-1b',
+    const data = instanceMetadata({
+      instanceId: 'i-0abc',
+      instanceType: 'm5.xlarge',
+      availabilityZone: 'us-east-1b',
       mac: '02:11:22:33:44:55',
-      'network/interfaces/macs/02:11:22:33:44:55/vpc-id': 'vpc-9',
-      'network/interfaces/macs/02:11:22:33:44:55/subnet-id': 'subnet-9',
-    };
-    srv = http.createServer((req, res) => {
-      seen.push(`${req.method} ${req.url}`);
-      if (req.method === 'PUT' && req.url === '/latest/api/token') {
-        if (req.headers['x-aws-ec2-metadata-token-ttl-seconds'] !== '60') {
-          res.writeHead(400);
-          res.end();
-          return;
-        }
-        res.end('tok-1');
-        return;
-      }
-      const key = req.url?.replace('/latest/meta-data/', '') ?? '';
-      if (req.headers['x-aws-ec2-metadata-token'] !== 'tok-1') {
-        res.writeHead(401);
-        res.end();
-        return;
-      }
-      if (!(key in data)) {
-        res.writeHead(404);
-        res.end();
-        return;
-      }
-      res.end(`${data[key]}\n`);
+      vpcId: 'vpc-9',
+      subnetId: 'subnet-9',
     });
-    await new Promise<void>((r) => srv.listen(0, '127.0.0.1', r));
-    endpoint = `http://127.0.0.1:${(srv.address() as AddressInfo).port}`;
+    imds = await startImds({ '127.0.0.1': data });
   });
-  afterAll(() => new Promise<void>((r) => srv.close(() => r())));
+  afterAll(() => imds.stop());
 
   test('token first, then the instance data with it (the VPC and subnet of the primary MAC)', async () => {
-    expect(await instanceFromImds(endpoint)).toEqual({
+    expect(await instanceFromImds(imds.endpoint)).toEqual({
       instanceId: 'i-0abc',
       instanceType: 'm5.xlarge',
       availabilityZone: 'us-east-1b',
       vpcId: 'vpc-9',
       nodeSubnetId: 'subnet-9',
     });
-    expect(seen[0]).toBe('PUT /latest/api/token');
   });
 
-  test('a missing key is an error naming it', async () => {
-    const other = http.createServer((req, res) => {
-      if (req.method === 'PUT') res.end('t');
-      else {
-        res.writeHead(404);
-        res.end();
-      }
-    });
-    await new Promise<void>((r) => other.listen(0, '127.0.0.1', r));
+  test('as IMDSv2 answers: no token is 401, a bad TTL is 400; another caller is not this instance: an error naming the path', async () => {
+    expect((await fetch(`${imds.endpoint}/latest/meta-data/instance-id`)).status).toBe(401);
+    const put = (ttl: string): Promise<Response> =>
+      fetch(`${imds.endpoint}/latest/api/token`, { method: 'PUT', headers: { 'X-aws-ec2-metadata-token-ttl-seconds': ttl } });
+    expect((await put('0')).status).toBe(400);
+    expect((await put('21601')).status).toBe(400);
+    const other = await startImds({ '127.0.0.2': {} });
     try {
-      await expect(instanceFromImds(`http://127.0.0.1:${(other.address() as AddressInfo).port}`)).rejects.toThrow(/IMDS mac: HTTP 404/);
+      await expect(instanceFromImds(other.endpoint)).rejects.toThrow(/IMDS mac: HTTP 404/);
     } finally {
-      await new Promise<void>((r) => other.close(() => r()));
+      await other.stop();
     }
   });
 });

@@ -210,8 +210,8 @@ test('surge: 30 pending pods scheduled to a fresh node are covered in the first 
   await nodes().delete(name);
 });
 
-test('an EC2 outage shows in the CiliumNode status and the operator log, and clears when EC2 is back', async () => {
-  const { name } = await startAgent();
+test('an EC2 outage shows in the CiliumNode status, the agent and the operator log, and clears when EC2 is back', async () => {
+  const { agent, name } = await startAgent();
   await eventually('first pool', async () => Object.keys((await nodes().get(name)).spec.ipam?.pool ?? {}).length >= 8);
   const logged: string[] = [];
   const write = process.stderr.write.bind(process.stderr);
@@ -228,12 +228,22 @@ test('an EC2 outage shows in the CiliumNode status and the operator log, and cle
     });
     const st = await eventually('operator-status.error', async () => (await nodes().get(name)).status?.ipam?.['operator-status']?.error);
     expect(st).toMatch(/^EC2: .*Unavailable/);
+    // the agent passes it on: STATUS and a pod's failed ADD name why the pool does not grow
+    const said = await eventually('the agent knows the operator error', async () => {
+      const r = agent.handle({ op: 'status', owner: '' });
+      return r.ok && r.operatorError ? r.operatorError : undefined;
+    });
+    expect(said).toBe(st);
     await eventually('a warning in the operator log', () => logged.some((l) => l.includes('"node sync incomplete"') && l.includes(name)));
   } finally {
     proxy.rules.length = 0;
     spy.mockRestore();
   }
   await eventually('error cleared', async () => (await nodes().get(name)).status?.ipam?.['operator-status']?.error === undefined);
+  await eventually('the agent no longer names it', () => {
+    const r = agent.handle({ op: 'status', owner: '' });
+    return r.ok && r.operatorError === undefined;
+  });
 });
 
 test('release: excess IPs go through marked -> ready -> released; the agent never hands one out after unassign (cilium#13412)', async () => {

@@ -3,6 +3,10 @@ import { LimitsTable, maxUsableIps } from '../src/limits';
 import { selectSubnet } from '../src/subnets';
 import { delays } from '@cnikit/netlib/retry';
 import { TokenBucket, ec2Backoff, isRetryable, isThrottle } from '../src/rate-limit';
+import * as fs from 'node:fs';
+import * as path from 'node:path';
+import { loadAll } from 'js-yaml';
+import { toYaml } from '@cnikit/kube';
 import { ciliumNodeCrd } from '../src/crd';
 import { normalizeMac, prefixIps } from '../src/node-sync';
 
@@ -153,6 +157,16 @@ test('CRD: cilium.io/v2 CiliumNode, cluster-scoped, status subresource, Cilium J
     type: 'string',
     enum: ['marked-for-release', 'ready-for-release', 'do-not-release', 'released'],
   });
+});
+
+test('config/: crds.yaml is the dump of src/crd.ts; every manifest document parses and names its kind', () => {
+  const dir = path.join(__dirname, '..', 'config');
+  expect(fs.readFileSync(path.join(dir, 'crds.yaml'), 'utf8')).toBe(toYaml([ciliumNodeCrd()]));
+  for (const f of ['crds.yaml', 'rbac.yaml', 'deploy.yaml']) {
+    const docs = loadAll(fs.readFileSync(path.join(dir, f), 'utf8')) as { kind?: string }[];
+    expect(docs.length).toBeGreaterThan(0);
+    for (const d of docs) expect(typeof d.kind).toBe('string');
+  }
 });
 
 test('helpers: MAC normalisation, prefix expansion', () => {

@@ -45,7 +45,8 @@ export function ec2ErrorXml(code: string, message: string, requestId: string): s
   return `<?xml version="1.0" encoding="UTF-8"?>\n<Response><Errors><Error><Code>${code}</Code><Message>${message}</Message></Error></Errors><RequestID>${requestId}</RequestID></Response>`;
 }
 
-export async function startFaultProxy(target: string, rules: FaultRule[] = []): Promise<FaultProxy> {
+/** Listens on `host` (loopback by default; a node lab's host leg for its nodes' operator). */
+export async function startFaultProxy(target: string, rules: FaultRule[] = [], host = '127.0.0.1'): Promise<FaultProxy> {
   const calls: Record<string, number> = {};
   const injected: Record<string, number> = {};
   const seen = new Map<FaultRule, number>();
@@ -103,10 +104,10 @@ export async function startFaultProxy(target: string, rules: FaultRule[] = []): 
       else respond();
     });
   });
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  await new Promise<void>((resolve) => server.listen(0, host, resolve));
   const { port } = server.address() as AddressInfo;
   const proxy: FaultProxy = {
-    endpoint: `http://127.0.0.1:${port}`,
+    endpoint: `http://${host}:${port}`,
     rules,
     calls,
     injected,

@@ -1,6 +1,7 @@
 /**
  * moto_server (the EC2 emulator from PyPI `moto[server]`, installed by tools/moto/setup.sh outside the
- * repository) started on a free loopback port for one test file or benchmark, and stopped after.
+ * repository) started on a free port (of loopback, or of `host`: a node lab's nodes reach it on the host leg)
+ * for one test file or benchmark, and stopped after.
  */
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import * as net from 'node:net';
@@ -24,11 +25,11 @@ export function motoServerPath(): string {
   return r.stdout.trim().split('\n').pop()!;
 }
 
-export function freePort(): Promise<number> {
+export function freePort(host = '127.0.0.1'): Promise<number> {
   return new Promise((resolve, reject) => {
     const s = net.createServer();
     s.once('error', reject);
-    s.listen(0, '127.0.0.1', () => {
+    s.listen(0, host, () => {
       const { port } = s.address() as net.AddressInfo;
       s.close(() => resolve(port));
     });
@@ -39,10 +40,11 @@ export function freePort(): Promise<number> {
  * moto draws private IPs at random from the subnet without checking that they are free; the server's
  * random generator is seeded (moto-api/seed) so that a test file sees the same addresses on every run.
  */
-export async function startMoto(opts: { timeoutMs?: number; seed?: number } = {}): Promise<Moto> {
+export async function startMoto(opts: { timeoutMs?: number; seed?: number; host?: string } = {}): Promise<Moto> {
   const bin = motoServerPath();
-  const port = await freePort();
-  const child: ChildProcess = spawn(bin, ['-H', '127.0.0.1', '-p', String(port)], {
+  const host = opts.host ?? '127.0.0.1';
+  const port = await freePort(host);
+  const child: ChildProcess = spawn(bin, ['-H', host, '-p', String(port)], {
     stdio: ['ignore', 'ignore', 'pipe'],
     env: { ...process.env, AWS_DEFAULT_REGION: 'us-east-1', MOTO_ALLOW_NONEXISTENT_REGION: 'true' },
   });
@@ -50,7 +52,7 @@ export async function startMoto(opts: { timeoutMs?: number; seed?: number } = {}
   child.stderr?.on('data', (d: Buffer) => {
     stderr = (stderr + d.toString()).slice(-4000);
   });
-  const endpoint = `http://127.0.0.1:${port}`;
+  const endpoint = `http://${host}:${port}`;
   const deadline = Date.now() + (opts.timeoutMs ?? 30_000);
   for (;;) {
     if (child.exitCode !== null) throw new Error(`moto_server exited ${child.exitCode}: ${stderr}`);
