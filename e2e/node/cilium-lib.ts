@@ -4,7 +4,8 @@
  * fabric: every ENI attached to a node's instance in EC2 is a link of that node with the ENI's MAC (its peer on
  * the fabric's bridge, as a NIC in the subnet), and the fabric's router, holding the pods' subnet gateway,
  * delivers each private IP of an ENI to its MAC (a permanent neighbour). moto has no hooks: a loop reads EC2
- * (DescribeNetworkInterfaces) and follows it, as the VPC follows the API.
+ * (DescribeNetworkInterfaces) and follows it, as the VPC follows the API. The pod benchmark (tools/node-lab/
+ * pod-bench.ts --family cilium-eni-ipam) loads it bundled by esbuild (tools/bench/node-pods-cilium.mjs).
  */
 import * as fs from 'node:fs';
 import * as path from 'node:path';
@@ -135,19 +136,19 @@ function answerArp(lab: Lab, want: VpcState): void {
   }
 }
 
-/** moto, an instance per node, IMDS per node, the fabric as the VPC (its loop every 500 ms until stop). */
-export async function startAwsLab(lab: Lab): Promise<AwsLab> {
+/** moto, an instance per node (of `instanceType`), IMDS per node, the fabric as the VPC (its loop every 500 ms until stop). */
+export async function startAwsLab(lab: Lab, instanceType = INSTANCE_TYPE): Promise<AwsLab> {
   const moto = await startMoto({ host: HOST_IP });
   const ec2 = await startFaultProxy(moto.endpoint, [], HOST_IP);
   const world = await makeWorld(moto.endpoint);
-  const ids = await runInstances(world, lab.nodes.length, INSTANCE_TYPE);
+  const ids = await runInstances(world, lab.nodes.length, instanceType);
   const instances = Object.fromEntries(lab.nodes.map((n, i) => [n.name, ids[i]!]));
   const byCaller = Object.fromEntries(
     lab.nodes.map((n, i) => [
       n.ip,
       instanceMetadata({
         instanceId: ids[i]!,
-        instanceType: INSTANCE_TYPE,
+        instanceType,
         availabilityZone: world.az,
         mac: `02:00:00:00:00:${(i + 1).toString(16).padStart(2, '0')}`,
         vpcId: world.vpcId,
@@ -195,9 +196,10 @@ export async function startAwsLab(lab: Lab): Promise<AwsLab> {
 
 /**
  * packages/cilium-eni-ipam/config/deploy.yaml as a user rehearsing against an emulator sets it: the operator's
- * --ec2-endpoint at moto (through the fault proxy), the agent's --imds-endpoint at the stand-in and --subnet-tags at the pods' subnet.
+ * --ec2-endpoint at moto (through the fault proxy), the agent's --imds-endpoint at the stand-in and --subnet-tags at the
+ * pods' subnet, and `agentArgs` (the tests' pre-allocation of 4, or none: Cilium's default of 8).
  */
-export function ciliumDeployYaml(root: string, aws: AwsLab): string {
+export function ciliumDeployYaml(root: string, aws: AwsLab, agentArgs = ['--pre-allocate=4']): string {
   const file = path.join(root, 'packages', 'cilium-eni-ipam', 'config', 'deploy.yaml');
   type Doc = { kind: string; spec?: { template: { spec: { containers: { args?: string[] }[] } } } };
   const docs = loadAll(fs.readFileSync(file, 'utf8')) as Doc[];
@@ -207,6 +209,6 @@ export function ciliumDeployYaml(root: string, aws: AwsLab): string {
     return (c.args ??= []);
   };
   args('Deployment').push(`--ec2-endpoint=${aws.ec2.endpoint}`, '--region=us-east-1', '--excess-ip-release-delay=5');
-  args('DaemonSet').push(`--imds-endpoint=${aws.imds.endpoint}`, `--subnet-tags=${POD_SUBNET.tags}`, '--pre-allocate=4');
+  args('DaemonSet').push(`--imds-endpoint=${aws.imds.endpoint}`, `--subnet-tags=${POD_SUBNET.tags}`, ...agentArgs);
   return docs.map((d) => dump(d)).join('---\n');
 }

@@ -1,5 +1,5 @@
-// node tools/node-lab/pod-bench.ts [--family coil|gcp-ipam|terway] [--pods N] [--idle-s S] [--op-ms MS] [--call-ms MS]
-//   (run by tools/bench/node-pods.mjs, node-pods-gcp.mjs and node-pods-terway.mjs; root)
+// node tools/node-lab/pod-bench.ts [--family coil|gcp-ipam|terway|cilium-eni-ipam] [--pods N] [--idle-s S] [--op-ms MS]
+//   [--call-ms MS]   (run by tools/bench/node-pods.mjs, node-pods-gcp.mjs, node-pods-terway.mjs and node-pods-cilium.mjs; root)
 //
 // One real node (kubelet + containerd, tools/node-lab) measured twice as a user meets it:
 //   1. with Debian's bridge + host-local (Go, CNI 1.0.0) as the node's network;
@@ -10,7 +10,11 @@
 //      terway installed from its image and manifests (packages/terway/config) against the Alibaba Cloud emulator
 //      (every OpenAPI call --call-ms, an ENI attach --op-ms), two waves: with a cold pool (nothing idle, every
 //      address asked for as pods come, and given back after), then with a warm one (eni_conf's min_pool_size
-//      raised to N through the ConfigMap, which terwayd applies live, the pool full before the wave).
+//      raised to N through the ConfigMap, which terwayd applies live, the pool full before the wave); or, with
+//      --family cilium-eni-ipam, to cilium-eni-ipam from its image and manifests (packages/cilium-eni-ipam/config)
+//      against moto behind the fault proxy adding --call-ms to every EC2 call (the AWS lab of e2e/node/cilium-lib.ts,
+//      loaded from the esbuild bundle $CNIKIT_AWS_LAB), two waves: the pool at Cilium's default pre-allocation
+//      (8), then pre-allocate raised to N on the CiliumNode and the pool full before the wave.
 // Each time, first the node idle for S seconds: containerd's reaped children's CPU (cutime + cstime: the CNI
 // calls it makes on its own, STATUS every ~5 s for a 1.1.0 conflist and never for bridge's 1.0.0, plus whatever
 // else it reaps) and, with Coil, the STATUS calls coild counted; then N pods created at once (one `kubectl
@@ -18,12 +22,13 @@
 // -w`), and the pods deleted. Last, the CPU of one `coil` STATUS call, measured directly. Prints one JSON
 // object on stdout; progress on stderr.
 import { execFileSync, spawn } from 'node:child_process';
+import { createRequire } from 'node:module';
 import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
 import { parseArgs } from 'node:util';
 import { startCluster, stopCluster } from '../../testing/kube/src/cluster.ts';
-import { downNodes, importImage, labDirOf, routeThroughVpc, upNodes, type Lab } from './lab.ts';
+import { downNodes, importImage, installDebianPlugins, labDirOf, routeThroughVpc, upNodes, type Lab } from './lab.ts';
 import { GCP, GKE_CONFLIST, gcpDeployYaml, startGceEmulator, writeGkeConflist, type Emulator } from './gcp.ts';
 import { ALIYUN, labEniConf, startAliyunEmulator, terwayDeployYaml } from './aliyun.ts';
 
@@ -38,7 +43,7 @@ const { values: opt } = parseArgs({
     'call-ms': { type: 'string', default: '200' },
   },
 });
-const MEASURES = { coil: measureCoil, 'gcp-ipam': measureGcpIpam, terway: measureTerway };
+const MEASURES = { coil: measureCoil, 'gcp-ipam': measureGcpIpam, terway: measureTerway, 'cilium-eni-ipam': measureCilium };
 if (!Object.hasOwn(MEASURES, opt.family!)) throw new Error(`--family: ${Object.keys(MEASURES).join(', ')}; not ${opt.family}`);
 const PODS = Number(opt.pods);
 const IDLE_S = Number(opt['idle-s']);
@@ -280,6 +285,76 @@ async function measureTerway(lab: Lab, kubeconfig: string, image: string): Promi
     };
   } finally {
     await emu.stop();
+  }
+}
+
+/** What the benchmark uses of e2e/node/cilium-lib.ts (loaded bundled: it needs the AWS SDK and the workspace's TS). */
+interface AwsLabModule {
+  startAwsLab(
+    lab: Lab,
+    instanceType?: string,
+  ): Promise<{ ec2: { rules: { action: string; latencyMs?: number }[]; total(): number }; stop(): Promise<void> }>;
+  ciliumDeployYaml(root: string, aws: unknown, agentArgs?: string[]): string;
+}
+
+async function measureCilium(lab: Lab, kubeconfig: string, image: string): Promise<unknown> {
+  if (!process.env.CNIKIT_AWS_LAB)
+    throw new Error('CNIKIT_AWS_LAB: the bundle of e2e/node/cilium-lib.ts (tools/bench/node-pods-cilium.mjs makes it)');
+  const awsLab = createRequire(path.join(root, 'package.json'))(process.env.CNIKIT_AWS_LAB) as AwsLabModule;
+  log(`bridge + host-local: ${PODS} pods`);
+  const bridge = await createToReady(lab, kubeconfig);
+  // m5.xlarge: 3 ENIs of 14 addresses for pods (the node's own NIC carries none), room for 30 pods and 8 spare
+  const aws = await awsLab.startAwsLab(lab, 'm5.xlarge');
+  try {
+    aws.ec2.rules.push({ action: '*', latencyMs: Number(opt['call-ms']) });
+    log(`switching the node to cilium-eni-ipam (image + manifests; EC2 calls of ${opt['call-ms']} ms)`);
+    const node = lab.nodes[0]!;
+    fs.rmSync(path.join(node.cniConfDir, '10-lab-bridge.conflist'));
+    installDebianPlugins(node, ['ptp']);
+    importImage(lab, image);
+    const config = path.join(root, 'packages', 'cilium-eni-ipam', 'config');
+    kubectl(lab, kubeconfig, ['apply', '-f', path.join(config, 'crds.yaml')]);
+    kubectl(lab, kubeconfig, ['wait', '--for=condition=Established', 'crd/ciliumnodes.cilium.io', '--timeout=60s']);
+    kubectl(lab, kubeconfig, ['apply', '-f', path.join(config, 'rbac.yaml')]);
+    const secret = ['--from-literal=access-key-id=testing', '--from-literal=secret-access-key=testing'];
+    kubectl(lab, kubeconfig, ['-n', 'kube-system', 'create', 'secret', 'generic', 'cilium-eni-operator-aws', ...secret]);
+    kubectl(lab, kubeconfig, ['apply', '-f', '-'], awsLab.ciliumDeployYaml(root, aws, []));
+    kubectl(lab, kubeconfig, ['-n', 'kube-system', 'rollout', 'status', 'daemonset/cilium-eni-agent', '--timeout=300s']);
+    await poolOf(lab, kubeconfig, node.name, 8);
+    kubectl(lab, kubeconfig, ['wait', '--for=condition=Ready', 'node', '--all', '--timeout=300s']);
+    const cold = await createToReady(lab, kubeconfig);
+    const patch = JSON.stringify({ spec: { ipam: { 'pre-allocate': PODS } } });
+    kubectl(lab, kubeconfig, ['patch', 'ciliumnode', node.name, '--type', 'merge', '-p', patch]);
+    await poolOf(lab, kubeconfig, node.name, PODS);
+    const warm = await createToReady(lab, kubeconfig);
+    return {
+      pods: PODS,
+      callMs: Number(opt['call-ms']),
+      bridge: summary(bridge),
+      ciliumDefault: summary(cold),
+      ciliumWarm: summary(warm),
+      ec2Calls: aws.ec2.total(),
+    };
+  } finally {
+    await aws.stop();
+  }
+}
+
+/** Waits until the node's CiliumNode pool holds `n` addresses on ENIs the operator has described (10 min at most). */
+async function poolOf(lab: Lab, kubeconfig: string, node: string, n: number): Promise<void> {
+  type Cn = { spec: { ipam?: { pool?: Record<string, { resource?: string }> } }; status?: { eni?: { enis?: Record<string, unknown> } } };
+  for (let i = 0; ; i++) {
+    let cn: Cn | undefined;
+    try {
+      cn = JSON.parse(kubectl(lab, kubeconfig, ['get', 'ciliumnode', node, '-o', 'json'])) as Cn;
+    } catch {
+      cn = undefined; // the agent has not created it yet
+    }
+    const enis = cn?.status?.eni?.enis ?? {};
+    const usable = Object.values(cn?.spec.ipam?.pool ?? {}).filter((v) => v.resource !== undefined && v.resource in enis).length;
+    if (usable >= n) return;
+    if (i > 600) throw new Error(`the pool of ${node} did not reach ${n} in 10 min (${usable})`);
+    await new Promise((r) => setTimeout(r, 1000));
   }
 }
 
