@@ -20,6 +20,7 @@ import {
   kjson,
   nodePrerequisites,
   ping,
+  plantAttachment,
   podsIn,
   readyCondition,
   startNodes,
@@ -32,6 +33,8 @@ import { deleteApp, deploymentYaml, doctorNode, runningApp } from './coil-lib';
 import { ciliumDeployYaml, POD_SUBNET, startAwsLab, type AwsLab } from './cilium-lib';
 
 const CONFIG = path.join(REPO_ROOT, 'packages', 'cilium-eni-ipam', 'config');
+/** The image's own doctor, as the agent DaemonSet's init container installed it on the node. */
+const DOCTOR = ['/opt/cni/bin/cnikit-cilium-eni-ipam', 'doctor'];
 const PRE_ALLOCATE = 4;
 let env: NodeEnv | undefined;
 let aws: AwsLab | undefined;
@@ -140,11 +143,7 @@ describeNodes('node: cilium-eni-ipam from its image and manifests on two real no
         throw new Error(`used ${used.join(',')}, pods ${mine.join(',')}`);
       });
       expect(podRules(node).length).toBe(3);
-      expect(
-        (doctorNode(node, [], ['/opt/cni/bin/cnikit-cilium-eni-ipam', 'doctor']).out.attachments ?? []).filter(
-          (r) => r.state !== 'healthy',
-        ),
-      ).toEqual([]);
+      expect((doctorNode(node, [], DOCTOR).out.attachments ?? []).filter((r) => r.state !== 'healthy')).toEqual([]);
     }
     const a = app.find((p) => p.node === 'kl-a')!;
     const b = app.find((p) => p.node === 'kl-b')!;
@@ -202,6 +201,55 @@ describeNodes('node: cilium-eni-ipam from its image and manifests on two real no
       `nothing used on ${a!.name}`,
       async () => Object.keys((await ciliumNode(a!.name)).status?.ipam?.used ?? {}).length === 0,
     );
+    await expectPreAllocationOnly();
+  });
+
+  test("leaks planted by hand: a sandbox gone behind the runtime's back and an ADD killed before it was cached; doctor names each, --gc --apply gives both IPs back to the node's pool, the live pod keeps its own", async () => {
+    const [a] = e().lab.nodes as [LabNode];
+    const doctor = (extra: string[] = []) => doctorNode(a, extra, DOCTOR);
+    const unhealthy = () => doctor().out.attachments!.filter((r) => r.state !== 'healthy');
+    const used = async (): Promise<string[]> => Object.keys((await ciliumNode(a.name)).status?.ipam?.used ?? {}).sort();
+    await k(e(), ['apply', '-f', '-'], deploymentYaml('eni-k', 1, a.name));
+    const [keeper] = (await runningApp(e(), 'eni-k', 1)) as [PodInfo];
+    const before = doctor().out.attachments;
+    try {
+      plantAttachment(a, 'cilium-eni', 'cleak1', 'ghost1');
+      plantAttachment(a, 'cilium-eni', 'cleak2', 'ghost2');
+      const gone = unhealthy();
+      const planted = {
+        state: 'leaked',
+        objects: [expect.stringMatching(/^cache cilium-eni\/eth0 /), expect.stringMatching(/^cilium-eni /)],
+      };
+      expect(gone).toEqual([expect.objectContaining(planted), expect.objectContaining(planted)]);
+      const ghostIps = gone.map((r) => r.objects[1]!.split(' ')[1]!);
+      await eventually('the ghosts published as used', async () => ghostIps.every((x) => used().then((u) => u.includes(x))));
+      // the second ADD killed before the runtime cached it: only the agent's lease (and ptp's veth) is left of it
+      nodeRun(a, ['rm', `/var/lib/cni/results/cilium-eni-${gone[1]!.containerId}-eth0`]);
+      const dry = doctor(['--gc']);
+      expect(dry.ok).toBe(false);
+      const steps = dry.out['steps'] as { step: string; network: string; target: string; ok?: boolean }[];
+      expect(steps.map((x) => `${x.step} ${x.network} ${x.target}`)).toEqual([
+        `del cilium-eni ${gone[0]!.containerId}`,
+        'gc cilium-eni ptp',
+      ]);
+      const applied = doctor(['--gc', '--apply']);
+      expect(applied.out).toMatchObject({ applied: true, after: [] });
+      // Debian's ptp speaks no 1.1.0: GC goes to its IPAM, as a 1.1.0 ptp would pass it on
+      expect((applied.out['steps'] as typeof steps).map((x) => [x.ok, x.target])).toEqual([
+        [true, gone[0]!.containerId],
+        [true, 'cilium-eni-ipam (the ipam of ptp)'],
+      ]);
+      expect(applied.ok).toBe(true);
+      expect(doctor().out.attachments).toEqual(before);
+      await eventually("only the keeper's IP used", async () => JSON.stringify(await used()) === JSON.stringify([keeper.ip]));
+      expect(podRules(a)).toEqual([expect.stringContaining(`from ${keeper.ip} `)]);
+      expect(doctor(['--gc'])).toMatchObject({ ok: true, out: { steps: [] } });
+      expect((await runningApp(e(), 'eni-k', 1)).map((p) => p.ip)).toEqual([keeper.ip]);
+    } finally {
+      nodeRun(a, ['sh', '-c', 'ip netns del cleak1; ip netns del cleak2; true']);
+    }
+    await deleteApp(e(), 'eni-k');
+    await eventually(`nothing used on ${a.name}`, async () => (await used()).length === 0);
     await expectPreAllocationOnly();
   });
 });

@@ -18,7 +18,7 @@ import {
   type Lab,
   type LabNode,
 } from '../../tools/node-lab/lab';
-import { IS_CI, REPO_ROOT } from '../lib/paths';
+import { cnitoolPath, IS_CI, REPO_ROOT } from '../lib/paths';
 
 export interface NodeEnv {
   cluster: ClusterInfo;
@@ -292,4 +292,14 @@ export function statusOn(node: LabNode, conflist: string, plugin: string): { ok:
   fs.writeFileSync(file, JSON.stringify({ cniVersion: '1.1.0', name: list.name, ...list.plugins[0] }));
   const r = nodeTryRun(node, ['sh', '-c', `CNI_COMMAND=STATUS CNI_PATH=/opt/cni/bin /opt/cni/bin/${plugin} < ${file}`]);
   return r.ok ? { ok: true } : { ok: false, error: JSON.parse(r.stdout) as { code: number; msg: string } };
+}
+
+/**
+ * A leak as a pod gone behind the runtime's back leaves it: libcni's own client (cnitool) adds the node's network
+ * `network` for pod default/`pod` in a new netns `ns`, which outlives any sandbox (the test deletes it).
+ */
+export function plantAttachment(node: LabNode, network: string, ns: string, pod: string): void {
+  nodeRun(node, ['ip', 'netns', 'add', ns]);
+  const env = ['NETCONFPATH=/etc/cni/net.d', 'CNI_PATH=/opt/cni/bin', `CNI_ARGS=K8S_POD_NAMESPACE=default;K8S_POD_NAME=${pod}`];
+  nodeRun(node, ['env', ...env, cnitoolPath(), 'add', network, `/run/netns/${ns}`]);
 }

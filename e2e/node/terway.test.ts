@@ -20,6 +20,7 @@ import {
   kubectl,
   nodePrerequisites,
   ping,
+  plantAttachment,
   podsIn,
   readyCondition,
   runningPodOf,
@@ -30,7 +31,7 @@ import {
   type NodeEnv,
   type PodInfo,
 } from './lib';
-import { deleteApp, deploymentYaml, runningApp } from './coil-lib';
+import { deleteApp, deploymentYaml, doctorNode as doctorNodeOf, runningApp } from './coil-lib';
 
 const CONFIG = path.join(REPO_ROOT, 'packages', 'terway', 'config');
 let env: NodeEnv | undefined;
@@ -85,16 +86,29 @@ function leases(node: LabNode): { ip: string; eniId: string }[] {
 const inPodVSwitch = (ip: string): boolean => /^172\.20\.0\.\d+$/.test(ip);
 
 /** The image's own doctor (its one executable, as the DaemonSet's init container installed it on the node). */
-function doctorNode(node: LabNode, extra: string[] = []): { ok: boolean; rows: { containerId: string; pod?: string; state: string }[] } {
+type DoctorRow = { containerId: string; pod?: string; state: string; objects: string[] };
+function doctorNode(node: LabNode, extra: string[] = []): { ok: boolean; rows: DoctorRow[] } {
   const r = nodeTryRun(node, [
     ...['env', `ALIBABA_CLOUD_ACCESS_KEY_ID=${ALIYUN.keys.id}`, `ALIBABA_CLOUD_ACCESS_KEY_SECRET=${ALIYUN.keys.secret}`],
     ...['/opt/cni/bin/cnikit-terway', 'doctor', 'node', '-o', 'json', '--cri-socket', node.containerdSocket],
     ...['--cloud', '--aliyun-metadata', `http://${emulator!.url}`, '--aliyun-endpoint', `http://${emulator!.url}`, ...extra],
   ]);
   if (!r.stdout.startsWith('{')) throw new Error(`doctor node on ${node.name} printed no report: ${r.out}`);
-  const out = JSON.parse(r.stdout) as { attachments: { containerId: string; pod?: string; state: string }[]; unreadable: string[] };
+  const out = JSON.parse(r.stdout) as { attachments: DoctorRow[]; unreadable: string[] };
   expect(out.unreadable).toEqual([]);
   return { ok: r.ok, rows: out.attachments };
+}
+
+interface GcOut {
+  applied: boolean;
+  steps: { step: string; network: string; target: string; ok?: boolean }[];
+  after: unknown[];
+}
+
+/** doctor node --gc with the image's own doctor: exit status and report. */
+function doctorGc(node: LabNode, extra: string[] = []): { ok: boolean; out: GcOut } {
+  const r = doctorNodeOf(node, ['--gc', ...extra], ['/opt/cni/bin/cnikit-terway', 'doctor']);
+  return { ok: r.ok, out: r.out as unknown as GcOut };
 }
 
 /** ECS's published limits of the calls that bring addresses (what the lab's emulator starts with). */
@@ -336,6 +350,56 @@ describeNodes(
         const d = doctorNode(node);
         expect(d.rows.filter((r) => r.state !== 'healthy')).toEqual([]);
       }
+    });
+
+    test("leaks planted by hand: a sandbox gone behind the runtime's back and an ADD killed before it was cached; doctor names each, --gc --apply gives both IPs back to the pool, the live pod keeps its own", async () => {
+      const [a] = e().lab.nodes as [LabNode];
+      await k(e(), ['apply', '-f', '-'], podJson('keeper', a.name));
+      const keeper = await runningPod('keeper');
+      const before = doctorNode(a).rows;
+      try {
+        plantAttachment(a, 'terway', 'twleak1', 'ghost1');
+        plantAttachment(a, 'terway', 'twleak2', 'ghost2');
+        const gone = doctorNode(a).rows.filter((r) => r.state !== 'healthy');
+        expect(gone).toEqual([
+          expect.objectContaining({
+            state: 'leaked',
+            objects: [expect.stringMatching(/^cache terway\//), expect.stringMatching(/^terway 172\.20\.0\./)],
+          }),
+          expect.objectContaining({
+            state: 'leaked',
+            objects: [expect.stringMatching(/^cache terway\//), expect.stringMatching(/^terway 172\.20\.0\./)],
+          }),
+        ]);
+        const ghostIps = gone.map((r) => r.objects[1]!.split(' ')[1]!);
+        expect(leases(a).map((l) => l.ip)).toEqual(expect.arrayContaining([keeper.ip, ...ghostIps]));
+        // the second ADD killed before the runtime cached it: only terwayd's lease is left of it
+        const killed = gone[1]!.containerId;
+        nodeRun(a, ['rm', `/var/lib/cni/results/terway-${killed}-eth0`]);
+        const dry = doctorGc(a);
+        expect(dry.ok).toBe(false);
+        expect(dry.out.steps.map((x) => `${x.step} ${x.network} ${x.target}`)).toEqual([
+          `del terway ${gone[0]!.containerId}`,
+          'gc terway terway',
+        ]);
+        const applied = doctorGc(a, ['--apply']);
+        expect(applied.out).toMatchObject({ applied: true, after: [] });
+        expect(applied.out.steps.map((x) => x.ok)).toEqual([true, true]);
+        expect(applied.ok).toBe(true);
+        // the ghosts' leases are gone, their veths with them; the keeper's row is as it was
+        expect(leases(a).map((l) => l.ip)).toEqual([keeper.ip]);
+        for (const ns of ['twleak1', 'twleak2'])
+          expect(nodeRun(a, ['ip', '-n', ns, '-o', 'link', 'show']).trim().split('\n')).toHaveLength(1);
+        expect(doctorNode(a).rows).toEqual(before);
+        expect(doctorGc(a)).toMatchObject({ ok: true, out: { steps: [] } });
+        expect((await runningPod('keeper')).ip).toBe(keeper.ip);
+      } finally {
+        nodeRun(a, ['sh', '-c', 'ip netns del twleak1; ip netns del twleak2; true']);
+        await kubectl(e(), ['delete', 'pod', 'keeper', '--ignore-not-found', '--wait=true', '--timeout=120s']);
+      }
+      // the freed IPs went back to the pool: the cloud holds at most max_pool_size idle ones
+      await eventually(`no lease on ${a.name}`, async () => leases(a).length === 0);
+      await expectCloudHolds([]);
     });
   },
 );

@@ -234,3 +234,41 @@ describe("cilium-eni-agent's leases", () => {
     expect(pairs({ name: 'macvlan-veth', plugins: [{ type: 'macvlan' }] })).toEqual(['live/eth0', 'new/eth0']);
   });
 });
+
+describe("terwayd's leases", () => {
+  const terwayNet = { cniVersion: '1.1.0', name: 'terway', plugins: [{ type: 'terway' }] };
+  const cachedPod = (containerId: string, ip: string): CachedAttachment => ({
+    file: `terway-${containerId}-eth0`,
+    network: 'terway',
+    containerId,
+    ifName: 'eth0',
+    plugins: ['terway'],
+    ipam: [],
+    ips: [ip],
+    entry: { config: Buffer.from(JSON.stringify(terwayNet)).toString('base64') },
+  });
+  const lease = (containerId: string, ip: string) => ({ ip, eniId: 'eni-1', containerId });
+  const s: NodeSources = {
+    sandboxes: [sandbox('live', 'ready'), sandbox('new', 'creating')],
+    cached: [cachedPod('live', '172.20.0.10')],
+    leases: [],
+    veths: [],
+    coil: [],
+    router: [],
+    terway: [lease('live', '172.20.0.10'), lease('new', '172.20.0.12')],
+  };
+  const plan = (x: NodeSources) => planGc(x).map((step) => [step.step, step.network, step.target]);
+
+  test('a lease of a gone sandbox no cache entry covers plans the GC of the networks with terway; a cached one, its DEL', () => {
+    expect(planGc(s)).toEqual([]);
+    expect(plan({ ...s, terway: [...s.terway, lease('gone', '172.20.0.11')] })).toEqual([['gc', 'terway', 'terway']]);
+    expect(
+      plan({ ...s, cached: [...s.cached, cachedPod('gone', '172.20.0.11')], terway: [...s.terway, lease('gone', '172.20.0.11')] }),
+    ).toEqual([['del', 'terway', 'gone']]);
+    expect(planGc({ ...s, cached: [], terway: [lease('gone', '172.20.0.11')] }).map((x) => x.what)).toEqual([
+      'no config of (a terway network) on the node: what it left stays',
+    ]);
+    // the pod being created keeps its lease: GC lists its sandbox
+    expect(validAttachments(s, terwayNet).map((a) => a.containerID)).toEqual(['live', 'new']);
+  });
+});

@@ -89,6 +89,7 @@ describe('rpc.TerwayBackend codec vs proto-loader', () => {
       ['GetIPInfo', codec.decodeGetInfoReply],
       ['ReleaseIP', codec.decodeReleaseIPReply],
       ['RecordEvent', codec.decodeEventReply],
+      ['ListLeases', codec.decodeListLeasesReply],
     ] as const) {
       expect(decode(Buffer.alloc(0))).toEqual(service[method]!.responseDeserialize(Buffer.alloc(0)));
     }
@@ -96,6 +97,33 @@ describe('rpc.TerwayBackend codec vs proto-loader', () => {
     expect(r.ours).toEqual(r.protoLoader);
     const e = both('RecordEvent', { Succeed: true, Error: 'no such pod' }, codec.decodeEventReply);
     expect(e.ours).toEqual(e.protoLoader);
+  });
+
+  it('ListLeases: an empty request, a reply of leases with fields left out', () => {
+    expect(service['ListLeases']!.requestDeserialize(Buffer.alloc(0))).toEqual({});
+    const rep = {
+      Leases: [
+        {
+          K8sPodNamespace: 'default',
+          K8sPodName: 'web-0',
+          ContainerId: 'cid-a',
+          Netns: '/var/run/netns/x',
+          IPv4: '192.168.0.10',
+          IPv6: 'fd00::a',
+        },
+        { K8sPodNamespace: 'kube-system', K8sPodName: 'dns', IPv4: '192.168.0.11' },
+      ],
+    };
+    const r = both('ListLeases', rep, codec.decodeListLeasesReply);
+    expect(r.ours).toEqual(r.protoLoader);
+    expect(r.ours.Leases[1]).toEqual({
+      K8sPodNamespace: 'kube-system',
+      K8sPodName: 'dns',
+      ContainerId: '',
+      Netns: '',
+      IPv4: '192.168.0.11',
+      IPv6: '',
+    });
   });
 
   it('a cut-short reply is an error, not a half-read one', () => {

@@ -9,7 +9,7 @@ import * as net from 'node:net';
 import * as os from 'node:os';
 import * as path from 'node:path';
 import { runPlugin, type PluginHandlers } from '@cnikit/netlib';
-import { sh } from '@cnikit/netlib-testing';
+import { sh, useHostNetns } from '@cnikit/netlib-testing';
 import type { FakeOpenApi } from '@cnikit/aliyun-emulator';
 import { FakeClock } from '@cnikit/terway-testing';
 import { realClock, type Clock } from '../src/clock';
@@ -354,6 +354,75 @@ describe('STATUS (CNI 1.1.0): the node is ready for pods only while terwayd answ
     expect(await status(s.socket)).toEqual({ code: 0, out: undefined });
     expect((await cni(s, 'ADD', pod, 'web-0')).code).toBe(0);
     expect(await status(s.socket)).toEqual({ code: 0, out: undefined });
+  });
+});
+
+describe('GC (CNI 1.1.0): leases of sandboxes the runtime no longer lists go as their DEL would take them', () => {
+  async function gc(socket: string, valid?: { containerID: string; ifname: string }[]): Promise<{ code: number; out: unknown }> {
+    const conf = { cniVersion: '1.1.0', name: 'terway', type: 'terway', socket, ...(valid ? { 'cni.dev/valid-attachments': valid } : {}) };
+    const r = await useHostNetns(s.t.host.ns, () =>
+      runPlugin(
+        plugin as unknown as PluginHandlers,
+        { about: 'terway test' },
+        { env: { CNI_COMMAND: 'GC', CNI_PATH: '/opt/cni/bin' }, stdin: JSON.stringify(conf) },
+      ),
+    );
+    return { code: r.exitCode, out: r.stdout.trim() ? JSON.parse(r.stdout) : undefined };
+  }
+  const links = (): string[] => ipj<{ ifname: string }[]>(s.t.host, 'link show').map((l) => l.ifname);
+  const rulesOf = (ip: string): unknown[] =>
+    ipj<{ src?: string; dst?: string }[]>(s.t.host, 'rule show').filter((r) => r.src === ip || r.dst === ip);
+
+  it('keeps every listed sandbox, takes the host veth, rules and lease of the others; a GC without the list is code 7', async () => {
+    s = await stack({ pods: 3 });
+    const [p0, p1, p2] = s.t.pods as [TestNs, TestNs, TestNs];
+    const adds: Awaited<ReturnType<typeof cni>>[] = [];
+    for (const [pod, name] of [
+      [p0, 'live'],
+      [p1, 'gone'],
+      [p2, 'killed'],
+    ] as const)
+      adds.push(await cni(s, 'ADD', pod, name));
+    expect(adds.map((x) => x.code)).toEqual([0, 0, 0]);
+    const ips = adds.map((x) => podIpOf(x.out));
+    const [liveIp, goneIp, killedIp] = ips as [string, string, string];
+    expect(await gc(s.socket)).toMatchObject({ code: 1, out: { code: 7, msg: expect.stringMatching(/valid-attachments/) } });
+    expect(s.pool.stats().used).toBe(3);
+
+    expect(await gc(s.socket, [{ containerID: 'ctr-live', ifname: 'eth0' }])).toEqual({ code: 0, out: undefined });
+    expect(s.pool.leases().map((l) => l.key)).toEqual(['default/live']);
+    expect(links()).toContain(hostVethName('default', 'live'));
+    expect(links()).not.toContain(hostVethName('default', 'gone'));
+    expect(links()).not.toContain(hostVethName('default', 'killed'));
+    expect(rulesOf(liveIp)).toHaveLength(2);
+    expect([...rulesOf(goneIp), ...rulesOf(killedIp)]).toEqual([]);
+    // the pods' netns lose their interface with the host end; the one kept still has its network
+    expect(ipj<{ ifname: string }[]>(p1, 'link show').map((l) => l.ifname)).toEqual(['lo']);
+    expect((await cni(s, 'CHECK', p0, 'live', '1.0.0', { prevResult: adds[0]!.out })).code).toBe(0);
+    const stored = JSON.parse(fs.readFileSync(path.join(s.dir, 'pod.json'), 'utf8')) as { leases: { key: string }[] };
+    expect(stored.leases.map((l) => l.key)).toEqual(['default/live']);
+    // nothing left to collect: a second GC changes nothing
+    expect(await gc(s.socket, [{ containerID: 'ctr-live', ifname: 'eth0' }])).toEqual({ code: 0, out: undefined });
+    expect(s.pool.leases().map((l) => l.key)).toEqual(['default/live']);
+  });
+
+  it("a pod re-created since: its new sandbox is listed, the old one's lease is the new one's and stays", async () => {
+    s = await stack({ pods: 2 });
+    const [nsA, nsB] = s.t.pods as [TestNs, TestNs];
+    expect((await cni(s, 'ADD', nsA, 'web-0', '1.0.0', {}, 'cid-a')).code).toBe(0);
+    const addB = await cni(s, 'ADD', nsB, 'web-0', '1.0.0', {}, 'cid-b');
+    expect(addB.code).toBe(0);
+    expect(await gc(s.socket, [{ containerID: 'cid-b', ifname: 'eth0' }])).toEqual({ code: 0, out: undefined });
+    expect(s.pool.leases().map((l) => l.key)).toEqual(['default/web-0']);
+    expect((await cni(s, 'CHECK', nsB, 'web-0', '1.0.0', { prevResult: addB.out }, 'cid-b')).code).toBe(0);
+  });
+
+  it('terwayd down: 11, nothing collected', async () => {
+    s = await stack({ pods: 1 });
+    expect((await cni(s, 'ADD', s.t.pods[0]!, 'web-0')).code).toBe(0);
+    await s.server.stop();
+    expect(await gc(s.socket, [])).toMatchObject({ code: 1, out: { code: 11 } });
+    expect(links()).toContain(hostVethName('default', 'web-0'));
   });
 });
 

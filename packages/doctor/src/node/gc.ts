@@ -5,8 +5,8 @@
  *      config, the result as prevResult, the netns while it exists, the runtime's CNI_ARGS), each plugin of the
  *      chain in reverse order, then its cache entry removed. The runtime's entries go first: Multus's DEL
  *      reaches its delegates and removes their entries itself.
- *   2. GC: objects still held by gone sandboxes (a host veth, a Coil pod, a router host route, a gcp-ipam record or
- *      a cilium-eni-agent lease without a cache entry: an ADD killed before the runtime cached it) are collected
+ *   2. GC: objects still held by gone sandboxes (a host veth, a Coil pod, a router host route, a gcp-ipam record,
+ *      a cilium-eni-agent or terwayd lease without a cache entry: an ADD killed before the runtime cached it) are collected
  *      by GC of each plugin of the network that speaks CNI 1.1.0, with cni.dev/valid-attachments: every
  *      attachment of the network that a sandbox the runtime knows holds.
  *   3. Release: host-local leases still held by gone sandboxes. host-local has no GC (containernetworking/
@@ -81,32 +81,41 @@ function planDels(s: NodeSources, gone: Set<string>): GcStep[] {
 /** The IPAM type of cilium-eni-ipam: its agent holds the IPs of every network using it on the node, by owner only. */
 const CILIUM_IPAM = 'cilium-eni-ipam';
 
-/** Networks whose chain delegates to cilium-eni-ipam, in the node's cached configs. */
-const ciliumNetworks = (configs: Map<string, NetConfList>): string[] =>
-  [...configs].filter(([, c]) => c.plugins.some((p) => p.ipam?.type === CILIUM_IPAM)).map(([n]) => n);
+/**
+ * The networks whose chain has a plugin `is` matches, in the node's cached configs; a placeholder naming `what` when
+ * there is none (the step then says that what was left stays).
+ */
+function chainsWith(configs: Map<string, NetConfList>, is: (p: PluginConf) => boolean, what: string): string[] {
+  const nets = [...configs].filter(([, c]) => c.plugins.some(is)).map(([n]) => n);
+  return nets.length ? nets : [`(a ${what} network)`];
+}
 
 /**
  * Objects of gone sandboxes that no cache entry covers, so a DEL will not reach them: host veths (by network),
- * Coil's host veths (any network whose chain has coil: coild knows them by container and ifname), router's host
- * routes (by the network tag of their key), gcp-ipam records (by the network they name), cilium-eni-agent's leases
- * (any network whose chain's IPAM is cilium-eni-ipam: the agent knows owners, not networks), leases.
+ * router's host routes (by the network tag of their key), gcp-ipam records (by the network they name), leases.
+ * Daemons that know attachments but not networks are reached through every network whose chain has them: coild
+ * (Coil's host veths, by container and ifname), cilium-eni-agent (leases by owner: the chain's IPAM) and terwayd
+ * (leases by sandbox: the chain's terway).
  */
 function uncovered(s: NodeSources, gone: Set<string>, configs: Map<string, NetConfList>): { networks: Set<string>; leases: Lease[] } {
   const cached = new Set(s.cached.map((a) => `${a.network}\0${a.containerId}`));
   const open = (network: string, id: string): boolean => gone.has(id) && !cached.has(`${network}\0${id}`);
-  const coilCached = new Set(s.cached.filter((a) => a.plugins.includes('coil')).map((a) => `${a.containerId}\0${a.ifName}`));
-  const coilLeft = s.coil.some((v) => gone.has(v.containerId) && !coilCached.has(`${v.containerId}\0${v.ifName}`));
-  const coilNetworks = [...configs].filter(([, c]) => c.plugins.some((p) => p.type === 'coil')).map(([n]) => n);
-  const ciliumCached = new Set(s.cached.filter((a) => a.ipam.includes(CILIUM_IPAM)).map((a) => `${a.containerId}\0${a.ifName}`));
-  const ciliumLeft = (s.cilium ?? []).some((l) => gone.has(l.containerId) && !ciliumCached.has(`${l.containerId}\0${l.ifName}`));
-  const ciliumNets = ciliumNetworks(configs);
+  const cachedBy = (has: (a: CachedAttachment) => boolean): Set<string> =>
+    new Set(s.cached.filter(has).flatMap((a) => [a.containerId, `${a.containerId}\0${a.ifName}`]));
+  const coilCached = cachedBy((a) => a.plugins.includes('coil'));
+  const ciliumCached = cachedBy((a) => a.ipam.includes(CILIUM_IPAM));
+  const terwayCached = cachedBy((a) => a.plugins.includes('terway'));
+  const left = (objects: { containerId: string; ifName?: string }[], cov: Set<string>): boolean =>
+    objects.some((o) => gone.has(o.containerId) && !cov.has(o.ifName === undefined ? o.containerId : `${o.containerId}\0${o.ifName}`));
   return {
     networks: new Set([
       ...s.veths.filter((v) => open(v.network, v.containerId)).map((v) => v.network),
-      ...(coilLeft ? (coilNetworks.length ? coilNetworks : ['(a Coil network)']) : []),
+      ...(left(s.coil, coilCached) ? chainsWith(configs, (p) => p.type === 'coil', 'Coil') : []),
       ...routerLeft(s, configs, open),
       ...(s.gcp ?? []).filter((r) => open(r.network, r.containerId)).map((r) => r.network),
-      ...(ciliumLeft ? (ciliumNets.length ? ciliumNets : ['(a cilium-eni-ipam network)']) : []),
+      ...(left(s.cilium ?? [], ciliumCached) ? chainsWith(configs, (p) => p.ipam?.type === CILIUM_IPAM, CILIUM_IPAM) : []),
+      // terwayd records no ifname: a lease is its sandbox's
+      ...(left(s.terway, terwayCached) ? chainsWith(configs, (p) => p.type === 'terway', 'terway') : []),
     ]),
     leases: s.leases.filter((l) => open(l.network, l.containerId)),
   };

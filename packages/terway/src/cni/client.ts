@@ -10,11 +10,12 @@ import {
   decodeAllocIPReply,
   decodeEventReply,
   decodeGetInfoReply,
+  decodeListLeasesReply,
   decodeReleaseIPReply,
   encodeEventRequest,
   encodePodRef,
 } from '../rpc/codec';
-import type { AllocIPReply, EventReply, EventRequest, GetInfoReply, PodRef, ReleaseIPReply } from '../rpc/proto';
+import type { AllocIPReply, EventReply, EventRequest, GetInfoReply, ListLeasesReply, PodRef, ReleaseIPReply } from '../rpc/proto';
 
 export const CLIENT_TIMEOUT_MS = 120_000;
 
@@ -61,5 +62,10 @@ export class TerwayClient {
 
   recordEvent(e: EventRequest): Promise<EventReply> {
     return this.call('RecordEvent', encodeEventRequest(e), decodeEventReply);
+  }
+
+  /** ListLeasesRequest has no fields: its encoding is empty. */
+  listLeases(): Promise<ListLeasesReply> {
+    return this.call('ListLeases', Buffer.alloc(0), decodeListLeasesReply);
   }
 }

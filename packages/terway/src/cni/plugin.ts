@@ -2,7 +2,8 @@
  * The thin terway CNI binary: asks terwayd for the pod's network over gRPC
  * and wires the ENI multi-IP veth datapath. ADD rolls back with ReleaseIP;
  * DEL tears down what it finds and releases; both idempotent. STATUS fails
- * (code 50) while terwayd is not there to answer.
+ * (code 50) while terwayd is not there to answer. GC collects the leases of
+ * sandboxes the runtime no longer knows.
  */
 import * as fs from 'node:fs';
 import {
@@ -14,6 +15,7 @@ import {
   UndoStack,
   isNotFoundError,
   NetnsNotFoundError,
+  validAttachments,
   type CmdArgs,
   type Result,
 } from '@cnikit/netlib';
@@ -191,6 +193,40 @@ export async function del(a: CmdArgs): Promise<void> {
     if (e instanceof NetnsNotFoundError || isNotFoundError(e)) return;
     throw e;
   }
+}
+
+/**
+ * GC (CNI 1.1): each lease whose sandbox is not among `cni.dev/valid-attachments` goes as its DEL would take it:
+ * its host objects, then ReleaseIP naming that sandbox (terwayd ignores a release by any other). Terway itself has
+ * no GC call and leaves leaks to terwayd's loop, which sees only leases whose host veth is gone: an ADD killed
+ * before the runtime recorded it, or a pod gone with its netns kept, holds its address until a GC names it.
+ * Leases without a recorded sandbox (stored by an older terwayd) are left to that loop.
+ */
+export async function gc(a: CmdArgs): Promise<void> {
+  const conf = parseConf(a);
+  const keep = new Set(validAttachments(a.conf).map((x) => x.containerID));
+  const client = new TerwayClient(conf.socket);
+  const failed: string[] = [];
+  for (const l of (await client.listLeases()).Leases) {
+    if (!l.ContainerId || keep.has(l.ContainerId)) continue;
+    const ref: PodRef = {
+      K8sPodNamespace: l.K8sPodNamespace,
+      K8sPodName: l.K8sPodName,
+      K8sPodInfraContainerId: l.ContainerId,
+      Netns: l.Netns,
+      IfName: a.ifName || 'eth0',
+    };
+    try {
+      // asked again: the pod's new sandbox may have taken the lease since the list
+      const info = await client.getIPInfo(ref);
+      if (!info.Success || heldByAnotherSandbox(info, ref)) continue;
+      await teardownLease({ ...a, netns: ref.Netns, ifName: ref.IfName }, conf, ref, info);
+      await client.releaseIP({ ...ref, Reason: 'cni gc' });
+    } catch (e) {
+      failed.push(`${l.K8sPodNamespace}/${l.K8sPodName} (${l.IPv4}): ${e instanceof Error ? e.message : String(e)}`);
+    }
+  }
+  if (failed.length) throw new CniError(CniCode.Internal, `terway: GC: ${failed.length} lease(s) not collected`, failed.join('; '));
 }
 
 /** True when terwayd says another sandbox (container ID) of this pod holds its IP. */

@@ -8,7 +8,7 @@ import { TransientError } from '@cnikit/netlib';
 import { bandwidthFrom } from '../datapath/bandwidth';
 import type { EniIpPool, IpLease } from '../pool';
 import { POOL_UNAVAILABLE } from '../rpc/proto';
-import type { AllocIPReply, EventReply, EventRequest, GetInfoReply, NetConf, PodRef, ReleaseIPReply } from '../rpc/proto';
+import type { AllocIPReply, EventReply, EventRequest, GetInfoReply, ListLeasesReply, NetConf, PodRef, ReleaseIPReply } from '../rpc/proto';
 import type { LeaseStore, StoredLease } from './store';
 
 export const RESERVATION_ANNOTATION = 'k8s.aliyun.com/pod-ip-reservation';
@@ -169,6 +169,24 @@ export class TerwayDaemon {
     if (this.events.length > 1000) this.events.shift();
     this.opts.log?.('event', { ...e });
     return { Succeed: true, Error: '' };
+  }
+
+  /** The leases pods hold, with their sandboxes; an IP reserved for a pod's return is no pod's (ListLeases). */
+  async listLeases(): Promise<ListLeasesReply> {
+    const leases = this.opts.pool.leases().filter((l) => l.reservedUntil === undefined);
+    return {
+      Leases: leases.map(({ key, lease }) => {
+        const [ns = '', name = ''] = key.split('/');
+        return {
+          K8sPodNamespace: ns,
+          K8sPodName: name,
+          ContainerId: this.containers.get(key) ?? '',
+          Netns: this.netnsPaths.get(key) ?? '',
+          IPv4: lease.ip,
+          IPv6: lease.ip6 ?? '',
+        };
+      }),
+    };
   }
 
   /** GC of pods deleted without CNI DEL: releases leases of keys `alive` rejects. */

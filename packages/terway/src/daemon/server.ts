@@ -46,6 +46,7 @@ export class TerwayServer {
       ReleaseIP: wrap('ReleaseIP', (r: Parameters<TerwayDaemon['releaseIP']>[0]) => daemon.releaseIP(r)),
       GetIPInfo: wrap('GetIPInfo', (r: Parameters<TerwayDaemon['getIPInfo']>[0]) => daemon.getIPInfo(r)),
       RecordEvent: wrap('RecordEvent', (r: Parameters<TerwayDaemon['recordEvent']>[0]) => daemon.recordEvent(r)),
+      ListLeases: wrap('ListLeases', () => daemon.listLeases()),
     });
   }
 

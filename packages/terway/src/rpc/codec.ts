@@ -7,7 +7,7 @@
  */
 import { ProtoWriter, protoBool, protoBytes, protoFields, protoNumber, protoString } from '@cnikit/unary-grpc';
 import { TERWAY_DESCRIPTOR, type AllocIPReply, type EventReply, type EventRequest, type GetInfoReply } from './proto';
-import type { IPSet, NetConf, PodRef, ReleaseIPReply } from './proto';
+import type { IPSet, ListLeasesReply, NetConf, PodLease, PodRef, ReleaseIPReply } from './proto';
 
 /** An enum's names indexed by number, from the descriptor terwayd serves. */
 const enumNames = (values: Record<string, number>): string[] =>
@@ -145,5 +145,21 @@ export function decodeEventReply(buf: Buffer): EventReply {
     if (f.field === 1) r.Succeed = protoBool(f.value);
     else if (f.field === 2) r.Error = protoString(f.value);
   }
+  return r;
+}
+
+function decodePodLease(buf: Buffer): PodLease {
+  const l: PodLease = { K8sPodNamespace: '', K8sPodName: '', ContainerId: '', Netns: '', IPv4: '', IPv6: '' };
+  const names = ['K8sPodNamespace', 'K8sPodName', 'ContainerId', 'Netns', 'IPv4', 'IPv6'] as const;
+  for (const f of protoFields(buf)) {
+    const name = names[f.field - 1];
+    if (name) l[name] = protoString(f.value);
+  }
+  return l;
+}
+
+export function decodeListLeasesReply(buf: Buffer): ListLeasesReply {
+  const r: ListLeasesReply = { Leases: [] };
+  for (const f of protoFields(buf)) if (f.field === 1) r.Leases.push(decodePodLease(protoBytes(f.value)));
   return r;
 }

@@ -10,6 +10,9 @@
  *     rpc RecordEvent (EventRequest) returns (EventReply);
  *   }
  *
+ * and one call of ours, ListLeases (Terway has none like it): the leases pods hold with their sandboxes, which the
+ * binary's CNI GC judges against the runtime's valid attachments (Terway leaves leaks to terwayd's own GC loop).
+ *
  * No gRPC library here: the terway binary reads the descriptor and the types (codec.ts), terwayd loads
  * them into grpc-js (service.ts).
  */
@@ -44,6 +47,7 @@ export const TERWAY_DESCRIPTOR = {
             ReleaseIP: { requestType: 'ReleaseIPRequest', responseType: 'ReleaseIPReply' },
             GetIPInfo: { requestType: 'GetInfoRequest', responseType: 'GetInfoReply' },
             RecordEvent: { requestType: 'EventRequest', responseType: 'EventReply' },
+            ListLeases: { requestType: 'ListLeasesRequest', responseType: 'ListLeasesReply' },
           },
         },
         IPType: { values: { TypeVPCIP: 0, TypeVPCENI: 1, TypeENIMultiIP: 2 } },
@@ -86,6 +90,16 @@ export const TERWAY_DESCRIPTOR = {
           Message: 'string',
         }),
         EventReply: msg({ Succeed: 'bool', Error: 'string' }),
+        ListLeasesRequest: msg({}),
+        PodLease: msg({
+          K8sPodNamespace: 'string',
+          K8sPodName: 'string',
+          ContainerId: 'string',
+          Netns: 'string',
+          IPv4: 'string',
+          IPv6: 'string',
+        }),
+        ListLeasesReply: msg({ Leases: 'repeated PodLease' }),
       },
     },
   },
@@ -152,4 +166,16 @@ export interface EventRequest {
 export interface EventReply {
   Succeed: boolean;
   Error: string;
+}
+/** A lease a pod holds: its sandbox ('' when stored before sandboxes were recorded) and the netns its AllocIP named. */
+export interface PodLease {
+  K8sPodNamespace: string;
+  K8sPodName: string;
+  ContainerId: string;
+  Netns: string;
+  IPv4: string;
+  IPv6: string;
+}
+export interface ListLeasesReply {
+  Leases: PodLease[];
 }
