@@ -9,7 +9,7 @@ import { spawn, spawnSync } from 'node:child_process';
 import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
-import { alternate, alternateCpu, cpuOnce, median, mib, ms, ratio, table, timeOnce } from './lib/measure.mjs';
+import { alternate, alternateCpu, cpuOnce, median, mib, ms, ratio, table, timeOnce, verdict } from './lib/measure.mjs';
 import { POLLS_PER_MINUTE } from './status.mjs';
 import { ip, startCoil } from './lib/coil-cluster.mjs';
 
@@ -59,7 +59,6 @@ async function addHandling(url, method = 'Add') {
 
 /** A field of /proc/<pid>/status in KiB (VmRSS: now, VmHWM: the peak). */
 const procKiB = (pid, field) => Number(new RegExp(`${field}:\\s+(\\d+)`).exec(fs.readFileSync(`/proc/${pid}/status`, 'utf8'))?.[1] ?? 0);
-const verdict = (x, limit) => (x <= limit ? 'met' : `missed by ${ratio(x / limit)}`);
 
 const pct = (xs, p) => [...xs].sort((a, b) => a - b)[Math.min(xs.length - 1, Math.ceil((p / 100) * xs.length) - 1)];
 

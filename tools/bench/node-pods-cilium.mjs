@@ -8,7 +8,7 @@
 import { spawnSync } from 'node:child_process';
 import * as path from 'node:path';
 import { ms, table } from './lib/measure.mjs';
-import { podBench } from './lib/pod-bench.mjs';
+import { daemonMemory, podBench } from './lib/pod-bench.mjs';
 
 export const title = 'real node: 30 pods create -> Ready, cilium-eni-ipam (default and raised pre-allocation) vs bridge + host-local';
 export const order = 93;
@@ -40,4 +40,8 @@ export function run(ctx) {
     ],
   );
   console.log(`  EC2 calls in all (install, both waves, the pool growing and the excess released): ${res.ec2Calls}`);
+  daemonMemory([
+    ['cilium-eni-agent', res.agent],
+    ['cilium-eni-operator', res.operator],
+  ]);
 }

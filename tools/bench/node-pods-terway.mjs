@@ -6,7 +6,7 @@
 // the order Terway's own timeouts and back-offs are built around. tools/node-lab/pod-bench.ts --family terway
 // does the work; needs root. About 3 minutes.
 import { ms, table } from './lib/measure.mjs';
-import { podBench } from './lib/pod-bench.mjs';
+import { daemonMemory, podBench } from './lib/pod-bench.mjs';
 
 export const title = 'real node: 30 pods create -> Ready, terway (cold and warm pool) vs bridge + host-local';
 export const order = 92;
@@ -24,4 +24,5 @@ export function run(ctx) {
     ],
   );
   console.log(`  OpenAPI calls in all (install, both waves, the pool filling and emptying): ${res.openApiCalls}`);
+  daemonMemory([['terwayd', res.terwayd]]);
 }

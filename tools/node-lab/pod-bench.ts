@@ -28,7 +28,7 @@ import * as os from 'node:os';
 import * as path from 'node:path';
 import { parseArgs } from 'node:util';
 import { startCluster, stopCluster } from '../../testing/kube/src/cluster.ts';
-import { downNodes, importImage, installDebianPlugins, labDirOf, routeThroughVpc, upNodes, type Lab } from './lab.ts';
+import { crictl, downNodes, importImage, installDebianPlugins, labDirOf, routeThroughVpc, upNodes, type Lab } from './lab.ts';
 import { GCP, GKE_CONFLIST, gcpDeployYaml, startGceEmulator, writeGkeConflist, type Emulator } from './gcp.ts';
 import { ALIYUN, labEniConf, startAliyunEmulator, terwayDeployYaml } from './aliyun.ts';
 
@@ -238,6 +238,19 @@ async function switchToTerway(lab: Lab, kubeconfig: string, image: string, endpo
   kubectl(lab, kubeconfig, ['wait', '--for=condition=Ready', 'node', '--all', '--timeout=300s']);
 }
 
+/** VmRSS and VmHWM (KiB) of a container of the node, by its name (the node's containers are host processes). */
+function containerMemory(lab: Lab, name: string): { rssKiB: number; hwmKiB: number } {
+  const node = lab.nodes[0]!;
+  const [id] = crictl(lab, node, ['ps', '--name', `^${name}$`, '-q'])
+    .trim()
+    .split('\n');
+  if (!id) throw new Error(`no running container ${name} on ${node.name}`);
+  const pid = (JSON.parse(crictl(lab, node, ['inspect', '-o', 'json', id])) as { info: { pid: number } }).info.pid;
+  const status = fs.readFileSync(`/proc/${pid}/status`, 'utf8');
+  const kib = (field: string): number => Number(new RegExp(`^${field}:\\s+(\\d+) kB`, 'm').exec(status)?.[1] ?? NaN);
+  return { rssKiB: kib('VmRSS'), hwmKiB: kib('VmHWM') };
+}
+
 /** Private IPs the emulator holds on the secondary ENIs of the node's instance. */
 async function cloudIps(endpoint: string): Promise<number> {
   const s = (await (await fetch(`http://${endpoint}/_emulator/state`)).json()) as {
@@ -251,10 +264,13 @@ async function measureTerway(lab: Lab, kubeconfig: string, image: string): Promi
   const bridge = await createToReady(lab, kubeconfig);
   // room for the pods: three ENIs of 20 addresses besides the primary one
   const shape = ['--instance-type', `${ALIYUN.instanceType}=4,20`];
-  const emu = await startAliyunEmulator(lab, root, [...shape, '--latency-ms', opt['call-ms']!, '--attach-delay-ms', opt['op-ms']!]);
+  const emu = started(
+    await startAliyunEmulator(lab, root, [...shape, '--latency-ms', opt['call-ms']!, '--attach-delay-ms', opt['op-ms']!]),
+  );
   try {
     log(`switching the node to terway (image + manifests; OpenAPI calls of ${opt['call-ms']} ms, attaches of ${opt['op-ms']} ms)`);
     await switchToTerway(lab, kubeconfig, image, emu.url);
+    const idle = containerMemory(lab, 'terwayd');
     const cold = await createToReady(lab, kubeconfig);
     const warmPool = { min_pool_size: PODS, max_pool_size: PODS };
     kubectl(lab, kubeconfig, [
@@ -282,9 +298,10 @@ async function measureTerway(lab: Lab, kubeconfig: string, image: string): Promi
       terwayCold: summary(cold),
       terwayWarm: summary(warm),
       openApiCalls: state.calls,
+      terwayd: { idleKiB: idle.rssKiB, peakKiB: containerMemory(lab, 'terwayd').hwmKiB },
     };
   } finally {
-    await emu.stop();
+    await stopped(emu);
   }
 }
 
@@ -304,7 +321,7 @@ async function measureCilium(lab: Lab, kubeconfig: string, image: string): Promi
   log(`bridge + host-local: ${PODS} pods`);
   const bridge = await createToReady(lab, kubeconfig);
   // m5.xlarge: 3 ENIs of 14 addresses for pods (the node's own NIC carries none), room for 30 pods and 8 spare
-  const aws = await awsLab.startAwsLab(lab, 'm5.xlarge');
+  const aws = started(await awsLab.startAwsLab(lab, 'm5.xlarge'));
   try {
     aws.ec2.rules.push({ action: '*', latencyMs: Number(opt['call-ms']) });
     log(`switching the node to cilium-eni-ipam (image + manifests; EC2 calls of ${opt['call-ms']} ms)`);
@@ -322,6 +339,7 @@ async function measureCilium(lab: Lab, kubeconfig: string, image: string): Promi
     kubectl(lab, kubeconfig, ['-n', 'kube-system', 'rollout', 'status', 'daemonset/cilium-eni-agent', '--timeout=300s']);
     await poolOf(lab, kubeconfig, node.name, 8);
     kubectl(lab, kubeconfig, ['wait', '--for=condition=Ready', 'node', '--all', '--timeout=300s']);
+    const idle = { agent: containerMemory(lab, 'agent'), operator: containerMemory(lab, 'operator') };
     const cold = await createToReady(lab, kubeconfig);
     const patch = JSON.stringify({ spec: { ipam: { 'pre-allocate': PODS } } });
     kubectl(lab, kubeconfig, ['patch', 'ciliumnode', node.name, '--type', 'merge', '-p', patch]);
@@ -334,9 +352,11 @@ async function measureCilium(lab: Lab, kubeconfig: string, image: string): Promi
       ciliumDefault: summary(cold),
       ciliumWarm: summary(warm),
       ec2Calls: aws.ec2.total(),
+      agent: { idleKiB: idle.agent.rssKiB, peakKiB: containerMemory(lab, 'agent').hwmKiB },
+      operator: { idleKiB: idle.operator.rssKiB, peakKiB: containerMemory(lab, 'operator').hwmKiB },
     };
   } finally {
-    await aws.stop();
+    await stopped(aws);
   }
 }
 
@@ -389,7 +409,7 @@ async function measureCoil(lab: Lab, kubeconfig: string, image: string): Promise
 async function measureGcpIpam(lab: Lab, kubeconfig: string, image: string): Promise<unknown> {
   log(`bridge + host-local: ${PODS} pods`);
   const bridge = await createToReady(lab, kubeconfig);
-  const gce = await startGceEmulator(lab, root, Number(opt['op-ms']));
+  const gce = started(await startGceEmulator(lab, root, Number(opt['op-ms'])));
   try {
     log(`switching the node to gcp-ipam (image + manifests; alias operations of ${opt['op-ms']} ms)`);
     await switchToGcpIpam(lab, kubeconfig, image, gce);
@@ -405,8 +425,19 @@ async function measureGcpIpam(lab: Lab, kubeconfig: string, image: string): Prom
       updateCalls: state.calls['instances.updateNetworkInterface'] ?? 0,
     };
   } finally {
-    await gce.stop();
+    await stopped(gce);
   }
+}
+
+/** The cloud a measure runs: its own finally stops it, and so does a signal's teardown (process.exit skips finally). */
+const running = new Set<{ stop(): Promise<unknown> }>();
+function started<T extends { stop(): Promise<unknown> }>(cloud: T): T {
+  running.add(cloud);
+  return cloud;
+}
+async function stopped(cloud: { stop(): Promise<unknown> }): Promise<void> {
+  running.delete(cloud);
+  await cloud.stop();
 }
 
 async function main(): Promise<void> {
@@ -414,6 +445,7 @@ async function main(): Promise<void> {
   const stateDir = fs.mkdtempSync(path.join(os.tmpdir(), 'cnikit-podbench-'));
   const cluster = await startCluster({ stateDir, log, serviceAccounts: true });
   const teardown = async (): Promise<void> => {
+    for (const cloud of running) await stopped(cloud).catch((err: unknown) => log(`stopping a cloud emulator: ${String(err)}`));
     await downNodes(labDirOf(stateDir), { log });
     await stopCluster(cluster);
   };

@@ -10,7 +10,7 @@
  * - an HTTP server for Prometheus metrics (prom-client) and /healthz /readyz;
  * - CRD manifests (apiextensions.k8s.io/v1, structural schemas, CEL validation rules).
  *
- * Credentials come from @kubernetes/client-node's KubeConfig. A real test API server: @cnikit/kube/testing.
+ * Credentials come from kubeconfig.ts (kubeconfig files, $KUBECONFIG, the pod's service account). A real test API server: @cnikit/kube/testing.
  */
 export * from './errors';
 export * from './log';

@@ -1,17 +1,17 @@
 /**
  * @cnikit/kube/lite: the one API-server client for per-pod binaries (gcp-ipam's IPAM plugin, and the provisioner,
- * a one-shot Job that shares the plugin's IPPool code). It reads a kubeconfig (client certificate, bearer token
- * or token file; CA data or file) with js-yaml and speaks JSON over node:https with one keep-alive agent, and
- * throws the kit's ApiError, so callers test failures with the kit's predicates. It exists because
- * @kubernetes/client-node (behind the kit's connect()) costs tens of milliseconds to load on every CNI call
- * (measured in docs/kube.md); daemons and controllers use the kit (@cnikit/kube).
+ * a one-shot Job that shares the plugin's IPPool code). It takes the kit's credentials (kubeconfig.ts) and speaks
+ * JSON over node:https with one keep-alive agent, and throws the kit's ApiError, so callers test failures with the
+ * kit's predicates. It exists because the kit's entry point (informers, controllers, metrics with prom-client)
+ * costs milliseconds to load on every CNI call; daemons and controllers use the kit (@cnikit/kube).
  */
-import * as fs from 'node:fs';
 import * as http from 'node:http';
 import * as https from 'node:https';
-import * as path from 'node:path';
 import { retry, type Backoff } from '@cnikit/netlib/retry';
 import { ApiError, type ApiStatus } from './errors';
+import { credentialsFromFiles, inClusterCredentials, type KubeCredentials } from './kubeconfig';
+
+export { inClusterServer } from './kubeconfig';
 
 export { ApiError, isAlreadyExists, isConflict, isNotFound } from './errors';
 
@@ -25,100 +25,63 @@ export interface KubeLite {
   close(): void;
 }
 
-interface KubeconfigFile {
-  clusters?: {
-    name: string;
-    cluster: {
-      server: string;
-      'certificate-authority'?: string;
-      'certificate-authority-data'?: string;
-      'insecure-skip-tls-verify'?: boolean;
-    };
-  }[];
-  users?: {
-    name: string;
-    user: {
-      'client-certificate'?: string;
-      'client-certificate-data'?: string;
-      'client-key'?: string;
-      'client-key-data'?: string;
-      token?: string;
-      tokenFile?: string;
-    };
-  }[];
-  contexts?: { name: string; context: { cluster: string; user: string } }[];
-  'current-context'?: string;
-}
-
-/** Reads a kubeconfig file; errors name the file and the missing part. */
+/** Reads a kubeconfig file (the kit's reader: certificates, tokens, exec plugins); errors name the file and the missing part. */
 export function kubeFromFile(file: string, opts: { timeoutMs?: number } = {}): KubeLite {
-  const { load } = require('js-yaml') as typeof import('js-yaml');
-  const dir = path.dirname(file);
-  const kc = load(fs.readFileSync(file, 'utf8')) as KubeconfigFile;
-  const ctxName = kc['current-context'];
-  const ctx = kc.contexts?.find((c) => c.name === ctxName)?.context ?? kc.contexts?.[0]?.context;
-  const cluster = kc.clusters?.find((c) => c.name === ctx?.cluster)?.cluster ?? kc.clusters?.[0]?.cluster;
-  const user = kc.users?.find((u) => u.name === ctx?.user)?.user ?? kc.users?.[0]?.user ?? {};
-  if (!cluster?.server) throw new Error(`kubeconfig ${file}: no cluster server`);
-  const rd = (data: string | undefined, f: string | undefined): Buffer | undefined =>
-    data ? Buffer.from(data, 'base64') : f ? fs.readFileSync(path.resolve(dir, f)) : undefined;
-  const tls: https.AgentOptions = {
-    keepAlive: true,
-    ca: rd(cluster['certificate-authority-data'], cluster['certificate-authority']),
-    cert: rd(user['client-certificate-data'], user['client-certificate']),
-    key: rd(user['client-key-data'], user['client-key']),
-    rejectUnauthorized: !cluster['insecure-skip-tls-verify'],
-  };
-  const token = user.token ?? (user.tokenFile ? fs.readFileSync(user.tokenFile, 'utf8').trim() : undefined);
-  return new Client(cluster.server, tls, token, opts.timeoutMs ?? 15_000);
-}
-
-/** The API server a pod is given: `https://$KUBERNETES_SERVICE_HOST:$KUBERNETES_SERVICE_PORT`, an IPv6 host in brackets. */
-export function inClusterServer(env: NodeJS.ProcessEnv = process.env): string {
-  const host = env.KUBERNETES_SERVICE_HOST;
-  if (!host) throw new Error('kube: not in a cluster (KUBERNETES_SERVICE_HOST unset) and no kubeconfig given');
-  return `https://${host.includes(':') ? `[${host}]` : host}:${env.KUBERNETES_SERVICE_PORT ?? '443'}`;
+  return new Client(credentialsFromFiles([file]), opts.timeoutMs ?? 15_000);
 }
 
 /** In-cluster: the service account's token and CA (the installer and provisioner run as pods). */
 export function kubeInCluster(): KubeLite {
-  const sa = '/var/run/secrets/kubernetes.io/serviceaccount';
-  return new Client(
-    inClusterServer(),
-    { keepAlive: true, ca: fs.readFileSync(`${sa}/ca.crt`) },
-    fs.readFileSync(`${sa}/token`, 'utf8').trim(),
-    15_000,
-  );
+  return new Client(inClusterCredentials(), 15_000);
 }
 
 class Client implements KubeLite {
-  private readonly agent: http.Agent;
+  private agent: http.Agent | undefined;
   private readonly url: URL;
+  readonly server: string;
   constructor(
-    readonly server: string,
-    tls: https.AgentOptions,
-    private readonly token: string | undefined,
+    private readonly creds: KubeCredentials,
     private readonly timeoutMs: number,
   ) {
-    this.url = new URL(server);
-    this.agent = this.url.protocol === 'https:' ? new https.Agent(tls) : new http.Agent({ keepAlive: true });
+    this.server = creds.server;
+    this.url = new URL(creds.server);
   }
 
   request<T>(method: string, urlPath: string, body?: unknown, contentType = 'application/json'): Promise<T> {
     return retry({ backoff: BUSY_SERVER, retriable: isBusyServer }, () => this.once<T>(method, urlPath, body, contentType));
   }
 
-  private once<T>(method: string, urlPath: string, body: unknown, contentType: string): Promise<T> {
+  /** One keep-alive agent, made with the TLS material of the first request. */
+  private agentFor(opts: https.RequestOptions): http.Agent {
+    if (this.agent) return this.agent;
+    const { ca, cert, key, rejectUnauthorized, servername } = opts;
+    this.agent =
+      this.url.protocol === 'https:'
+        ? new https.Agent({
+            keepAlive: true,
+            ca,
+            cert,
+            key,
+            ...(rejectUnauthorized === false ? { rejectUnauthorized } : {}),
+            ...(servername ? { servername } : {}),
+          })
+        : new http.Agent({ keepAlive: true });
+    return this.agent;
+  }
+
+  private async once<T>(method: string, urlPath: string, body: unknown, contentType: string): Promise<T> {
     const data = body === undefined ? undefined : JSON.stringify(body);
     const headers: Record<string, string> = { Accept: 'application/json', 'User-Agent': 'gcp-ipam' };
-    if (this.token) headers.Authorization = `Bearer ${this.token}`;
     if (data !== undefined) {
       headers['Content-Type'] = contentType;
       headers['Content-Length'] = String(Buffer.byteLength(data));
     }
+    const opts: https.RequestOptions = { method, headers, timeout: this.timeoutMs };
+    await this.creds.applyToHTTPSOptions(opts);
+    opts.agent = this.agentFor(opts);
     const mod = this.url.protocol === 'https:' ? https : http;
     return new Promise<T>((resolve, reject) => {
-      const req = mod.request(new URL(urlPath, this.url), { method, headers, agent: this.agent, timeout: this.timeoutMs }, (res) => {
+      const req = mod.request(new URL(urlPath, this.url), opts, (res) => {
         const chunks: Buffer[] = [];
         res.on('data', (c: Buffer) => chunks.push(c));
         res.on('error', reject);
@@ -143,6 +106,6 @@ class Client implements KubeLite {
   }
 
   close(): void {
-    this.agent.destroy();
+    this.agent?.destroy();
   }
 }

@@ -1,14 +1,14 @@
 /**
  * HTTP(S) transport to the API server. Authentication, TLS material and the server address come from
- * @kubernetes/client-node's KubeConfig (kubeconfig files, in-cluster service-account config, exec and token
- * providers); requests go over Node's http/https with one keep-alive agent per transport, so connections are
+ * KubeCredentials (kubeconfig.ts: kubeconfig files, the pod's service account, token, certificate and exec
+ * credentials); requests go over Node's http/https with one keep-alive agent per transport, so connections are
  * reused and a watch is a plain streaming response the kit reads line by line.
  */
 import * as http from 'node:http';
 import * as https from 'node:https';
 import { StringDecoder } from 'node:string_decoder';
-import type { KubeConfig } from '@kubernetes/client-node';
 import { AbortedError, ApiError, KubeConfigError, TransportError, type ApiStatus } from './errors';
+import type { KubeCredentials } from './kubeconfig';
 
 export type Query = Record<string, string | number | boolean | undefined>;
 
@@ -41,8 +41,8 @@ export interface TransportOptions {
   observer?: RequestObserver;
 }
 
-/** The client-node configuration objects the transport needs (any KubeConfig fits). */
-type KubeConfigLike = Pick<KubeConfig, 'getCurrentCluster' | 'applyToHTTPSOptions'>;
+/** What the transport needs of credentials. */
+type KubeConfigLike = Pick<KubeCredentials, 'server' | 'applyToHTTPSOptions'>;
 
 export class KubeTransport {
   readonly server: URL;
@@ -50,16 +50,12 @@ export class KubeTransport {
   private readonly timeoutMs: number;
   private readonly userAgent: string;
   private agent: http.Agent | undefined;
-  private readonly useProxyAgent: boolean;
   private readonly openStreams = new Set<http.ClientRequest>();
   observer: RequestObserver | undefined;
 
   constructor(kc: KubeConfigLike, opts: TransportOptions = {}) {
-    const cluster = kc.getCurrentCluster();
-    if (!cluster) throw new KubeConfigError('kubeconfig has no current cluster');
-    this.server = new URL(cluster.server);
+    this.server = new URL(kc.server);
     this.kc = kc;
-    this.useProxyAgent = Boolean((cluster as { proxyUrl?: string }).proxyUrl);
     this.timeoutMs = opts.timeoutMs ?? 30_000;
     this.userAgent = opts.userAgent ?? 'cnikit-kube';
     this.observer = opts.observer;
@@ -179,7 +175,7 @@ export class KubeTransport {
       throw new KubeConfigError(`credentials for ${this.server.host}: ${(err as Error).message}`, { cause: err });
     }
     const tls = url.protocol === 'https:';
-    if (!this.useProxyAgent) opts.agent = this.keepAliveAgent(tls, opts);
+    opts.agent = this.keepAliveAgent(tls, opts);
     if (signal?.aborted) throw new AbortedError(`${method} ${url.pathname}`);
     return new Promise((resolve, reject) => {
       const req = (tls ? https : http).request(url, opts, (res) => {

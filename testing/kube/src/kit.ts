@@ -2,11 +2,9 @@
  * Test helpers on top of a running cluster: transports (direct, or through a TcpProxy), unique names, and
  * etcd compaction (to make old resourceVersions expire and provoke 410 Gone).
  */
-import * as fs from 'node:fs';
 import * as http from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { KubeConfig } from '@kubernetes/client-node';
-import { KubeTransport, type TransportOptions } from '@cnikit/kube';
+import { credentialsFromDoc, credentialsFromFiles, KubeTransport, type KubeCredentials, type TransportOptions } from '@cnikit/kube';
 import { readState, type ClusterInfo } from './cluster';
 
 /** Environment variable through which jest's globalSetup hands the cluster's state dir to test files. */
@@ -19,14 +17,10 @@ export function testCluster(stateDir = process.env[TEST_CLUSTER_ENV]): ClusterIn
   return info;
 }
 
-/** A KubeConfig for the cluster, optionally with another server address (a TcpProxy in front). */
-export function kubeConfigFor(info: ClusterInfo, server?: string): KubeConfig {
-  const kc = new KubeConfig();
-  kc.loadFromString(fs.readFileSync(info.kubeconfig, 'utf8'));
-  if (!server) return kc;
-  const clusters = kc.clusters.map((c) => ({ ...c, server }));
-  kc.loadFromOptions({ clusters, users: kc.users, contexts: kc.contexts, currentContext: kc.currentContext });
-  return kc;
+/** Credentials for the cluster, optionally with another server address (a TcpProxy in front). */
+export function kubeConfigFor(info: ClusterInfo, server?: string): KubeCredentials {
+  const kc = credentialsFromFiles([info.kubeconfig]);
+  return server ? kc.withServer(server) : kc;
 }
 
 export function transportFor(info: ClusterInfo, opts: TransportOptions & { server?: string } = {}): KubeTransport {
@@ -36,13 +30,14 @@ export function transportFor(info: ClusterInfo, opts: TransportOptions & { serve
 /** A transport to a stand-in API server (a test's own http.Server answering the few paths it needs), started on a free port. */
 export async function standInTransport(srv: http.Server): Promise<KubeTransport> {
   await new Promise<void>((r) => srv.listen(0, '127.0.0.1', r));
-  const kc = new KubeConfig();
-  kc.loadFromOptions({
-    clusters: [{ name: 'c', server: `http://127.0.0.1:${(srv.address() as AddressInfo).port}`, skipTLSVerify: true }],
-    users: [{ name: 'u' }],
-    contexts: [{ name: 'x', cluster: 'c', user: 'u' }],
-    currentContext: 'x',
-  });
+  const kc = credentialsFromDoc(
+    {
+      clusters: [{ name: 'c', cluster: { server: `http://127.0.0.1:${(srv.address() as AddressInfo).port}` } }],
+      contexts: [{ name: 'x', context: { cluster: 'c' } }],
+      'current-context': 'x',
+    },
+    '.',
+  );
   return new KubeTransport(kc);
 }
 

@@ -3,13 +3,13 @@
 // (as its README shows it, then with the restart-on-error its users add) and @cnikit/kube's Informer through a TCP
 // proxy: 40 updates, the connection reset every 8th, the server refused during 5 of them. Bundled with esbuild
 // and run by tools/bench/kube-informers.mjs; prints one JSON line per informer.
-import { CoreV1Api, makeInformer, type V1ConfigMap } from '@kubernetes/client-node';
+import { CoreV1Api, KubeConfig, makeInformer, type V1ConfigMap } from '@kubernetes/client-node';
 import { ConfigMaps, Informer, ResourceClient, type ConfigMap } from '@cnikit/kube';
 import { retry, sleep } from '@cnikit/netlib/retry';
 // by path: the package index also re-exports kernel test support, which this script does not need
 import { startCluster, stopCluster, type ClusterInfo } from '../../../testing/kube/src/cluster';
 import { TcpProxy } from '../../../testing/kube/src/tcp-proxy';
-import { kubeConfigFor, transportFor, uniqueName } from '../../../testing/kube/src/kit';
+import { transportFor, uniqueName } from '../../../testing/kube/src/kit';
 
 const UPDATES = 40;
 
@@ -31,8 +31,17 @@ async function waitUntil(cond: () => boolean, timeoutMs: number): Promise<boolea
   return retry({ backoff, retriable: () => true, until: Date.now() + timeoutMs }, check).catch(() => false);
 }
 
+/** client-node's own KubeConfig of the cluster, its server address the proxy's. */
+function clientNodeConfig(cluster: ClusterInfo, server: string): KubeConfig {
+  const kc = new KubeConfig();
+  kc.loadFromFile(cluster.kubeconfig);
+  const clusters = kc.clusters.map((c) => ({ ...c, server }));
+  kc.loadFromOptions({ clusters, users: kc.users, contexts: kc.contexts, currentContext: kc.currentContext });
+  return kc;
+}
+
 function clientNode(cluster: ClusterInfo, server: string, label: string, restartOnError: boolean): Subject {
-  const kc = kubeConfigFor(cluster, server);
+  const kc = clientNodeConfig(cluster, server);
   const api = kc.makeApiClient(CoreV1Api);
   let lists = 0;
   let errors = 0;

@@ -104,6 +104,9 @@ export function peakRssKiB(cmd) {
 
 export const ms = (x) => `${x.toFixed(1)} ms`;
 export const mib = (kib) => `${(kib / 1024).toFixed(1)} MiB`;
+
+/** Whether a figure is within its target (a limit to stay under): "met", or by how much it is missed. */
+export const verdict = (x, limit) => (x <= limit ? 'met' : `missed by ${ratio(x / limit)}`);
 export const mb = (bytes) => `${(bytes / 1e6).toFixed(1)} MB`;
 export const ratio = (x) => `${x.toFixed(2)}x`;
 

@@ -2,6 +2,7 @@
 // returns the JSON object it prints last. Shared by the node-pods modules.
 import { spawnSync } from 'node:child_process';
 import * as path from 'node:path';
+import { mib, table, verdict } from './measure.mjs';
 
 export function podBench(ctx, args, env = {}) {
   const script = path.join(ctx.root, 'tools', 'node-lab', 'pod-bench.ts');
@@ -13,4 +14,16 @@ export function podBench(ctx, args, env = {}) {
   });
   if (r.status !== 0) throw new Error(`pod-bench exited ${r.status}: ${r.stdout}`);
   return JSON.parse(r.stdout.trim().split('\n').pop());
+}
+
+/** The issue-18 rows of node daemons measured in their pods: [name, {idleKiB, peakKiB}], idle against 80 MiB. */
+export function daemonMemory(daemons) {
+  console.log('  the node daemons in their pods (issue 18: every daemon idle <= 80 MiB; peak after both waves):');
+  table(
+    ['', 'figure', 'target', ''],
+    daemons.flatMap(([name, m]) => [
+      [`${name} RSS after start-up`, mib(m.idleKiB), '<= 80 MiB', verdict(m.idleKiB, 80 * 1024)],
+      [`${name} peak RSS (VmHWM)`, mib(m.peakKiB), '-', ''],
+    ]),
+  );
 }
