@@ -44,6 +44,7 @@ module.exports = {
     '^@cnikit/unary-grpc$': path.join(__dirname, 'packages/unary-grpc/src/index.ts'),
     '^@cnikit/kube$': path.join(__dirname, 'packages/kube/src/index.ts'),
     '^@cnikit/kube/lite$': path.join(__dirname, 'packages/kube/src/lite.ts'),
+    '^@cnikit/kube/prom$': path.join(__dirname, 'packages/kube/src/prom.ts'),
     '^@cnikit/terway$': path.join(__dirname, 'packages/terway/src/index.ts'),
     '^@cnikit/terway/cni-plugin$': path.join(__dirname, 'packages/terway/src/cni/plugin.ts'),
     '^@cnikit/terway/cloud$': path.join(__dirname, 'packages/terway/src/cloud/node-enis.ts'),

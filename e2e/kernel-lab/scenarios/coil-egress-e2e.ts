@@ -23,7 +23,7 @@ import { spawn } from 'node:child_process';
 import { statSync } from 'node:fs';
 import { Namespaces, Pods, ResourceClient, connect, installCrd, type Logger } from '@cnikit/kube';
 import { link, route, tunnel } from '@cnikit/netlib';
-import { Registry } from 'prom-client';
+import { Registry } from '@cnikit/kube/prom';
 import { coilCrds } from '../../../packages/coil/src/api/crds';
 import { Egresses, Services } from '../../../packages/coil/src/api/egress';
 import { EgressClient, defaultNatClient, type NatClient, type NatClientConfig } from '../../../packages/coil/src/coild/egress';

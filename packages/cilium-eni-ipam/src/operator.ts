@@ -20,7 +20,7 @@ import {
   type ResourceClient,
   MetricsIn,
 } from '@cnikit/kube';
-import { Registry, type Counter, type Gauge } from 'prom-client';
+import { Registry, type Counter, type Gauge } from '@cnikit/kube/prom';
 import type { Ec2Api } from './ec2';
 import type { LimitsTable } from './limits';
 import { NodeSyncer, TAG_CLUSTER, ipamParams, newMemory, type NodeMemory, type NodeSyncResult } from './node-sync';

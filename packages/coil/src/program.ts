@@ -6,7 +6,7 @@
 import { Command } from 'commander';
 import { HealthServer, KubeMetrics, connect, parseListenAddr, type KubeTransport } from '@cnikit/kube';
 import { retry, type Backoff } from '@cnikit/netlib/retry';
-import { Registry } from 'prom-client';
+import { Registry } from '@cnikit/kube/prom';
 
 /** Runs `main`; a failure is printed with the program's name and exits 1. */
 export function programMain(program: string, main: () => Promise<void>): void {

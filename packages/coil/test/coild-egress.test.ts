@@ -7,7 +7,7 @@
 import * as fs from 'node:fs';
 import { Namespaces, Pods, ResourceClient, type KubeTransport } from '@cnikit/kube';
 import { link } from '@cnikit/netlib';
-import { Registry } from 'prom-client';
+import { Registry } from '@cnikit/kube/prom';
 import { Egresses, Services, type Egress } from '../src/api/egress';
 import { ANNOTATION_POOL } from '../src/api/types';
 import { Coild } from '../src/coild/coild';

@@ -7,7 +7,7 @@ import * as fs from 'node:fs';
 import { Namespaces, ResourceClient, type KubeTransport } from '@cnikit/kube';
 import { link, route, rule } from '@cnikit/netlib';
 import { sh } from '@cnikit/netlib-testing';
-import { Registry } from 'prom-client';
+import { Registry } from '@cnikit/kube/prom';
 import { ANNOTATION_POOL, FINALIZER, LABEL_NODE, LABEL_POOL, type AddressPool } from '../src/api/types';
 import { IpamController } from '../src/controller/ipam-controller';
 import { clients, eventually, installCoilCrds, transport, uname } from './support';

@@ -2,7 +2,7 @@
  * CRD validation and coil-ipam-controller against a real kube-apiserver (+ the garbage collector).
  */
 import { Nodes, ResourceClient, isInvalid, type KubeTransport, type LeaderRunner } from '@cnikit/kube';
-import { Registry } from 'prom-client';
+import { Registry } from '@cnikit/kube/prom';
 import { FINALIZER, LABEL_NODE, LABEL_POOL, requestName, requestOutcome, type AddressPool, type BlockRequest } from '../src/api/types';
 import { IpamController } from '../src/controller/ipam-controller';
 import { ipamLeaderTask } from '../src/controller/leader';

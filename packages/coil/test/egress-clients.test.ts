@@ -4,7 +4,7 @@ import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
 import type { Pod } from '@cnikit/kube';
-import { Registry } from 'prom-client';
+import { Registry } from '@cnikit/kube/prom';
 import { clientAddresses, parsePodAddresses, wantsEgress } from '../src/egress/clients';
 import { registerEgressMetrics } from '../src/egress/metrics';
 

@@ -19,7 +19,7 @@ import {
   type KubeTransport,
   type LeaderRunner,
 } from '@cnikit/kube';
-import { Registry } from 'prom-client';
+import { Registry } from '@cnikit/kube/prom';
 import {
   ClusterRoleBindings,
   Deployments,

@@ -10,7 +10,7 @@ import * as path from 'node:path';
 import { runPlugin, route, type Netns } from '@cnikit/netlib';
 import { newNs, sh } from '@cnikit/netlib-testing';
 import type { KubeTransport } from '@cnikit/kube';
-import { Registry } from 'prom-client';
+import { Registry } from '@cnikit/kube/prom';
 import * as plugin from '../src/cni/plugin';
 import { Coild } from '../src/coild/coild';
 import { CoildServer } from '../src/coild/server';

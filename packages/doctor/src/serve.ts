@@ -7,7 +7,7 @@
 import * as fs from 'node:fs';
 import { CALL_LOG_DIR, takeCalls } from '@cnikit/netlib';
 import { HealthServer, MetricsIn } from '@cnikit/kube';
-import { Registry } from 'prom-client';
+import { Registry } from '@cnikit/kube/prom';
 import { gcNode } from './node/gc';
 import { joinNode, type AttachmentState, type NodeRow, type NodeSources } from './node/join';
 import { readNode, type SourceOptions } from './node/sources';

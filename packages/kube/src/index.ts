@@ -7,7 +7,7 @@
  * - a controller runtime: rate-limited work queue, reconcile functions, finalizer and ownerReference helpers;
  * - Lease leader election (coordination.k8s.io/v1) with release on shutdown, and LeaderRunner to run a
  *   controller only while leading;
- * - an HTTP server for Prometheus metrics (prom-client) and /healthz /readyz;
+ * - an HTTP server for Prometheus metrics (prom.ts) and /healthz /readyz;
  * - CRD manifests (apiextensions.k8s.io/v1, structural schemas, CEL validation rules).
  *
  * Credentials come from kubeconfig.ts (kubeconfig files, $KUBECONFIG, the pod's service account). A real test API server: @cnikit/kube/testing.

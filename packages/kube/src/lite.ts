@@ -2,7 +2,7 @@
  * @cnikit/kube/lite: the one API-server client for per-pod binaries (gcp-ipam's IPAM plugin, and the provisioner,
  * a one-shot Job that shares the plugin's IPPool code). It takes the kit's credentials (kubeconfig.ts) and speaks
  * JSON over node:https with one keep-alive agent, and throws the kit's ApiError, so callers test failures with the
- * kit's predicates. It exists because the kit's entry point (informers, controllers, metrics with prom-client)
+ * kit's predicates. It exists because the kit's entry point (informers, controllers, metrics)
  * costs milliseconds to load on every CNI call; daemons and controllers use the kit (@cnikit/kube).
  */
 import * as http from 'node:http';

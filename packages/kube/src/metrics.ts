@@ -1,14 +1,14 @@
 /**
- * Prometheus metrics of the kit (prom-client), named after client-go's and controller-runtime's so existing
+ * Prometheus metrics of the kit (prom.ts), named after client-go's and controller-runtime's so existing
  * dashboards read them: workqueue_*, controller_runtime_reconcile_*, leader_election_master_status,
  * rest_client_requests_total, plus informer counters. Each KubeMetrics owns its metrics in one Registry
  * (the caller's, or a new one), so several instances (tests, several controllers) never collide.
  */
-import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
+import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from './prom';
 
 export interface KubeMetricsOptions {
   registry?: Registry;
-  /** Also collect prom-client's process/runtime metrics (CPU, memory, event loop lag). Default false. */
+  /** Also collect the process metrics (CPU, memory, file descriptors, heap; prom.ts). Default false. */
   processMetrics?: boolean;
 }
 

@@ -1,12 +1,12 @@
 /**
- * The HTTP endpoint every daemon and controller exposes: /metrics (Prometheus text from a prom-client
- * Registry), /healthz and /livez (liveness), /readyz (readiness). Checks are named functions; a check passes
+ * The HTTP endpoint every daemon and controller exposes: /metrics (Prometheus text from a Registry of
+ * prom.ts), /healthz and /livez (liveness), /readyz (readiness). Checks are named functions; a check passes
  * when it returns true/undefined and fails when it returns false or throws. Like the API server's own
  * endpoints, `?verbose` lists every check, and /readyz/<name> runs one. Binds 127.0.0.1 unless told otherwise.
  */
 import * as http from 'node:http';
 import type { AddressInfo } from 'node:net';
-import type { Registry } from 'prom-client';
+import type { Registry } from './prom';
 import type { Informer } from './informer';
 import type { LeaderElector } from './leader';
 import type { KubeObject } from './resource';

@@ -15,7 +15,7 @@ import {
   type Result,
 } from '@cnikit/netlib';
 import { Informer, Namespaces, Nodes, ResourceClient, traceLogger, type KubeTransport, type Logger, type Namespace } from '@cnikit/kube';
-import type { Registry } from 'prom-client';
+import type { Registry } from '@cnikit/kube/prom';
 import { ANNOTATION_POOL, DEFAULT_POOL, isValidPoolName } from '../api/types';
 import type { CNIArgs } from '../rpc/codec';
 import { KeyedMutex } from '../util';

@@ -25,7 +25,7 @@ import {
   type Logger,
   type Pod,
 } from '@cnikit/kube';
-import type { Gauge, Registry } from 'prom-client';
+import type { Gauge, Registry } from '@cnikit/kube/prom';
 import { Egresses, LABEL_APP_COMPONENT, LABEL_APP_NAME, Services, egressesOfPod, type Egress, type Service } from '../api/egress';
 import { isValidPoolName } from '../api/types';
 import { findPeerNetns } from './netns-finder';

@@ -8,7 +8,7 @@ import * as fs from 'node:fs';
 import * as grpc from '@grpc/grpc-js';
 import { CniCode, CniError } from '@cnikit/netlib';
 import { MetricsIn } from '@cnikit/kube';
-import type { Counter, Histogram, Registry } from 'prom-client';
+import type { Counter, Histogram, Registry } from '@cnikit/kube/prom';
 import {
   SERVICE,
   decodeAddResponse,

@@ -29,7 +29,7 @@ import {
   traceLogger,
   MetricsIn,
 } from '@cnikit/kube';
-import type { Gauge, Registry } from 'prom-client';
+import type { Gauge, Registry } from '@cnikit/kube/prom';
 import {
   AddressBlocks,
   AddressPools,

@@ -6,7 +6,7 @@
  * takes over within about one retry period.
  */
 import { LeaderRunner, leaderElectionHealthy, leaderIdentity, type KubeMetrics, type KubeTransport, type Startable } from '@cnikit/kube';
-import type { Registry } from 'prom-client';
+import type { Registry } from '@cnikit/kube/prom';
 import { serveEndpoints, shutdownOnSignal } from '../program';
 import type { IpamController } from './ipam-controller';
 

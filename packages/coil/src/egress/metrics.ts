@@ -5,7 +5,7 @@
  */
 import { readFileSync } from 'node:fs';
 import { MetricsIn } from '@cnikit/kube';
-import type { Registry } from 'prom-client';
+import type { Registry } from '@cnikit/kube/prom';
 
 export interface EgressMetricsOptions {
   registry: Registry;

@@ -5,10 +5,9 @@
  * scraped (no bookkeeping on the allocation path). Served with @cnikit/kube's
  * HealthServer on `--metrics-address` (/metrics, /healthz, /readyz).
  *
- * prom-client comes with @cnikit/kube (its metrics are prom-client's); one
- * Registry per TerwayMetrics so tests and several daemons never collide.
+ * One Registry (@cnikit/kube/prom) per TerwayMetrics so tests and several daemons never collide.
  */
-import { Registry, type Counter, type Histogram } from 'prom-client';
+import { Registry, type Counter, type Histogram } from '@cnikit/kube/prom';
 import { HealthServer, MetricsIn } from '@cnikit/kube';
 import type { PoolConfig, PoolStats } from '../pool';
 
