@@ -174,8 +174,6 @@ export class Histogram<L extends string = string> extends Metric<L> {
   }
 }
 
-type AnyMetric = Counter | Gauge | Histogram;
-
 export class Registry {
   readonly contentType = 'text/plain; version=0.0.4; charset=utf-8';
   private readonly metricsByName = new Map<string, Metric<string>>();
@@ -183,10 +181,6 @@ export class Registry {
   registerMetric(m: Metric<string>): void {
     if (this.metricsByName.has(m.name)) throw new Error(`A metric with the name ${m.name} has already been registered.`);
     this.metricsByName.set(m.name, m);
-  }
-
-  getSingleMetric(name: string): AnyMetric | undefined {
-    return this.metricsByName.get(name) as AnyMetric | undefined;
   }
 
   async getSingleMetricAsString(name: string): Promise<string> {
