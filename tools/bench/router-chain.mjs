@@ -41,21 +41,24 @@ export function run(ctx) {
     for (const l of ['lo', 'mvmaster', 'mvpeer', 'cni0']) ip('-n', host, 'link', 'set', l, 'up');
     const runs = Math.min(ctx.runs, 100);
     const pairs = [];
+    // A pod with its eth0 from the overlay, untimed: what the cluster network left before Multus' secondary one.
+    const overlayPod = (n, hostEnd, address) => {
+      ip('netns', 'add', n);
+      pods.push(n);
+      ip('-n', host, 'link', 'add', hostEnd, 'type', 'veth', 'peer', 'name', 'eth0', 'netns', n);
+      ip('-n', host, 'link', 'set', hostEnd, 'master', 'cni0', 'up');
+      ip('-n', n, 'addr', 'add', `${address}/16`, 'dev', 'eth0');
+      ip('-n', n, 'link', 'set', 'eth0', 'up');
+      ip('-n', n, 'route', 'add', 'default', 'via', '10.244.0.1', 'dev', 'eth0');
+      return `/var/run/netns/${n}`;
+    };
     for (let i = 0; i < runs + 1; i++) {
-      const pair = [`${id}-a${i}`, `${id}-b${i}`];
-      pair.forEach((n, j) => {
-        ip('netns', 'add', n);
-        pods.push(n);
-        // the pod's eth0 from the overlay, untimed: what the cluster network left before Multus' secondary one
-        const hostEnd = `ov${i}${j ? 'b' : 'a'}`;
-        ip('-n', host, 'link', 'add', hostEnd, 'type', 'veth', 'peer', 'name', 'eth0', 'netns', n);
-        ip('-n', host, 'link', 'set', hostEnd, 'master', 'cni0', 'up');
-        ip('-n', n, 'addr', 'add', `10.244.${1 + j}.${10 + i}/16`, 'dev', 'eth0');
-        ip('-n', n, 'link', 'set', 'eth0', 'up');
-        ip('-n', n, 'route', 'add', 'default', 'via', '10.244.0.1', 'dev', 'eth0');
-      });
-      pairs.push(pair.map((n) => `/var/run/netns/${n}`));
+      pairs.push([overlayPod(`${id}-a${i}`, `ov${i}a`, `10.244.1.${10 + i}`), overlayPod(`${id}-b${i}`, `ov${i}b`, `10.244.2.${10 + i}`)]);
     }
+    // The ADD's and DEL's CPU time, measured apart (perf stat around the plugin would add to its wall time).
+    const cpuNetns = fs.existsSync('/usr/bin/perf')
+      ? Array.from({ length: runs + 1 }, (_, i) => overlayPod(`${id}-c${i}`, `ov${i}c`, `10.244.3.${10 + i}`))
+      : [];
     ip('-n', host, 'addr', 'del', '10.244.0.1/24', 'dev', 'cni0');
     ip('-n', host, 'addr', 'add', '10.244.0.1/16', 'dev', 'cni0');
     const job = {
@@ -84,8 +87,11 @@ export function run(ctx) {
         log_options: { log_level: 'info', log_file: path.join(work, 'router.log') },
       },
       netns: pairs,
+      cpuNetns,
     };
-    runChain(ctx, host, job, 'each chain in a fresh pod netns with an overlay eth0');
+    const res = runChain(ctx, host, job, 'each chain in a fresh pod netns with an overlay eth0');
+    ctx.targets.push({ what: 'router ADD (chained after macvlan)', limit: 1.25, wall: res.add, cpu: res.cpu.add });
+    ctx.targets.push({ what: 'router DEL', limit: 1.25, wall: res.del, cpu: res.cpu.del });
   } finally {
     for (const n of [...pods, host]) spawnSync('ip', ['netns', 'del', n]);
     fs.rmSync(work, { recursive: true, force: true });

@@ -8,7 +8,7 @@ import * as os from 'node:os';
 import * as path from 'node:path';
 import { runChain } from './lib/chain-report.mjs';
 
-export const title = 'ADD+DEL macvlan+host-local+veth vs macvlan+host-local (targets: veth adds <= 1.5x bare start; veth ADD <= 1.5x)';
+export const title = 'ADD+DEL macvlan+host-local+veth vs macvlan+host-local (targets: veth ADD and DEL <= 1.25x bare start)';
 export const order = 30;
 
 const GO = '/usr/lib/cni';
@@ -79,9 +79,18 @@ export function run(ctx) {
             return `/var/run/netns/${n}`;
           })
         : [],
+      // Peers of the veth pairs whose `ip link del` shows the kernel's part of a DEL.
+      floorNetns: Array.from({ length: ctx.runs + 1 }, (_, i) => {
+        const n = `${id}-f${i}`;
+        ip('netns', 'add', n);
+        containers.push(n);
+        return n;
+      }),
     };
     const res = runChain(ctx, host, job, 'each in a fresh netns');
-    ctx.targets.push({ what: 'veth ADD (chained after macvlan)', limit: 1.5, wall: res.add, cpu: res.cpu });
+    // Issue 18's limits (issue 10 asked 1.5x of the ADD).
+    ctx.targets.push({ what: 'veth ADD (chained after macvlan)', limit: 1.25, wall: res.add, cpu: res.cpu.add });
+    ctx.targets.push({ what: 'veth DEL', limit: 1.25, wall: res.del, cpu: res.cpu.del });
   } finally {
     for (const n of [...containers, host]) spawnSync('ip', ['netns', 'del', n]);
     fs.rmSync(work, { recursive: true, force: true });

@@ -4,7 +4,7 @@
  * CNI call, so there is no long-lived writer to rotate under).
  */
 import { readdirSync, renameSync, statSync, unlinkSync } from 'node:fs';
-import * as path from 'node:path';
+import { basename, dirname, join } from 'node:path';
 import { createLogger, type LogFields } from '@cnikit/netlib';
 import type { LogOptions } from './config';
 
@@ -25,8 +25,8 @@ export function rotateIfNeeded(opts: LogOptions, now = Date.now()): void {
   } catch {
     return; // another call rotated it first
   }
-  const dir = path.dirname(opts.file);
-  const base = path.basename(opts.file);
+  const dir = dirname(opts.file);
+  const base = basename(opts.file);
   const rotated = readdirSync(dir)
     .filter((f) => f.startsWith(`${base}.`) && /^\d+$/.test(f.slice(base.length + 1)))
     .map((f) => ({ f, t: Number(f.slice(base.length + 1)) }))
@@ -35,7 +35,7 @@ export function rotateIfNeeded(opts: LogOptions, now = Date.now()): void {
   rotated.forEach(({ f, t }, i) => {
     if (i >= opts.maxCount || now - t > maxAgeMs) {
       try {
-        unlinkSync(path.join(dir, f));
+        unlinkSync(join(dir, f));
       } catch {
         // already gone
       }

@@ -39,7 +39,7 @@ export function hostRoute(chainedIP: string, peerIndex: number, key: number, sub
 
 /** Every route router added on the host, in any table. */
 export async function ownedHostRoutes(hostNs: Netns): Promise<Route[]> {
-  return (await route.list(hostNs, { table: 0 })).filter((r) => r.protocol === RTPROT_ROUTER);
+  return route.list(hostNs, { table: 0, protocol: RTPROT_ROUTER });
 }
 
 const isHostRule = (r: { priority?: number; table: number; src?: string; dst?: string }, table: number): boolean =>

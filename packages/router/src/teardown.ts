@@ -7,7 +7,7 @@
  * nor the netns is needed), the neighbour entries they implied, and the host
  * rule once host_rule_table is empty. Absent objects are fine: DEL repeats.
  */
-import { addr, CniCode, CniError, link, type Netns, type Result } from '@cnikit/netlib';
+import { addr, CniCode, CniError, link, type Netns, type Result, type route } from '@cnikit/netlib';
 import { attachmentIPs, type LogFn } from '@cnikit/meta';
 import { MAIN_TABLE, ownedHostRoutes, releaseHostRules, removeHostRoutes } from './host';
 import { attachmentKey, fromPriority, HIJACK_PRIORITY, networkTag, networkTagOfKey, overlayTable, ownTable } from './marks';
@@ -24,20 +24,20 @@ export interface DelRequest {
   log: LogFn;
 }
 
-/** Names of the pod's other links whose addresses still have router host routes: other router NICs. */
-async function otherRouterNics(hostNs: Netns, podNs: Netns, skip: string[]): Promise<string[]> {
-  const owned = new Set((await ownedHostRoutes(hostNs)).map((r) => r.dst.split('/')[0]!));
+/** Names of the pod's other links whose addresses still have router host routes (`owned`): other router NICs. */
+async function otherRouterNics(owned: route.Route[], podNs: Netns, skip: string[]): Promise<string[]> {
+  const ownedIPs = new Set(owned.map((r) => r.dst.split('/')[0]!));
   const names = new Map((await link.list(podNs)).map((l) => [l.index, l.name]));
   const out = new Set<string>();
   for (const a of await addr.list(podNs)) {
     const name = names.get(a.index);
     if (name === undefined || name === 'lo' || skip.includes(name) || a.scope !== 0) continue;
-    if (owned.has(a.address.split('/')[0]!)) out.add(name);
+    if (ownedIPs.has(a.address.split('/')[0]!)) out.add(name);
   }
   return [...out];
 }
 
-async function delPodSide(req: DelRequest): Promise<void> {
+async function delPodSide(req: DelRequest, owned: route.Route[]): Promise<void> {
   const podNs = req.podNs!;
   const tOverlay = overlayTable(req.overlayInterface);
   const tOwn = ownTable(req.ifName);
@@ -45,7 +45,7 @@ async function delPodSide(req: DelRequest): Promise<void> {
   const chained = await link.find(podNs, req.ifName);
   if (chained !== undefined) await dropOwnRoutes(podNs, chained.index, MAIN_TABLE);
 
-  const others = await otherRouterNics(req.hostNs, podNs, [req.ifName, req.overlayInterface]);
+  const others = await otherRouterNics(owned, podNs, [req.ifName, req.overlayInterface]);
   if (others.length > 0) {
     req.log('shared pod state kept for other router NICs', { others });
     return;
@@ -58,12 +58,12 @@ async function delPodSide(req: DelRequest): Promise<void> {
 
 export async function delRouter(req: DelRequest): Promise<void> {
   const ips = await attachmentIPs(req.prev, req.podNs, req.ifName);
-  if (req.podNs !== undefined) await delPodSide(req);
+  // One dump of the host's router routes serves the pod side's question and the removal.
+  const owned = await ownedHostRoutes(req.hostNs);
+  if (req.podNs !== undefined) await delPodSide(req, owned);
 
   const key = attachmentKey(req.netName, req.containerId, req.ifName);
-  const mine = (await ownedHostRoutes(req.hostNs)).filter(
-    (r) => r.metric === key && (ips.length === 0 || ips.includes(r.dst.split('/')[0]!)),
-  );
+  const mine = owned.filter((r) => r.metric === key && (ips.length === 0 || ips.includes(r.dst.split('/')[0]!)));
   const { removed, errors } = await removeHostRoutes(req.hostNs, mine);
   req.log('host objects removed', { removed, ipsFrom: req.prev ? 'prevResult' : req.podNs ? 'pod' : 'key only' });
   if (errors.length > 0) throw new CniError(CniCode.Internal, 'router DEL could not remove every host object', errors.join('; '));

@@ -33,13 +33,23 @@ export function runChain(ctx, host, job, note) {
     ],
   );
   console.log(`  (medians of ${w.length} alternating runs, ${note})`);
-  // The first CPU pair warmed caches too.
-  const cpuA = res.cpu.a.slice(1),
-    cpuB = res.cpu.b.slice(1);
-  const cpu = cpuA.length > 0 && cpuA.every(Number.isFinite) ? { a: cpuA, b: cpuB, ratios: cpuA.map((x, i) => x / cpuB[i]) } : undefined;
-  if (cpu)
+  const linkDel = res.linkDel.slice(1);
+  if (linkDel.length > 0) {
+    const rest = median(w.map((t, i) => t.metaDel - linkDel[i]));
     console.log(
-      `  ${meta} ADD CPU time (perf stat task-clock): ${ms(median(cpuA))} vs node -e 0 ${ms(median(cpuB))}: ${ratio(median(cpu.ratios))}`,
+      `  ip link del of a veth pair (the kernel's unregister, which every plugin deleting a pair waits for): ${ms(median(linkDel))};` +
+        ` ${meta} DEL without it: ${ms(rest)}, ${ratio(rest / bareMed)} of node -e 0`,
     );
-  return { add: { a: w.map((t) => t.metaAdd), b: bare, ratios: w.map((t, i) => t.metaAdd / bare[i]) }, cpu };
+  }
+  // The first CPU pair warmed caches too.
+  const b = res.cpu.b.slice(1);
+  const cpuOf = (xs) => (xs.length > 0 && xs.every(Number.isFinite) ? { a: xs, b, ratios: xs.map((x, i) => x / b[i]) } : undefined);
+  const cpu = { add: cpuOf(res.cpu.add.slice(1)), del: cpuOf(res.cpu.del.slice(1)) };
+  for (const [verb, c] of Object.entries(cpu))
+    if (c)
+      console.log(
+        `  ${meta} ${verb.toUpperCase()} CPU time (perf stat task-clock): ${ms(median(c.a))} vs node -e 0 ${ms(median(b))}: ${ratio(median(c.ratios))}`,
+      );
+  const wall = (key) => ({ a: w.map((t) => t[key]), b: bare, ratios: w.map((t, i) => t[key] / bare[i]) });
+  return { add: wall('metaAdd'), del: wall('metaDel'), cpu };
 }

@@ -33,15 +33,33 @@ const PERF = '/usr/bin/perf';
 const PERF_ARGS = ['stat', '-x,', '-e', 'task-clock'];
 const taskClock = (stderr) => Number(/^([0-9.]+),msec,task-clock/m.exec(stderr)?.[1] ?? NaN);
 
-/** CPU time of the meta-plugin's ADD (the chain around it untimed), for job.cpuNetns. */
-function metaAddCpu(netns) {
+/** CPU time of the meta-plugin's ADD and DEL (the chain around them untimed), for job.cpuNetns. */
+function metaCpu(netns) {
   const base = { cniVersion: job.cniVersion, name: job.name };
   const mv = { ...base, ...job.macvlan };
   const [, mvResult] = call('macvlan', 'ADD', netns, mv);
-  const [cpu, result] = call(meta, 'ADD', netns, { ...base, ...job[meta], prevResult: mvResult }, true);
-  call(meta, 'DEL', netns, { ...base, ...job[meta], prevResult: result });
+  const [add, result] = call(meta, 'ADD', netns, { ...base, ...job[meta], prevResult: mvResult }, true);
+  const [del] = call(meta, 'DEL', netns, { ...base, ...job[meta], prevResult: result }, true);
   call('macvlan', 'DEL', netns, { ...mv, prevResult: result });
-  return cpu;
+  return { add, del };
+}
+
+/**
+ * Wall time of `ip link del` of a veth pair whose peer is in job.floorNetns[i]: the kernel
+ * unregisters both ends and waits for an RCU grace period inside that one netlink call, so any
+ * plugin that deletes a pair waits as long (ip's own start is about 1 ms of it).
+ */
+function linkDelFloor(i) {
+  const peerNs = job.floorNetns[i];
+  const run = (args) => {
+    const r = spawnSync('ip', args, { encoding: 'utf8' });
+    if (r.status !== 0) throw new Error(`ip ${args.join(' ')}: ${r.stderr}`);
+  };
+  run(['link', 'add', 'floorh', 'type', 'veth', 'peer', 'name', 'floorp', 'netns', peerNs]);
+  run(['link', 'set', 'floorh', 'up']);
+  const t0 = process.hrtime.bigint();
+  run(['link', 'del', 'floorh']);
+  return Number(process.hrtime.bigint() - t0) / 1e6;
 }
 
 /** ADD then DEL of the chain in one pod netns, as libcni runs a conflist (DEL in reverse). */
@@ -75,17 +93,20 @@ function bare(cpu = false) {
 }
 
 // Alternate with/without the meta-plugin (and the bare runtime start) so drift hits all alike.
-const out = { withMeta: [], without: [], bare: [] };
+const out = { withMeta: [], without: [], bare: [], linkDel: [] };
 job.netns.forEach((pair, i) => {
   const order = i % 2 === 0 ? [true, false] : [false, true];
   for (const v of order) (v ? out.withMeta : out.without).push(chain(v ? pair[0] : pair[1], v));
   out.bare.push(bare());
+  if (job.floorNetns) out.linkDel.push(linkDelFloor(i));
 });
-// Then CPU time of the meta-plugin's ADD against the bare start, alternated (when perf exists).
-out.cpu = { a: [], b: [] };
+// Then CPU time of the meta-plugin's ADD and DEL against the bare start, alternated (when perf exists).
+out.cpu = { add: [], del: [], b: [] };
 (job.cpuNetns ?? []).forEach((netns, i) => {
   if (i % 2) out.cpu.b.push(bare(true));
-  out.cpu.a.push(metaAddCpu(netns));
+  const { add, del } = metaCpu(netns);
+  out.cpu.add.push(add);
+  out.cpu.del.push(del);
   if (!(i % 2)) out.cpu.b.push(bare(true));
 });
 process.stdout.write(JSON.stringify(out));

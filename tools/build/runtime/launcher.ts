@@ -12,7 +12,7 @@
  * as the deserialize-main function. The entry module itself is required only at call
  * time, so its top level (the CNI dispatch) sees the caller's env, argv and stdin.
  */
-import * as path from 'node:path';
+import { basename } from 'node:path';
 import type * as V8 from 'node:v8';
 
 export interface LaunchSpec {
@@ -47,7 +47,7 @@ export function launch(spec: LaunchSpec): void {
 function start(spec: LaunchSpec): void {
   if (process.env.CNIKIT_STARTUP_REPORT) reportBuiltinsAtExit();
   const names = Object.keys(spec.programs);
-  if (spec.multicall && process.argv[2] === '--list' && !names.includes(path.basename(process.argv0))) {
+  if (spec.multicall && process.argv[2] === '--list' && !names.includes(basename(process.argv0))) {
     process.stdout.write(names.join('\n') + '\n'); // install-plugins links these names
     return;
   }
@@ -67,7 +67,7 @@ function start(spec: LaunchSpec): void {
  */
 function pickByName(programs: Record<string, () => unknown>): string | undefined {
   const has = (n: string | undefined): n is string => n !== undefined && Object.hasOwn(programs, n);
-  for (const n of [path.basename(process.argv0), path.basename(process.execPath)]) {
+  for (const n of [basename(process.argv0), basename(process.execPath)]) {
     if (has(n)) return n;
   }
   // In a SEA, user arguments start at argv[2] (argv[1] repeats the executable).

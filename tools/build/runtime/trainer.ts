@@ -14,16 +14,16 @@
  *   CNIKIT_TRAIN_SOURCE  the program's wrapped bundle (ASCII)
  *   CNIKIT_TRAIN_CACHE   code cache file: read if present, (re)written at exit
  */
-import * as fs from 'node:fs';
+import { readFileSync, writeFileSync } from 'node:fs';
 import type * as Vm from 'node:vm';
 import { runProgram } from './program-chunk';
 
 const name = need('CNIKIT_TRAIN_NAME');
 const cacheFile = need('CNIKIT_TRAIN_CACHE');
-const source = fs.readFileSync(need('CNIKIT_TRAIN_SOURCE'), 'latin1');
+const source = readFileSync(need('CNIKIT_TRAIN_SOURCE'), 'latin1');
 let cachedData: Buffer | undefined;
 try {
-  cachedData = fs.readFileSync(cacheFile);
+  cachedData = readFileSync(cacheFile);
 } catch {
   cachedData = undefined; // first call of a training: compile from source
 }
@@ -36,7 +36,7 @@ process.on('exit', () => {
   if (cachedData !== undefined && script.cachedDataRejected) {
     process.stderr.write(`trainer: code cache of ${name} rejected: starting over\n`);
   }
-  fs.writeFileSync(cacheFile, script.createCachedData());
+  writeFileSync(cacheFile, script.createCachedData());
 });
 // A CNI plugin's work ends after its top level returns (process.exit from its promise
 // chain): the exit handler above then sees every function the call compiled.

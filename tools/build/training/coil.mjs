@@ -1,4 +1,4 @@
-// Training scenario of `coil` (tools/build/lib/train.mjs): ADD and DEL against a stand-in for
+// Training scenario of `coil` (tools/build/lib/train.mjs): ADD, CHECK, STATUS and DEL against a stand-in for
 // coild, so the thin client's HTTP/2 and gRPC code is in the cache. The stand-in is a node:http2
 // server on a UNIX socket in a child process (the training calls block this one) that answers
 // Add with a fixed result and every other method with an empty message. Needs no root.
@@ -52,6 +52,9 @@ export async function train(t) {
       PATH: '/nonexistent',
     });
     t.call(env('ADD'), conf);
+    t.call(env('CHECK'), conf);
+    // containerd 2.x asks every plugin of a 1.1.0 conflist for STATUS on each runtime status poll.
+    t.call(env('STATUS'), JSON.stringify({ ...JSON.parse(conf), cniVersion: '1.1.0' }));
     t.call(env('DEL'), conf);
   } finally {
     server.kill();

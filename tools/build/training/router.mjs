@@ -1,6 +1,6 @@
 // Training scenario of `router` (tools/build/lib/train.mjs): the chain `npm run bench` runs,
 // macvlan + host-local then router on a secondary interface (net1) of a pod whose eth0 comes
-// from an overlay (a bridge cni0 in the "host" namespace), ADD then DEL.
+// from an overlay (a bridge cni0 in the "host" namespace), ADD, CHECK, STATUS then DEL.
 export function train(t) {
   const host = `${t.id}-h`;
   const pod = `${t.id}-p`;
@@ -49,6 +49,9 @@ export function train(t) {
     t.ip('-n', pod, 'route', 'add', 'default', 'via', '10.244.0.1', 'dev', 'eth0');
     const prev = JSON.parse(t.exec(t.goPlugin('macvlan'), env('ADD'), JSON.stringify(macvlan), host));
     const result = JSON.parse(t.call(env('ADD'), JSON.stringify({ ...router, prevResult: prev }), host));
+    t.call(env('CHECK'), JSON.stringify({ ...router, prevResult: result }), host);
+    // containerd 2.x asks every plugin of a 1.1.0 conflist for STATUS on each runtime status poll.
+    t.call(env('STATUS'), JSON.stringify({ ...router, cniVersion: '1.1.0' }), host);
     t.call(env('DEL'), JSON.stringify({ ...router, prevResult: result }), host);
     t.exec(t.goPlugin('macvlan'), env('DEL'), JSON.stringify({ ...macvlan, prevResult: result }), host);
   } finally {

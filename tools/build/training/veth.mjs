@@ -1,5 +1,5 @@
 // Training scenario of `veth` (tools/build/lib/train.mjs): the chain `npm run bench` and a node
-// run, macvlan + host-local then veth, ADD then DEL, in throwaway network namespaces: a "host"
+// run, macvlan + host-local then veth, ADD, CHECK, STATUS then DEL, in throwaway network namespaces: a "host"
 // (where the plugin runs, with the macvlan parent) and a pod.
 export function train(t) {
   const host = `${t.id}-h`;
@@ -41,6 +41,9 @@ export function train(t) {
     t.ip('netns', 'add', pod);
     const prev = JSON.parse(t.exec(t.goPlugin('macvlan'), env('ADD'), JSON.stringify(macvlan), host));
     const result = JSON.parse(t.call(env('ADD'), JSON.stringify({ ...veth, prevResult: prev }), host));
+    t.call(env('CHECK'), JSON.stringify({ ...veth, prevResult: result }), host);
+    // containerd 2.x asks every plugin of a 1.1.0 conflist for STATUS on each runtime status poll.
+    t.call(env('STATUS'), JSON.stringify({ ...veth, cniVersion: '1.1.0' }), host);
     t.call(env('DEL'), JSON.stringify({ ...veth, prevResult: result }), host);
     t.exec(t.goPlugin('macvlan'), env('DEL'), JSON.stringify({ ...macvlan, prevResult: result }), host);
   } finally {

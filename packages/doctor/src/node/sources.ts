@@ -461,7 +461,7 @@ export async function coilVeths(ns: Netns = hostNetns(), table = COIL_POD_TABLE)
 
 /** router's host routes, found by their protocol (RTPROT_ROUTER) in every table, as router's own DEL and GC find them. */
 export async function routerRoutes(ns: Netns = hostNetns()): Promise<RouterRoute[]> {
-  const routes = (await route.list(ns, { table: 0 })).filter((r) => r.protocol === RTPROT_ROUTER);
+  const routes = await route.list(ns, { table: 0, protocol: RTPROT_ROUTER });
   if (routes.length === 0) return [];
   const names = new Map((await link.list(ns)).map((l) => [l.index, l.name]));
   return routes.map((r) => ({

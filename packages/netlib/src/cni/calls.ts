@@ -6,8 +6,8 @@
  * open() (ENOENT, one syscall) and nothing else happens, so a node without doctor pays nothing measurable.
  * /var/lib/cni is the runtime's own per-node state directory (libcni's cache lives there too).
  */
-import * as fs from 'node:fs';
-import * as path from 'node:path';
+import { appendFileSync, readFileSync, readdirSync, renameSync, rmSync } from 'node:fs';
+import { join } from 'node:path';
 
 export const CALL_LOG_DIR = '/var/lib/cni/cnikit/calls';
 
@@ -22,7 +22,7 @@ export interface CallRecord {
 export function recordCall(plugin: string | undefined, command: string | undefined, ok: boolean, dir = CALL_LOG_DIR): void {
   if (!plugin || !command || command === 'VERSION' || !/^[\w.-]+$/.test(plugin)) return;
   try {
-    fs.appendFileSync(path.join(dir, `${plugin}.log`), `${command} ${ok ? 1 : 0} ${Math.round(process.uptime() * 1000)}\n`);
+    appendFileSync(join(dir, `${plugin}.log`), `${command} ${ok ? 1 : 0} ${Math.round(process.uptime() * 1000)}\n`);
   } catch {
     // no doctor serve on this node (or it cannot be written): the call is not counted
   }
@@ -36,23 +36,23 @@ export function takeCalls(dir = CALL_LOG_DIR): CallRecord[] {
   const out: CallRecord[] = [];
   let names: string[];
   try {
-    names = fs.readdirSync(dir).filter((n) => n.endsWith('.log'));
+    names = readdirSync(dir).filter((n) => n.endsWith('.log'));
   } catch {
     return out;
   }
   for (const name of names) {
-    const taken = path.join(dir, `${name}.${process.pid}.taken`);
+    const taken = join(dir, `${name}.${process.pid}.taken`);
     try {
-      fs.renameSync(path.join(dir, name), taken);
+      renameSync(join(dir, name), taken);
     } catch {
       continue;
     }
     const plugin = name.slice(0, -'.log'.length);
-    for (const line of fs.readFileSync(taken, 'utf8').split('\n')) {
+    for (const line of readFileSync(taken, 'utf8').split('\n')) {
       const m = /^([A-Z]+) ([01]) (\d+)$/.exec(line);
       if (m) out.push({ plugin, command: m[1]!, ok: m[2] === '1', ms: Number(m[3]) });
     }
-    fs.rmSync(taken, { force: true });
+    rmSync(taken, { force: true });
   }
   return out;
 }

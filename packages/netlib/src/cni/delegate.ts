@@ -7,8 +7,8 @@
  * node:child_process is required on first use only: most plugin runs (DEL of
  * a plugin without IPAM, VERSION) never delegate.
  */
-import * as fs from 'node:fs';
-import * as path from 'node:path';
+import { accessSync, constants as fsConstants, statSync } from 'node:fs';
+import { join } from 'node:path';
 import type { ChildProcess } from 'node:child_process';
 import { CniCode, CniError, ConfigError, PluginNotFoundError, TransientError } from '../errors';
 import { trace } from '../log';
@@ -50,10 +50,10 @@ function checkPluginName(type: string): void {
 export function findPlugin(type: string, dirs: readonly string[]): string {
   checkPluginName(type);
   for (const dir of dirs) {
-    const candidate = path.join(dir, type);
+    const candidate = join(dir, type);
     try {
-      if (!fs.statSync(candidate).isFile()) continue;
-      fs.accessSync(candidate, fs.constants.X_OK);
+      if (!statSync(candidate).isFile()) continue;
+      accessSync(candidate, fsConstants.X_OK);
       return candidate;
     } catch {
       // absent or not executable here: try the next directory, like $PATH lookup

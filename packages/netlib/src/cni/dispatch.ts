@@ -6,7 +6,7 @@
  * print, so tests run a plugin in-process; pluginMain() binds it to the real
  * process (env, fd 0/1/2, exit code).
  */
-import * as fs from 'node:fs';
+import { readSync, writeSync } from 'node:fs';
 import { CniCode, CniError } from '../errors';
 import { trace } from '../log';
 import { recordCall } from './calls';
@@ -270,7 +270,7 @@ function readFd(fd: number): Buffer {
   for (;;) {
     let n: number;
     try {
-      n = fs.readSync(fd, buf, 0, buf.length, null);
+      n = readSync(fd, buf, 0, buf.length, null);
     } catch (err) {
       const code = (err as NodeJS.ErrnoException).code;
       if (code === 'EAGAIN') {
@@ -292,7 +292,7 @@ function writeFd(fd: number, text: string): void {
   let data = Buffer.from(text);
   while (data.length > 0) {
     try {
-      const n = fs.writeSync(fd, data);
+      const n = writeSync(fd, data);
       data = data.subarray(n);
     } catch (err) {
       if ((err as NodeJS.ErrnoException).code === 'EAGAIN') {

@@ -24,8 +24,8 @@
  * The lock is not re-entrant: taking it again in the same process waits like
  * any other process would.
  */
-import * as fs from 'node:fs';
-import * as path from 'node:path';
+import { accessSync, closeSync, constants as fsConstants, ftruncateSync, mkdirSync, openSync, writeSync } from 'node:fs';
+import { dirname, join } from 'node:path';
 import { LockTimeoutError } from '../errors';
 import { trace } from '../log';
 
@@ -57,21 +57,21 @@ export async function acquireFileLock(file: string, opts: FileLockOptions = {}):
   const timeoutMs = opts.timeoutMs ?? DEFAULT_LOCK_TIMEOUT_MS;
   if (!Number.isFinite(timeoutMs) || timeoutMs < 0) throw new RangeError(`lock: timeoutMs must be a non-negative number, got ${timeoutMs}`);
   const bin = flockBinary();
-  fs.mkdirSync(path.dirname(file), { recursive: true });
-  const fd = fs.openSync(file, fs.constants.O_RDWR | fs.constants.O_CREAT, 0o600);
+  mkdirSync(dirname(file), { recursive: true });
+  const fd = openSync(file, fsConstants.O_RDWR | fsConstants.O_CREAT, 0o600);
   const started = Date.now();
   let acquired = false;
   try {
     acquired = await lockFd(bin, fd, timeoutMs);
   } finally {
-    if (!acquired) fs.closeSync(fd);
+    if (!acquired) closeSync(fd);
   }
   if (!acquired) throw new LockTimeoutError(file, timeoutMs);
   trace('lock', 'acquired', { path: file, waitedMs: Date.now() - started });
   // For whoever investigates a stuck node: the holder's pid. Not used for locking.
   try {
-    fs.ftruncateSync(fd, 0);
-    fs.writeSync(fd, `${process.pid}\n`, 0);
+    ftruncateSync(fd, 0);
+    writeSync(fd, `${process.pid}\n`, 0);
   } catch {
     // read-only or full file system: the lock itself still holds
   }
@@ -81,7 +81,7 @@ export async function acquireFileLock(file: string, opts: FileLockOptions = {}):
     release(): void {
       if (!open) return;
       open = false;
-      fs.closeSync(fd);
+      closeSync(fd);
       trace('lock', 'released', { path: file });
     },
   };
@@ -119,9 +119,9 @@ function flockBinary(): string {
   if (flockPath) return flockPath;
   const dirs = [...(process.env.PATH ?? '').split(':'), '/usr/bin', '/bin', '/usr/sbin', '/sbin'].filter((d) => d !== '');
   for (const dir of dirs) {
-    const candidate = path.join(dir, 'flock');
+    const candidate = join(dir, 'flock');
     try {
-      fs.accessSync(candidate, fs.constants.X_OK);
+      accessSync(candidate, fsConstants.X_OK);
       flockPath = candidate;
       return candidate;
     } catch {

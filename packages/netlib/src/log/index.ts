@@ -12,8 +12,8 @@
  * the named modules, whatever their level, to stderr; netlib's own modules
  * trace through trace('<module>', ...).
  */
-import * as fs from 'node:fs';
-import * as path from 'node:path';
+import { closeSync, mkdirSync, openSync, writeSync } from 'node:fs';
+import { dirname } from 'node:path';
 
 export type LogLevel = 'debug' | 'info' | 'warn' | 'error';
 export type LogFields = Record<string, unknown>;
@@ -132,16 +132,26 @@ function jsonReplacer(_key: string, value: unknown): unknown {
 const fds = new Map<string, number>();
 const failedFiles = new Set<string>();
 
+/** Opens for appending; creates the directory only when it is missing (a recursive mkdir on every call cost ~1 ms). */
+function openAppend(file: string): number {
+  try {
+    return openSync(file, 'a', 0o640);
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code !== 'ENOENT') throw err;
+    mkdirSync(dirname(file), { recursive: true });
+    return openSync(file, 'a', 0o640);
+  }
+}
+
 function appendLine(file: string, line: string): void {
   try {
     let fd = fds.get(file);
     if (fd === undefined) {
-      fs.mkdirSync(path.dirname(file), { recursive: true });
-      fd = fs.openSync(file, 'a', 0o640);
+      fd = openAppend(file);
       fds.set(file, fd);
     }
     // One write per line: with O_APPEND, lines of concurrent plugin processes never interleave.
-    fs.writeSync(fd, line);
+    writeSync(fd, line);
   } catch (err) {
     // Logging must never fail a CNI call; say so once on stderr.
     if (!failedFiles.has(file)) {
@@ -153,7 +163,7 @@ function appendLine(file: string, line: string): void {
 
 function writeStderr(text: string): void {
   try {
-    fs.writeSync(2, text);
+    writeSync(2, text);
   } catch {
     // stderr closed: nowhere left to report to.
   }
@@ -163,7 +173,7 @@ function writeStderr(text: string): void {
 export function closeLogFiles(): void {
   for (const fd of fds.values()) {
     try {
-      fs.closeSync(fd);
+      closeSync(fd);
     } catch {
       // already closed
     }

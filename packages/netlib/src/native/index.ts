@@ -11,9 +11,20 @@
  * Nothing native is touched at import time: the executables are V8 startup snapshots,
  * which cannot hold native handles, and a VERSION call must not pay for a dlopen.
  */
-import * as fs from 'node:fs';
-import * as os from 'node:os';
-import * as path from 'node:path';
+import {
+  closeSync,
+  constants as fsConstants,
+  fstatSync,
+  lstatSync,
+  mkdirSync,
+  openSync,
+  readSync,
+  renameSync,
+  rmSync,
+  writeFileSync,
+} from 'node:fs';
+import { tmpdir } from 'node:os';
+import { dirname, join, resolve, sep as pathSep } from 'node:path';
 import type * as Sea from 'node:sea';
 
 export type AddonName = 'netns' | 'netlink';
@@ -42,8 +53,8 @@ export function netnsAddon(): NetnsAddon {
 }
 
 function devPath(name: AddonName): string {
-  if (name === 'netns') return path.join(__dirname, '..', '..', 'native', 'build', 'Release', 'netns.node');
-  return path.join(path.dirname(require.resolve('netlink/package.json')), 'prebuilds', 'linux-x64', 'node.napi.node');
+  if (name === 'netns') return join(__dirname, '..', '..', 'native', 'build', 'Release', 'netns.node');
+  return join(dirname(require.resolve('netlink/package.json')), 'prebuilds', 'linux-x64', 'node.napi.node');
 }
 
 function dlopen(file: string): unknown {
@@ -109,8 +120,8 @@ function sha256(bytes: Buffer): string {
  */
 export function cacheDirCandidates(env: NodeJS.ProcessEnv = process.env): string[] {
   const dirs: string[] = [];
-  if (env.CNIKIT_CACHE_DIR) dirs.push(path.resolve(env.CNIKIT_CACHE_DIR));
-  dirs.push('/var/cache/cnikit', '/run/cnikit', path.join(os.tmpdir(), `cnikit-${process.geteuid?.() ?? 'user'}`));
+  if (env.CNIKIT_CACHE_DIR) dirs.push(resolve(env.CNIKIT_CACHE_DIR));
+  dirs.push('/var/cache/cnikit', '/run/cnikit', join(tmpdir(), `cnikit-${process.geteuid?.() ?? 'user'}`));
   return dirs;
 }
 
@@ -123,14 +134,14 @@ export function cacheDirCandidates(env: NodeJS.ProcessEnv = process.env): string
  */
 export function materialize(dir: string, digest: string, bytes: Buffer): string {
   ensureTrustedDir(dir);
-  const file = path.join(dir, `${digest}.node`);
+  const file = join(dir, `${digest}.node`);
   if (holds(file, bytes)) return file;
-  const tmp = path.join(dir, `.${digest}.${process.pid}.${Date.now()}.${Math.random().toString(36).slice(2)}.tmp`);
+  const tmp = join(dir, `.${digest}.${process.pid}.${Date.now()}.${Math.random().toString(36).slice(2)}.tmp`);
   try {
-    fs.writeFileSync(tmp, bytes, { flag: 'wx', mode: 0o644 });
-    fs.renameSync(tmp, file);
+    writeFileSync(tmp, bytes, { flag: 'wx', mode: 0o644 });
+    renameSync(tmp, file);
   } catch (e) {
-    fs.rmSync(tmp, { force: true });
+    rmSync(tmp, { force: true });
     throw e;
   }
   return file;
@@ -141,9 +152,9 @@ export function materialize(dir: string, digest: string, bytes: Buffer): string 
  * verified could otherwise be swapped before dlopen maps it.
  */
 function ensureTrustedDir(dir: string): void {
-  const shared = dir.startsWith(os.tmpdir() + path.sep);
-  fs.mkdirSync(dir, { recursive: true, mode: shared ? 0o700 : 0o755 });
-  const st = fs.lstatSync(dir);
+  const shared = dir.startsWith(tmpdir() + pathSep);
+  mkdirSync(dir, { recursive: true, mode: shared ? 0o700 : 0o755 });
+  const st = lstatSync(dir);
   if (!st.isDirectory()) throw new Error('not a directory');
   const uid = process.geteuid?.();
   if (uid !== undefined && st.uid !== uid && st.uid !== 0) throw new Error(`owned by uid ${st.uid}`);
@@ -154,24 +165,24 @@ function ensureTrustedDir(dir: string): void {
 function holds(file: string, bytes: Buffer): boolean {
   let fd: number;
   try {
-    fd = fs.openSync(file, fs.constants.O_RDONLY | fs.constants.O_NOFOLLOW);
+    fd = openSync(file, fsConstants.O_RDONLY | fsConstants.O_NOFOLLOW);
   } catch (e) {
     const code = (e as NodeJS.ErrnoException).code;
     if (code === 'ENOENT' || code === 'ELOOP') return false; // absent, or a symlink: rename replaces it
     throw e;
   }
   try {
-    const st = fs.fstatSync(fd);
+    const st = fstatSync(fd);
     if (!st.isFile() || st.size !== bytes.length) return false;
     const got = Buffer.allocUnsafe(st.size);
     let off = 0;
     while (off < got.length) {
-      const n = fs.readSync(fd, got, off, got.length - off, off);
+      const n = readSync(fd, got, off, got.length - off, off);
       if (n === 0) return false;
       off += n;
     }
     return got.equals(bytes);
   } finally {
-    fs.closeSync(fd);
+    closeSync(fd);
   }
 }

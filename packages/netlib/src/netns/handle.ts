@@ -9,7 +9,7 @@
  * function: nothing asynchronous may ever run while the thread is elsewhere.
  */
 import { closeSync, fstatSync, openSync } from 'node:fs';
-import * as path from 'node:path';
+import { join } from 'node:path';
 import { NetnsNotFoundError } from '../errors';
 import { netnsAddon } from '../native';
 
@@ -66,7 +66,7 @@ class NetnsHandle implements Netns {
 export function netnsPath(pathOrName: string): string {
   if (pathOrName.includes('/')) return pathOrName;
   if (pathOrName === '' || pathOrName === '.' || pathOrName === '..') throw new NetnsNotFoundError(pathOrName);
-  return path.join(NETNS_RUN_DIR, pathOrName);
+  return join(NETNS_RUN_DIR, pathOrName);
 }
 
 /** Opens a namespace by path or `ip netns` name; NetnsNotFoundError when it does not exist. */

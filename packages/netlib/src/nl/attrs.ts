@@ -20,17 +20,29 @@ export function u8(v: number): Buffer {
   return Buffer.from([v & 0xff]);
 }
 
+/*
+ * The hot 16- and 32-bit fields are stored and read byte by byte: Buffer's writeUInt16LE and
+ * friends validate every call and compile Node's checks on first use, which a per-pod process
+ * (one ADD, a few dozen messages) paid for in every call (docs/build.md, "where a CNI call's time goes").
+ */
+function put16(b: Buffer, off: number, v: number): void {
+  b[off + (LE ? 0 : 1)] = v & 0xff;
+  b[off + (LE ? 1 : 0)] = (v >>> 8) & 0xff;
+}
+
+function put32(b: Buffer, off: number, v: number): void {
+  for (let i = 0; i < 4; i++) b[off + (LE ? i : 3 - i)] = (v >>> (8 * i)) & 0xff;
+}
+
 export function u16(v: number): Buffer {
   const b = Buffer.alloc(2);
-  if (LE) b.writeUInt16LE(v);
-  else b.writeUInt16BE(v);
+  put16(b, 0, v);
   return b;
 }
 
 export function u32(v: number): Buffer {
   const b = Buffer.alloc(4);
-  if (LE) b.writeUInt32LE(v >>> 0);
-  else b.writeUInt32BE(v >>> 0);
+  put32(b, 0, v >>> 0);
   return b;
 }
 
@@ -58,14 +70,9 @@ export function attr(type: number, payload: Buffer | readonly Buffer[] = []): Bu
   const data = Buffer.isBuffer(payload) ? payload : Buffer.concat(payload);
   const len = HEADER + data.length;
   const out = Buffer.alloc(align4(len));
-  if (LE) {
-    out.writeUInt16LE(len, 0);
-    out.writeUInt16LE(type, 2);
-  } else {
-    out.writeUInt16BE(len, 0);
-    out.writeUInt16BE(type, 2);
-  }
-  data.copy(out, HEADER);
+  put16(out, 0, len);
+  put16(out, 2, type);
+  out.set(data, HEADER);
   return out;
 }
 
@@ -73,8 +80,16 @@ export function attr(type: number, payload: Buffer | readonly Buffer[] = []): Bu
 export const nest = (type: number, ...children: Buffer[]): Buffer => attr(type, children);
 
 // Readers take a buffer and an offset, in host order.
-export const readU16 = (b: Buffer, off = 0): number => (LE ? b.readUInt16LE(off) : b.readUInt16BE(off));
-export const readU32 = (b: Buffer, off = 0): number => (LE ? b.readUInt32LE(off) : b.readUInt32BE(off));
+export function readU16(b: Buffer, off = 0): number {
+  if (off + 2 > b.length) throw new RangeError(`netlink: 16-bit field at ${off} beyond ${b.length} bytes`);
+  return LE ? b[off]! | (b[off + 1]! << 8) : (b[off]! << 8) | b[off + 1]!;
+}
+export function readU32(b: Buffer, off = 0): number {
+  if (off + 4 > b.length) throw new RangeError(`netlink: 32-bit field at ${off} beyond ${b.length} bytes`);
+  return LE
+    ? (b[off]! | (b[off + 1]! << 8) | (b[off + 2]! << 16) | (b[off + 3]! << 24)) >>> 0
+    : ((b[off]! << 24) | (b[off + 1]! << 16) | (b[off + 2]! << 8) | b[off + 3]!) >>> 0;
+}
 export const readS32 = (b: Buffer, off = 0): number => (LE ? b.readInt32LE(off) : b.readInt32BE(off));
 export const readU64 = (b: Buffer, off = 0): bigint => (LE ? b.readBigUInt64LE(off) : b.readBigUInt64BE(off));
 

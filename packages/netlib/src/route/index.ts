@@ -207,16 +207,33 @@ export interface ListOptions {
   table?: number;
   family?: Family;
   oif?: number;
+  /** Only routes of this protocol (rtm_protocol: who installed them). */
+  protocol?: number;
 }
 
-/** Routes of one table (main by default), optionally of one family or output link. */
+const RT_TABLE_COMPAT = 252;
+
+/**
+ * Whether a dumped route can match, from its fixed header alone. The kernel filters dumps only on a
+ * socket with NETLINK_GET_STRICT_CHK, which the netlink package cannot set, so a dump carries every
+ * table (local's routes come two per address): decoding only the routes that can match is most of
+ * what a per-pod call spends on a node with many pods (docs/build.md).
+ */
+function mayMatch(data: Buffer, table: number, o: ListOptions): boolean {
+  if (data.length < 12 || (readU32(data, 8) & RTM_F_CLONED) !== 0) return false;
+  if (o.protocol !== undefined && data[5] !== o.protocol) return false;
+  // Tables above 255 travel as RT_TABLE_COMPAT in the header and in full in RTA_TABLE.
+  return table === 0 || data[4] === table || data[4] === RT_TABLE_COMPAT;
+}
+
+/** Routes of one table (main by default), optionally of one family, output link or protocol. */
 export async function list(ns: Netns, o: ListOptions = {}): Promise<Route[]> {
   const table = o.table ?? RT_TABLE.MAIN;
   const af = o.family ? afOf(o.family) : 0;
   const replies = await dump(ns, RTM.GETROUTE, rtmsg({ af }), { op: 'list routes', object: `table ${table === 0 ? 'all' : table}` });
   const out: Route[] = [];
   for (const reply of replies) {
-    if (reply.type !== RTM.NEWROUTE) continue;
+    if (reply.type !== RTM.NEWROUTE || !mayMatch(reply.data, table, o)) continue;
     const r = parseRoute(reply.data);
     if (!r || r.cloned) continue;
     if (table !== 0 && r.table !== table) continue;
