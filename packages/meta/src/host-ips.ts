@@ -41,12 +41,28 @@ export interface HostIPs {
   v6: string[];
 }
 
+/**
+ * Names of host links by index, each asked for once and only when needed: the few links that hold a
+ * global address. A dump of every link cost a per-pod call time in proportion to the node's pods (one
+ * host veth each).
+ */
+function linkNames(hostNs: Netns): (index: number) => Promise<string> {
+  const names = new Map<number, Promise<string>>();
+  return (index) => {
+    let name = names.get(index);
+    if (name === undefined) {
+      name = link.find(hostNs, index).then((l) => l?.name ?? '');
+      names.set(index, name);
+    }
+    return name;
+  };
+}
+
 /** Host IPs for every family among `podIPs` (plain addresses, no prefix). */
 export async function discoverHostIPs(hostNs: Netns, podIPs: string[]): Promise<HostIPs> {
   const out: HostIPs = { v4: [], v6: [] };
   const families = new Set(podIPs.map(familyOf));
-  const links = await link.list(hostNs);
-  const names = new Map(links.map((l) => [l.index, l.name]));
+  const nameOf = linkNames(hostNs);
   for (const family of families) {
     const list = family === 4 ? out.v4 : out.v6;
     const podIP = podIPs.find((p) => familyOf(p) === family)!;
@@ -57,10 +73,9 @@ export async function discoverHostIPs(hostNs: Netns, podIPs: string[]): Promise<
       // No route towards the pod: fall back to the addresses below.
     }
     for (const a of await addr.list(hostNs, { family })) {
-      const name = names.get(a.index) ?? '';
       const plain = a.address.split('/')[0]!;
       // Global scope only: link-local and host-scoped addresses are not reachable from the pod.
-      if (a.scope !== 0 || isVirtualInterface(name) || list.includes(plain)) continue;
+      if (a.scope !== 0 || list.includes(plain) || isVirtualInterface(await nameOf(a.index))) continue;
       list.push(plain);
     }
     if (list.length === 0) {

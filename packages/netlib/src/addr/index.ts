@@ -66,7 +66,8 @@ export async function list(ns: Netns, o: ListOptions = {}): Promise<Address[]> {
   const replies = await dump(ns, RTM.GETADDR, ifaddrmsg(af, 0, 0, 0, 0), { op: 'list addresses', object: `in ${ns.path}` });
   const out: Address[] = [];
   for (const r of replies) {
-    if (r.type !== RTM.NEWADDR) continue;
+    // struct ifaddrmsg's ifa_index (offset 4): another link's address is skipped undecoded, as route.list does.
+    if (r.type !== RTM.NEWADDR || (o.index !== undefined && r.data.length >= 8 && readU32(r.data, 4) !== o.index)) continue;
     const a = parseAddress(r.data);
     if (a && (o.index === undefined || a.index === o.index) && (o.family === undefined || a.family === o.family)) out.push(a);
   }

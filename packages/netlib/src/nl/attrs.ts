@@ -26,11 +26,13 @@ export function u8(v: number): Buffer {
  * (one ADD, a few dozen messages) paid for in every call (docs/build.md, "where a CNI call's time goes").
  */
 function put16(b: Buffer, off: number, v: number): void {
+  if (off < 0 || off + 2 > b.length) throw new RangeError(`netlink: 16-bit field at ${off} beyond ${b.length} bytes`);
   b[off + (LE ? 0 : 1)] = v & 0xff;
   b[off + (LE ? 1 : 0)] = (v >>> 8) & 0xff;
 }
 
 function put32(b: Buffer, off: number, v: number): void {
+  if (off < 0 || off + 4 > b.length) throw new RangeError(`netlink: 32-bit field at ${off} beyond ${b.length} bytes`);
   for (let i = 0; i < 4; i++) b[off + (LE ? i : 3 - i)] = (v >>> (8 * i)) & 0xff;
 }
 
@@ -95,16 +97,14 @@ export const readU64 = (b: Buffer, off = 0): bigint => (LE ? b.readBigUInt64LE(o
 
 /** Writes into an existing buffer (for fixed headers). */
 export function writeU16(b: Buffer, v: number, off: number): void {
-  if (LE) b.writeUInt16LE(v, off);
-  else b.writeUInt16BE(v, off);
+  put16(b, off, v);
 }
 export function writeS16(b: Buffer, v: number, off: number): void {
   if (LE) b.writeInt16LE(v, off);
   else b.writeInt16BE(v, off);
 }
 export function writeU32(b: Buffer, v: number, off: number): void {
-  if (LE) b.writeUInt32LE(v >>> 0, off);
-  else b.writeUInt32BE(v >>> 0, off);
+  put32(b, off, v >>> 0);
 }
 export function writeS32(b: Buffer, v: number, off: number): void {
   if (LE) b.writeInt32LE(v, off);
