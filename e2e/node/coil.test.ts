@@ -452,7 +452,7 @@ describeNodes(
       }
     });
 
-    test("doctor node --cloud on a node: the terway image's doctor reads terway's ENIs from ECS (the Alibaba Cloud emulator) with the SDK it carries as a lazy module; the coil image's doctor does not carry it and says so", async () => {
+    test("doctor node --cloud on a node: the terway image's doctor reads terway's ENIs from ECS (the Alibaba Cloud emulator) with the cloud client it carries as a lazy module; the coil image's doctor does not carry it and says so", async () => {
       const node = e().lab.nodes[0]!;
       const terwayDoctor = [path.join(path.dirname(buildImages(['terway']).terway!), 'bin', 'cnikit-terway'), 'doctor'];
       const keys = { id: 'LTAI-lab', secret: 'lab-secret' };
@@ -492,7 +492,7 @@ describeNodes(
         expect(ecsRows(doctor(terwayDoctor, 'wrong-secret').unreadable)).toEqual([
           expect.stringMatching(/^ECS \(the ENIs of terwayd's leases\): .*SignatureDoesNotMatch/),
         ]);
-        // the coil image's doctor carries no Alibaba Cloud SDK: it asks nothing and says which image does
+        // the coil image's doctor carries no Alibaba Cloud client: it asks nothing and says which image does
         const asked = await calls();
         expect(ecsRows(doctor(DOCTOR, keys.secret).unreadable)).toEqual([
           "ECS (the ENIs of terwayd's leases): lazy/packages/terway/src/cloud/node-enis.ts: not in this executable; the terway image carries it",

@@ -1,6 +1,6 @@
 // Issue 7's benchmark: Terway pod ADDs per second, the whole stack in one process in network
 // namespaces (the terway CNI handler -> gRPC on a UNIX socket -> terwayd's daemon -> the ENI pool ->
-// the official Alibaba SDK -> the local fake ECS/VPC OpenAPI), from a warm pool (IPs already on the
+// terway's OpenAPI client -> the local fake ECS/VPC OpenAPI), from a warm pool (IPs already on the
 // node) and from a cold one (every IP comes from the cloud) with a fixed latency per OpenAPI call.
 // Printed, never asserted. Needs root.
 //

@@ -87,7 +87,7 @@ async function buildUnit(unit, ctx) {
   const chunked = !snapshot && (unit.multicall || unit.programs.every((p) => p.cni));
   // Modules the programs import() and their packages declare lazy travel as assets of their own (lib/lazy.mjs).
   // A multi-call executable (an image's) carries only those of its own family's packages: the coil image's
-  // doctor has no terway ENI to read, and the Alibaba Cloud SDK would add 6.6 MB to it.
+  // doctor has no terway ENI to read, and terway's cloud reader would only add to it.
   const usedLazy = new Set();
   const carried = (m) => !unit.multicall || m.pkg === undefined || unit.programs.some((p) => p.pkg === m.pkg);
   const plugins = [lazyPlugin(root, ctx.lazyModules, carried, usedLazy)];

@@ -5,7 +5,7 @@ import { spawn } from 'node:child_process';
 import * as path from 'node:path';
 
 export interface Emulator {
-  /** The program's first line: a URL (gce-emulator) or `host:port` (aliyun-emulator, the SDK's endpoint). */
+  /** The program's first line: a URL (gce-emulator) or `host:port` (aliyun-emulator, terway's ecsEndpoint). */
   url: string;
   stop(): Promise<void>;
 }

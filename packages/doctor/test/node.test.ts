@@ -302,7 +302,7 @@ describe('terway leases', () => {
     await api.listen();
     const keys = { id: process.env.ALIBABA_CLOUD_ACCESS_KEY_ID, secret: process.env.ALIBABA_CLOUD_ACCESS_KEY_SECRET };
     try {
-      // doctor takes the keys as terwayd and the SDK do, from the environment; without them it says so
+      // doctor takes the keys as terwayd does, from the environment; without them it says so
       delete process.env.ALIBABA_CLOUD_ACCESS_KEY_ID;
       expect(await readTerwayCloud([{ ip: '10.1.0.9', eniId: 'eni-x', containerId: 'c1' }], {})).toEqual({
         enis: {},

@@ -1,7 +1,7 @@
 /**
  * @cnikit/terway: Terway's ENI multi-IP pool, the Alibaba ECS/VPC OpenAPI
- * client (official SDK; its emulator is @cnikit/aliyun-emulator, outside what
- * ships), the veth policy-routing datapath with tbf bandwidth, terwayd and the
+ * client (our own, V3-signed RPC over node:https; its emulator is
+ * @cnikit/aliyun-emulator, outside what ships), the veth policy-routing datapath with tbf bandwidth, terwayd and the
  * terway CNI binary's gRPC client.
  */
 export * from './clock';

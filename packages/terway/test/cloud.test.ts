@@ -1,5 +1,5 @@
 /**
- * The official SDK (@alicloud/ecs20140526, @alicloud/vpc20160428) against the
+ * terway's OpenAPI client (src/cloud/openapi.ts, V3-signed RPC) against the
  * local fake OpenAPI: signatures, async attach states, paging, quotas,
  * Throttling retries, injected failures and latency; then the pool on top.
  */
@@ -37,7 +37,7 @@ async function raw(query: Record<string, string>): Promise<{ status: number; bod
   return { status: r.status, body: (await r.json()) as Record<string, unknown> };
 }
 
-describe('fake OpenAPI through the official SDK', () => {
+describe('fake OpenAPI through our client', () => {
   it('DescribeInstanceTypes gives the ENI quotas; DescribeVSwitches the free IPs', async () => {
     expect(await cloud.instanceQuota('ecs.g6.large')).toEqual({
       eniQuantity: 3,
@@ -257,7 +257,7 @@ describe('fake OpenAPI through the official SDK', () => {
   });
 });
 
-describe('pool over the SDK and the fake', () => {
+describe('pool over the client and the fake', () => {
   it('fills ENIs up to the instance quota, frees them again', async () => {
     const pool = new EniIpPool({
       config: parsePoolConfig({

@@ -1,5 +1,5 @@
 // The Alibaba Cloud emulator as a program (`npm run aliyun-emulator`), driven from outside as a user driving a
-// rehearsal: terway's own cloud client (the official SDK) against it, the on-attach hook that makes an ENI
+// rehearsal: terway's own cloud client against it, the on-attach hook that makes an ENI
 // appear on a node, the address hooks that make the VPC deliver an ENI's IPs, the metadata service answering
 // each VM as its own, a per-minute rate limit, an injected outage and an ENI visible late.
 import * as fs from 'node:fs';
@@ -59,7 +59,7 @@ test('it prints where it listens: the address given (a node reaches the host leg
   expect(endpoint).toMatch(/^127\.0\.0\.2:\d+$/);
 });
 
-test('an ENI created and attached through the SDK runs the on-attach hook; a third create in the minute is throttled', async () => {
+test('an ENI created and attached through the terway client runs the on-attach hook; a third create in the minute is throttled', async () => {
   const c = cloud();
   const a = await c.createEni({ vswitchId: 'vsw-a', securityGroups: ['sg-1'], ipCount: 2 });
   expect(a).toMatchObject({ ips: [expect.stringMatching(/^10\.1\.0\./), expect.stringMatching(/^10\.1\.0\./)] });

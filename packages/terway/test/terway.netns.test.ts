@@ -1,7 +1,7 @@
 /**
  * The whole stack in namespaces: the terway CNI binary (in-process, the test
  * "host" netns as its host) -> gRPC on a UNIX socket -> terwayd -> the pool ->
- * the official SDK -> the fake OpenAPI, whose attached ENIs appear as veths
+ * the OpenAPI client -> the fake OpenAPI, whose attached ENIs appear as veths
  * into an "ext" netns standing for the VPC.
  */
 import * as fs from 'node:fs';

@@ -4,12 +4,15 @@
  * program: src/cmd/aliyun-emulator.ts). One HTTP server answers both products
  * (told apart by the version). It follows the API reference:
  *
- * - the action comes from the `x-acs-action` header (V3 signature, what the
- *   official SDK sends) or the `Action` query parameter (classic RPC);
+ * - the action comes from the `x-acs-action` header (V3 signature, what
+ *   terway's client and the official SDKs send) or the `Action` query
+ *   parameter (classic RPC, taken unsigned here);
  *   parameters from the query string and a form body; flat `Name.N` lists;
  * - V3 requests are checked: ACS3-HMAC-SHA256 over the canonical request,
  *   unknown AccessKeyId 404 InvalidAccessKeyId.NotFound, bad signature 400
- *   SignatureDoesNotMatch;
+ *   SignatureDoesNotMatch, a common header present but left out of
+ *   SignedHeaders (host, x-acs-*: the documentation requires them all
+ *   signed) 400 IncompleteSignature;
  * - JSON answers with RequestId; errors {RequestId, HostId, Code, Message,
  *   Recommend} with the documented HTTP statuses (400 InvalidParameter /
  *   MissingParameter / Throttling, 403 InvalidOperation.* / quota, 404 *.NotFound,
@@ -149,7 +152,7 @@ type ActionHandler = (p: Params) => Record<string, unknown>;
 const MAX_ASSIGN_PER_CALL = 10;
 const MAX_SECONDARY_ON_CREATE = 49;
 
-/** RFC 3986 percent-encoding as the SDK's signer does it. */
+/** The V3 signature's percent-encoding: UTF-8, RFC 3986, only `A-Z a-z 0-9 - _ . ~` left as they are. */
 export function acsEncode(s: string): string {
   return encodeURIComponent(s).replace(/[!'()*]/g, (c) => `%${c.charCodeAt(0).toString(16).toUpperCase()}`);
 }
@@ -254,7 +257,6 @@ export class FakeOpenApi {
     return this.endpoint;
   }
 
-  /** host:port, what the SDK's `endpoint` option takes. */
   /** Where a client reaches it: the address it listens on, or loopback when that is every address. */
   get endpoint(): string {
     const a = this.server!.address() as AddressInfo;
@@ -335,6 +337,15 @@ export class FakeOpenApi {
     const m = /^ACS3-HMAC-SHA256 Credential=([^,]+),SignedHeaders=([^,]+),Signature=([0-9a-f]+)$/.exec(auth);
     if (!m) throw new ApiError(400, 'IncompleteSignature', 'The request signature does not conform to Aliyun standards.');
     const [, akId, signed, sig] = m;
+    // Every common request header the request carries (Authorization aside) must be signed.
+    const names = signed!.split(';');
+    const unsigned = Object.keys(req.headers).filter((h) => (h === 'host' || h.startsWith('x-acs-')) && !names.includes(h));
+    if (unsigned.length)
+      throw new ApiError(
+        400,
+        'IncompleteSignature',
+        `The request signature does not conform to Aliyun standards: ${unsigned.join(', ')} not signed.`,
+      );
     const secret = this.accessKeys[akId!];
     if (secret === undefined) throw new ApiError(404, 'InvalidAccessKeyId.NotFound', 'Specified access key is not found.');
     const payload = createHash('sha256').update(body).digest('hex');
@@ -342,7 +353,6 @@ export class FakeOpenApi {
       throw new ApiError(400, 'SignatureDoesNotMatch', 'The request body hash does not match x-acs-content-sha256.');
     const keys = [...url.searchParams.keys()].sort();
     const query = keys.map((k) => `${acsEncode(k)}=${acsEncode(url.searchParams.get(k) ?? '')}`).join('&');
-    const names = signed!.split(';');
     const headers = names.map((h) => `${h}:${String(req.headers[h] ?? '').trim()}\n`).join('');
     const canonical = `${req.method}\n${url.pathname}\n${query}\n${headers}\n${signed}\n${payload}`;
     const toSign = `ACS3-HMAC-SHA256\n${createHash('sha256').update(canonical).digest('hex')}`;

@@ -2,7 +2,7 @@
  * The benchmark behind tools/bench/terway.mjs: the whole stack in one
  * process, in network namespaces (root): the terway CNI handler (in-process,
  * a test "host" netns as its host) -> gRPC on a UNIX socket -> terwayd's
- * daemon -> the pool -> the official SDK -> FakeOpenApi with a fixed latency
+ * daemon -> the pool -> terway's OpenAPI client -> FakeOpenApi with a fixed latency
  * per call. N pod ADDs, `concurrency` at a time, from a warm pool (IPs
  * already there) and from a cold one (every IP comes from the cloud).
  */

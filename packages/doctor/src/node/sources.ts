@@ -385,7 +385,7 @@ export async function readGcpCloud(cached: CachedAttachment[]): Promise<GcpCloud
 
 /**
  * The ENIs cilium-eni-agent's book names, as EC2 holds them (one DescribeNetworkInterfaces, one attempt);
- * undefined when the book names none. The SDK is loaded only here: `--cloud` is the only path that needs it.
+ * undefined when the book names none. The cloud clients are loaded only here: `--cloud` is the only path that needs them.
  */
 export async function readCiliumCloud(
   leases: CiliumLease[],
@@ -401,7 +401,7 @@ export async function readCiliumCloud(
 
 /**
  * The ENIs terwayd's leases name, as ECS holds them (region and instance from the metadata service, keys from
- * the environment; one attempt); undefined when no lease names one. The SDK is loaded only here (--cloud).
+ * the environment; one attempt); undefined when no lease names one. The client is loaded only here (--cloud).
  */
 export async function readTerwayCloud(
   leases: TerwayLease[],

@@ -1,15 +1,13 @@
 /**
- * The pool's cloud through the official Alibaba Cloud SDK packages
- * (@alicloud/ecs20140526, @alicloud/vpc20160428 on @alicloud/openapi-core,
- * V3 ACS3-HMAC-SHA256 signatures), endpoint overridable (tests point it at
- * FakeOpenApi). Waits for the async ENI states itself; retries Throttling and
- * 5xx with exponential backoff; other errors become CloudError with the API's
- * Code, HTTP status and RequestId.
+ * The pool's cloud: ECS (2014-05-26) and VPC (2016-04-28) through our own
+ * OpenAPI client (./openapi.ts: RPC style, V3 ACS3-HMAC-SHA256 signatures, in
+ * place of the official SDK and its ~110 MiB), endpoint overridable (tests
+ * point it at the emulator). Waits for the async ENI states itself; retries
+ * Throttling and 5xx with exponential backoff; other errors become CloudError
+ * with the API's Code, HTTP status and RequestId.
  */
-import Ecs, * as $Ecs from '@alicloud/ecs20140526';
-import Vpc, * as $Vpc from '@alicloud/vpc20160428';
-import { $OpenApiUtil } from '@alicloud/openapi-core';
 import { retry, sleep } from '@cnikit/netlib/retry';
+import { OpenApiError, RpcClient, ClientError, type Params } from './openapi';
 import type { EniCloud, EniInfo, EniQuota, VSwitchInfo } from '../pool';
 import { ip } from '@cnikit/netlib';
 
@@ -18,7 +16,7 @@ export interface AliyunOptions {
   instanceId: string;
   accessKeyId: string;
   accessKeySecret: string;
-  /** host[:port]; defaults to the SDK's regional endpoints. */
+  /** host[:port]; defaults to the region's documented endpoints (ecs.<region>.aliyuncs.com, vpc.<region>.aliyuncs.com). */
   ecsEndpoint?: string;
   vpcEndpoint?: string;
   protocol?: 'http' | 'https';
@@ -87,8 +85,8 @@ export interface EniView {
 }
 
 export class AliyunEniCloud implements EniCloud {
-  private readonly ecs: Ecs;
-  private readonly vpc: Vpc;
+  private readonly ecs: RpcClient;
+  private readonly vpc: RpcClient;
   private readonly cidrs = new Map<string, string>();
   private readonly cidrs6 = new Map<string, string>();
 
@@ -96,16 +94,21 @@ export class AliyunEniCloud implements EniCloud {
     const base = {
       accessKeyId: opts.accessKeyId,
       accessKeySecret: opts.accessKeySecret,
-      regionId: opts.regionId,
       protocol: opts.protocol ?? 'https',
-      readTimeout: opts.readTimeoutMs ?? 10_000,
-      connectTimeout: 5000,
+      readTimeoutMs: opts.readTimeoutMs ?? 10_000,
+      connectTimeoutMs: 5000,
     };
-    this.ecs = new Ecs(new $OpenApiUtil.Config({ ...base, ...(opts.ecsEndpoint ? { endpoint: opts.ecsEndpoint } : {}) }));
-    this.vpc = new Vpc(new $OpenApiUtil.Config({ ...base, ...(opts.vpcEndpoint ? { endpoint: opts.vpcEndpoint } : {}) }));
+    this.ecs = new RpcClient({ ...base, version: '2014-05-26', endpoint: opts.ecsEndpoint ?? `ecs.${opts.regionId}.aliyuncs.com` });
+    this.vpc = new RpcClient({ ...base, version: '2016-04-28', endpoint: opts.vpcEndpoint ?? `vpc.${opts.regionId}.aliyuncs.com` });
   }
 
-  /** Calls the SDK, retrying retryable failures (doubling from retryBaseMs); rethrows others as CloudError. */
+  /** One ECS call (RegionId added: every ECS action terway calls takes it, DescribeInstanceTypes aside). */
+  private ecsCall<T>(action: string, params: Params, region = true): Promise<T> {
+    const p = region ? { RegionId: this.opts.regionId, ...params } : params;
+    return this.call(action, () => this.ecs.call(action, p) as Promise<T>);
+  }
+
+  /** Calls the API, retrying retryable failures (doubling from retryBaseMs); rethrows others as CloudError. */
   private call<T>(action: string, fn: () => Promise<T>): Promise<T> {
     const backoff = {
       steps: (this.opts.maxRetries ?? 4) + 1,
@@ -130,38 +133,35 @@ export class AliyunEniCloud implements EniCloud {
   }
 
   async instanceQuota(instanceType: string): Promise<InstanceQuota> {
-    const r = await this.call('DescribeInstanceTypes', () =>
-      this.ecs.describeInstanceTypes(new $Ecs.DescribeInstanceTypesRequest({ instanceTypes: [instanceType] })),
-    );
-    const t = r.body?.instanceTypes?.instanceType?.find((x) => x.instanceTypeId === instanceType);
-    if (!t || !t.eniQuantity || !t.eniPrivateIpAddressQuantity)
+    const r = await this.ecsCall<DescribeInstanceTypesAnswer>('DescribeInstanceTypes', { InstanceTypes: [instanceType] }, false);
+    const t = r.InstanceTypes?.InstanceType?.find((x) => x.InstanceTypeId === instanceType);
+    if (!t || !t.EniQuantity || !t.EniPrivateIpAddressQuantity)
       throw new CloudError(
         'DescribeInstanceTypes',
         'InvalidInstanceType.NotFound',
         undefined,
-        r.body?.requestId,
+        r.RequestId,
         `no ENI quota for ${instanceType}`,
       );
     return {
-      eniQuantity: t.eniQuantity,
-      ipsPerEni: t.eniPrivateIpAddressQuantity,
-      trunkSupported: t.eniTrunkSupported === true,
-      eniTotalQuantity: t.eniTotalQuantity ?? t.eniQuantity,
-      ipv6PerEni: t.eniIpv6AddressQuantity ?? 0,
+      eniQuantity: t.EniQuantity,
+      ipsPerEni: t.EniPrivateIpAddressQuantity,
+      trunkSupported: t.EniTrunkSupported === true,
+      eniTotalQuantity: t.EniTotalQuantity ?? t.EniQuantity,
+      ipv6PerEni: t.EniIpv6AddressQuantity ?? 0,
     };
   }
 
   async describeVSwitches(ids: string[]): Promise<VSwitchInfo[]> {
     const out: VSwitchInfo[] = [];
     for (const id of ids) {
-      const r = await this.call('DescribeVSwitches', () =>
-        this.vpc.describeVSwitches(new $Vpc.DescribeVSwitchesRequest({ regionId: this.opts.regionId, vSwitchId: id, pageSize: 50 })),
-      );
-      for (const v of r.body?.vSwitches?.vSwitch ?? []) {
-        if (!v.vSwitchId || !v.cidrBlock) continue;
-        this.cidrs.set(v.vSwitchId, v.cidrBlock);
-        if (v.ipv6CidrBlock) this.cidrs6.set(v.vSwitchId, v.ipv6CidrBlock);
-        out.push({ id: v.vSwitchId, zone: v.zoneId ?? '', cidr: v.cidrBlock, available: v.availableIpAddressCount ?? 0 });
+      const params = { RegionId: this.opts.regionId, VSwitchId: id, PageSize: 50 };
+      const r = await this.call('DescribeVSwitches', () => this.vpc.call('DescribeVSwitches', params) as Promise<DescribeVSwitchesAnswer>);
+      for (const v of r.VSwitches?.VSwitch ?? []) {
+        if (!v.VSwitchId || !v.CidrBlock) continue;
+        this.cidrs.set(v.VSwitchId, v.CidrBlock);
+        if (v.Ipv6CidrBlock) this.cidrs6.set(v.VSwitchId, v.Ipv6CidrBlock);
+        out.push({ id: v.VSwitchId, zone: v.ZoneId ?? '', cidr: v.CidrBlock, available: v.AvailableIpAddressCount ?? 0 });
       }
     }
     return out;
@@ -172,33 +172,15 @@ export class AliyunEniCloud implements EniCloud {
     const out: EniView[] = [];
     let token: string | undefined;
     do {
-      const req = new $Ecs.DescribeNetworkInterfacesRequest({
-        regionId: this.opts.regionId,
-        maxResults: pageSize,
-        ...(token ? { nextToken: token } : {}),
-        ...(filter.instanceId ? { instanceId: filter.instanceId } : {}),
-        ...(filter.ids ? { networkInterfaceId: filter.ids } : {}),
-        ...(filter.type ? { type: filter.type } : {}),
+      const r = await this.ecsCall<DescribeNetworkInterfacesAnswer>('DescribeNetworkInterfaces', {
+        MaxResults: pageSize,
+        NextToken: token,
+        InstanceId: filter.instanceId,
+        NetworkInterfaceId: filter.ids,
+        Type: filter.type,
       });
-      const r = await this.call('DescribeNetworkInterfaces', () => this.ecs.describeNetworkInterfaces(req));
-      for (const e of r.body?.networkInterfaceSets?.networkInterfaceSet ?? []) {
-        const ips = (e.privateIpSets?.privateIpSet ?? []).map((s) => s.privateIpAddress ?? '').filter(Boolean);
-        const trunk = e.attachment?.trunkNetworkInterfaceId;
-        const ipv6s = (e.ipv6Sets?.ipv6Set ?? []).map((s) => s.ipv6Address ?? '').filter(Boolean);
-        out.push({
-          eniId: e.networkInterfaceId ?? '',
-          status: e.status ?? '',
-          type: e.type ?? '',
-          ...(trunk ? { trunkEniId: trunk } : {}),
-          instanceId: e.instanceId ?? '',
-          mac: e.macAddress ?? '',
-          vswitchId: e.vSwitchId ?? '',
-          primaryIp: e.privateIpAddress ?? '',
-          ips,
-          ipv6s,
-        });
-      }
-      token = r.body?.nextToken || undefined;
+      for (const e of r.NetworkInterfaceSets?.NetworkInterfaceSet ?? []) out.push(eniView(e));
+      token = r.NextToken || undefined;
     } while (token);
     return out;
   }
@@ -250,20 +232,15 @@ export class AliyunEniCloud implements EniCloud {
 
   /** AssignIpv6Addresses: `count` new IPv6 addresses on the ENI. */
   async assignIpv6s(eniId: string, count: number): Promise<string[]> {
-    const r = await this.call('AssignIpv6Addresses', () =>
-      this.ecs.assignIpv6Addresses(
-        new $Ecs.AssignIpv6AddressesRequest({ regionId: this.opts.regionId, networkInterfaceId: eniId, ipv6AddressCount: count }),
-      ),
-    );
-    return r.body?.ipv6Sets?.ipv6Address ?? [];
+    const r = await this.ecsCall<{ Ipv6Sets?: { Ipv6Address?: string[] } }>('AssignIpv6Addresses', {
+      NetworkInterfaceId: eniId,
+      Ipv6AddressCount: count,
+    });
+    return r.Ipv6Sets?.Ipv6Address ?? [];
   }
 
   async unassignIpv6s(eniId: string, ips: string[]): Promise<void> {
-    await this.call('UnassignIpv6Addresses', () =>
-      this.ecs.unassignIpv6Addresses(
-        new $Ecs.UnassignIpv6AddressesRequest({ regionId: this.opts.regionId, networkInterfaceId: eniId, ipv6Address: ips }),
-      ),
-    );
+    await this.ecsCall('UnassignIpv6Addresses', { NetworkInterfaceId: eniId, Ipv6Address: ips });
   }
 
   /**
@@ -278,38 +255,29 @@ export class AliyunEniCloud implements EniCloud {
     trunk?: boolean;
     memberOf?: string;
   }): Promise<EniInfo> {
-    const created = await this.call('CreateNetworkInterface', () =>
-      this.ecs.createNetworkInterface(
-        new $Ecs.CreateNetworkInterfaceRequest({
-          regionId: this.opts.regionId,
-          vSwitchId: req.vswitchId,
-          ...(req.securityGroups.length > 1 ? { securityGroupIds: req.securityGroups } : { securityGroupId: req.securityGroups[0] ?? '' }),
-          secondaryPrivateIpAddressCount: Math.max(0, req.ipCount - 1),
-          description: 'interface create by terway',
-          ...(req.trunk ? { instanceType: 'Trunk' } : {}),
-        }),
-      ),
-    );
-    const eniId = created.body?.networkInterfaceId;
+    const created = await this.ecsCall<{ RequestId?: string; NetworkInterfaceId?: string }>('CreateNetworkInterface', {
+      VSwitchId: req.vswitchId,
+      // SecurityGroupId for one group, SecurityGroupIds.N for several (the API takes one or the other).
+      ...(req.securityGroups.length > 1 ? { SecurityGroupIds: req.securityGroups } : { SecurityGroupId: req.securityGroups[0] ?? '' }),
+      SecondaryPrivateIpAddressCount: Math.max(0, req.ipCount - 1),
+      Description: 'interface create by terway',
+      InstanceType: req.trunk ? 'Trunk' : undefined,
+    });
+    const eniId = created.NetworkInterfaceId;
     if (!eniId)
       throw new CloudError(
         'CreateNetworkInterface',
         'EmptyNetworkInterfaceId',
-        created.statusCode,
-        created.body?.requestId,
+        200,
+        created.RequestId,
         'no NetworkInterfaceId in the answer',
       );
     try {
-      await this.call('AttachNetworkInterface', () =>
-        this.ecs.attachNetworkInterface(
-          new $Ecs.AttachNetworkInterfaceRequest({
-            regionId: this.opts.regionId,
-            networkInterfaceId: eniId,
-            instanceId: this.opts.instanceId,
-            ...(req.memberOf ? { trunkNetworkInstanceId: req.memberOf } : {}),
-          }),
-        ),
-      );
+      await this.ecsCall('AttachNetworkInterface', {
+        NetworkInterfaceId: eniId,
+        InstanceId: this.opts.instanceId,
+        TrunkNetworkInstanceId: req.memberOf,
+      });
       const view = await this.waitStatus(eniId, 'InUse');
       return await this.eniInfo(view);
     } catch (e) {
@@ -320,24 +288,15 @@ export class AliyunEniCloud implements EniCloud {
   }
 
   async assignIps(eniId: string, count: number): Promise<string[]> {
-    const r = await this.call('AssignPrivateIpAddresses', () =>
-      this.ecs.assignPrivateIpAddresses(
-        new $Ecs.AssignPrivateIpAddressesRequest({
-          regionId: this.opts.regionId,
-          networkInterfaceId: eniId,
-          secondaryPrivateIpAddressCount: count,
-        }),
-      ),
-    );
-    return r.body?.assignedPrivateIpAddressesSet?.privateIpSet?.privateIpAddress ?? [];
+    const r = await this.ecsCall<AssignPrivateIpAddressesAnswer>('AssignPrivateIpAddresses', {
+      NetworkInterfaceId: eniId,
+      SecondaryPrivateIpAddressCount: count,
+    });
+    return r.AssignedPrivateIpAddressesSet?.PrivateIpSet?.PrivateIpAddress ?? [];
   }
 
   async unassignIps(eniId: string, ips: string[]): Promise<void> {
-    await this.call('UnassignPrivateIpAddresses', () =>
-      this.ecs.unassignPrivateIpAddresses(
-        new $Ecs.UnassignPrivateIpAddressesRequest({ regionId: this.opts.regionId, networkInterfaceId: eniId, privateIpAddress: ips }),
-      ),
-    );
+    await this.ecsCall('UnassignPrivateIpAddresses', { NetworkInterfaceId: eniId, PrivateIpAddress: ips });
   }
 
   async deleteEni(eniId: string): Promise<void> {
@@ -345,20 +304,10 @@ export class AliyunEniCloud implements EniCloud {
     if (!e) return;
     if (e.status === 'Attaching') await this.waitStatus(eniId, 'InUse');
     if (e.status === 'InUse' || e.status === 'Attaching') {
-      await this.call('DetachNetworkInterface', () =>
-        this.ecs.detachNetworkInterface(
-          new $Ecs.DetachNetworkInterfaceRequest({
-            regionId: this.opts.regionId,
-            networkInterfaceId: eniId,
-            instanceId: this.opts.instanceId,
-          }),
-        ),
-      );
+      await this.ecsCall('DetachNetworkInterface', { NetworkInterfaceId: eniId, InstanceId: this.opts.instanceId });
     }
     if (e.status !== 'Available') await this.waitStatus(eniId, 'Available');
-    await this.call('DeleteNetworkInterface', () =>
-      this.ecs.deleteNetworkInterface(new $Ecs.DeleteNetworkInterfaceRequest({ regionId: this.opts.regionId, networkInterfaceId: eniId })),
-    );
+    await this.ecsCall('DeleteNetworkInterface', { NetworkInterfaceId: eniId });
   }
 }
 
@@ -367,11 +316,70 @@ export function gatewayOf(cidr: string): string {
   return ip.offsetIp(ip.broadcast(cidr), -2);
 }
 
+/** An error answer keeps its Code, status and RequestId; a failure before any answer its code (ECONNREFUSED...), no status. */
 function toCloudError(action: string, e: unknown): CloudError {
   if (e instanceof CloudError) return e;
-  const x = e as { code?: unknown; statusCode?: unknown; data?: { RequestId?: string; Message?: string }; message?: string };
-  const code = typeof x?.code === 'string' ? x.code : 'NetworkError';
-  const status = typeof x?.statusCode === 'number' ? x.statusCode : undefined;
-  const msg = x?.data?.Message ?? x?.message ?? String(e);
-  return new CloudError(action, code, status, x?.data?.RequestId, msg, { cause: e });
+  if (e instanceof OpenApiError) return new CloudError(action, e.code, e.status, e.requestId, e.message, { cause: e });
+  if (e instanceof ClientError) return new CloudError(action, e.code, undefined, undefined, e.message, { cause: e });
+  return new CloudError(action, 'NetworkError', undefined, undefined, e instanceof Error ? e.message : String(e), { cause: e });
+}
+
+function eniView(e: EniAnswer): EniView {
+  const trunk = e.Attachment?.TrunkNetworkInterfaceId;
+  return {
+    eniId: e.NetworkInterfaceId ?? '',
+    status: e.Status ?? '',
+    type: e.Type ?? '',
+    ...(trunk ? { trunkEniId: trunk } : {}),
+    instanceId: e.InstanceId ?? '',
+    mac: e.MacAddress ?? '',
+    vswitchId: e.VSwitchId ?? '',
+    primaryIp: e.PrivateIpAddress ?? '',
+    ips: (e.PrivateIpSets?.PrivateIpSet ?? []).map((s) => s.PrivateIpAddress ?? '').filter(Boolean),
+    ipv6s: (e.Ipv6Sets?.Ipv6Set ?? []).map((s) => s.Ipv6Address ?? '').filter(Boolean),
+  };
+}
+
+// The parts of the JSON answers read here, named as the API reference names them (every field may be absent).
+
+interface DescribeInstanceTypesAnswer {
+  RequestId?: string;
+  InstanceTypes?: {
+    InstanceType?: {
+      InstanceTypeId?: string;
+      EniQuantity?: number;
+      EniPrivateIpAddressQuantity?: number;
+      EniIpv6AddressQuantity?: number;
+      EniTotalQuantity?: number;
+      EniTrunkSupported?: boolean;
+    }[];
+  };
+}
+
+interface DescribeVSwitchesAnswer {
+  VSwitches?: {
+    VSwitch?: { VSwitchId?: string; ZoneId?: string; CidrBlock?: string; Ipv6CidrBlock?: string; AvailableIpAddressCount?: number }[];
+  };
+}
+
+interface EniAnswer {
+  NetworkInterfaceId?: string;
+  Status?: string;
+  Type?: string;
+  InstanceId?: string;
+  MacAddress?: string;
+  VSwitchId?: string;
+  PrivateIpAddress?: string;
+  PrivateIpSets?: { PrivateIpSet?: { PrivateIpAddress?: string }[] };
+  Ipv6Sets?: { Ipv6Set?: { Ipv6Address?: string }[] };
+  Attachment?: { TrunkNetworkInterfaceId?: string };
+}
+
+interface DescribeNetworkInterfacesAnswer {
+  NetworkInterfaceSets?: { NetworkInterfaceSet?: EniAnswer[] };
+  NextToken?: string;
+}
+
+interface AssignPrivateIpAddressesAnswer {
+  AssignedPrivateIpAddressesSet?: { PrivateIpSet?: { PrivateIpAddress?: string[] } };
 }

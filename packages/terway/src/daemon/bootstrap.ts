@@ -188,7 +188,7 @@ function leaseGc(a: {
   };
 }
 
-/** The ECS/VPC client: keys from the options, else eni_conf, else the SDK's environment variables; every call timed. */
+/** The ECS/VPC client: keys from the options, else eni_conf, else ALIBABA_CLOUD_ACCESS_KEY_ID / _SECRET (the variables the SDKs read); every call timed. */
 function newCloudClient(o: TerwaydOptions, meta: InstanceMeta, metrics: TerwayMetrics): AliyunEniCloud {
   const accessKeyId = o.accessKeyId ?? (o.eniConf['access_key'] as string | undefined) ?? process.env['ALIBABA_CLOUD_ACCESS_KEY_ID'] ?? '';
   const accessKeySecret =

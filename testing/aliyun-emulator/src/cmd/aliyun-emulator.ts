@@ -7,7 +7,7 @@
  * PRIMARY_IP in its environment): how an ENI appears on a node as a link. --on-ip-assign / --on-ip-unassign run
  * one when private IPs join or leave a secondary ENI (ENI_ID, ENI_MAC, IPS space-separated), one at a time in the
  * API's order: how the VPC delivers each address to its ENI. Prints the endpoint (host:port, the
- * SDK's `endpoint`) on stdout once it listens; stops on SIGTERM or SIGINT.
+ * client's `ecsEndpoint` / `vpcEndpoint`) on stdout once it listens; stops on SIGTERM or SIGINT.
  */
 import { execFile } from 'node:child_process';
 import { Command, InvalidArgumentError } from 'commander';
