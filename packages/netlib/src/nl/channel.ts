@@ -14,7 +14,7 @@
 import type { NetlinkSocket, NetlinkSendOptions } from 'netlink/dist/netlink';
 import type { RawNetlinkSocket, MessageInfo } from 'netlink/dist/raw';
 import type { NetlinkMessage } from 'netlink/dist/structs';
-import { readS32 } from './attrs';
+import { readS32, readU16, readU32 } from './attrs';
 import { KernelErrno } from './errors';
 
 export interface Reply {
@@ -72,6 +72,10 @@ function channelClass(): ChannelCtor {
 
     constructor(raw: RawNetlinkSocket) {
       super(raw, { ref: false });
+      // Datagrams are split into messages here rather than by the package's generic struct reader: a
+      // per-pod call receives a few hundred messages once each, and that reader ran cold on every one.
+      this.socket.removeAllListeners('message');
+      this.socket.on('message', (msg: Buffer, rinfo: MessageInfo) => this.handleMessages(splitMessages(msg), rinfo));
       // Without a listener an 'error' event would throw out of the event loop.
       this.on('error', (err) => this.failAll(err));
       this.on('close', () => {
@@ -156,6 +160,26 @@ function channelClass(): ChannelCtor {
   }
   ctor = RouteChannel;
   return ctor;
+}
+
+const NLMSG_HDRLEN = 16;
+
+/** struct nlmsghdr { u32 len; u16 type; u16 flags; u32 seq; u32 pid; } then the payload, each message 4-aligned. */
+function splitMessages(b: Buffer): NetlinkMessage[] {
+  const out: NetlinkMessage[] = [];
+  for (let off = 0; off + NLMSG_HDRLEN <= b.length;) {
+    const len = readU32(b, off);
+    if (len < NLMSG_HDRLEN || off + len > b.length) break;
+    out.push({
+      type: readU16(b, off + 4),
+      flags: readU16(b, off + 6),
+      seq: readU32(b, off + 8),
+      port: readU32(b, off + 12),
+      data: b.subarray(off + NLMSG_HDRLEN, off + len),
+    });
+    off += (len + 3) & ~3;
+  }
+  return out;
 }
 
 /** Opens a NETLINK_ROUTE channel in the calling thread's current network namespace. */
