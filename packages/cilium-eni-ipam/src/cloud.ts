@@ -1,7 +1,8 @@
 /**
  * The cloud's side of a node, for `cnikit doctor --cloud`: the addresses EC2 assigns to the ENIs that
  * cilium-eni-agent's book names, in one DescribeNetworkInterfaces call (one attempt: doctor reports, it does
- * not wait out a throttled API). Credentials are the SDK's default chain (the node's instance role on AWS).
+ * not wait out a throttled API). Credentials as the operator's (aws-credentials.ts: the environment, else the
+ * node's instance role from IMDSv2).
  */
 import { SdkEc2 } from './ec2';
 

@@ -1,27 +1,12 @@
 /**
- * The EC2 calls the operator makes, through @aws-sdk/client-ec2 (endpoint override for moto or a proxy).
- * Every call takes a token from one shared bucket and is retried on throttling and server errors; the
- * SDK's own retries are off so that each attempt is counted and rate-limited here.
+ * The EC2 calls the operator makes, through our own client of EC2's Query API (ec2-query.ts: SigV4-signed form
+ * POSTs, XML answers; endpoint override for moto or a proxy). Every call takes a token from one shared bucket
+ * and is retried on throttling and server errors here, so that each attempt is counted and rate-limited.
+ * (The class keeps its name from when it wrapped @aws-sdk/client-ec2: callers and tests name it.)
  */
-import {
-  AssignPrivateIpAddressesCommand,
-  AttachNetworkInterfaceCommand,
-  CreateNetworkInterfaceCommand,
-  CreateTagsCommand,
-  DeleteNetworkInterfaceCommand,
-  DescribeInstancesCommand,
-  DescribeNetworkInterfacesCommand,
-  DescribeSecurityGroupsCommand,
-  DescribeSubnetsCommand,
-  DescribeVpcsCommand,
-  DetachNetworkInterfaceCommand,
-  EC2Client,
-  ModifyNetworkInterfaceAttributeCommand,
-  UnassignPrivateIpAddressesCommand,
-  type Filter,
-  type NetworkInterface,
-  type Tag,
-} from '@aws-sdk/client-ec2';
+import { defaultCredentials, staticCredentials } from './aws-credentials';
+import { Ec2QueryClient, filterParams, listParams, tagParams, type QueryParams } from './ec2-query';
+import { child, items, textAt, type XmlElement } from './xml';
 import { retry, type Backoff } from '@cnikit/netlib/retry';
 import { DEFAULT_RETRY, TokenBucket, ec2Backoff, errorCode, isRetryable, isThrottle, type RetryPolicy } from './rate-limit';
 
@@ -82,7 +67,7 @@ export interface EniFilter {
   status?: string;
 }
 
-/** What the operator needs from EC2; implemented by SdkEc2 (real SDK) and by tests' fakes. */
+/** What the operator needs from EC2; implemented by SdkEc2 (EC2's Query API) and by tests' fakes. */
 export interface Ec2Api {
   describeNetworkInterfaces(filter?: EniFilter): Promise<Ec2Eni[]>;
   describeSubnets(): Promise<Ec2Subnet[]>;
@@ -117,43 +102,55 @@ export interface SdkEc2Options {
   onCall?: (op: string, outcome: 'ok' | 'throttled' | 'error', seconds: number) => void;
 }
 
-const tagMap = (tags: Tag[] | undefined): Record<string, string> =>
-  Object.fromEntries((tags ?? []).filter((t) => t.Key).map((t) => [t.Key!, t.Value ?? '']));
-const tagList = (tags: Record<string, string>): Tag[] => Object.entries(tags).map(([Key, Value]) => ({ Key, Value }));
+/** An EC2 `tagSet` (`<item><key/><value/></item>`) as a map. */
+const tagMap = (el: XmlElement | undefined): Record<string, string> =>
+  Object.fromEntries(
+    items(el, 'tagSet')
+      .filter((t) => textAt(t, 'key'))
+      .map((t) => [textAt(t, 'key')!, textAt(t, 'value') ?? '']),
+  );
+/** The text of `field` in each `<item>` of `set`, empty ones left out. */
+const itemTexts = (el: XmlElement | undefined, set: string, field: string): string[] =>
+  items(el, set)
+    .map((i) => textAt(i, field) ?? '')
+    .filter(Boolean);
+const optInt = (s: string | undefined): number | undefined => (s === undefined || s === '' ? undefined : Number(s));
 
-export function eniFromSdk(n: NetworkInterface): Ec2Eni {
-  const primary = n.PrivateIpAddress ?? '';
+/** A `networkInterface` element (DescribeNetworkInterfaces' item, CreateNetworkInterface's answer). */
+export function eniFromXml(n: XmlElement | undefined): Ec2Eni {
+  const primary = textAt(n, 'privateIpAddress') ?? '';
+  const att = child(n, 'attachment');
   return {
-    id: n.NetworkInterfaceId ?? '',
-    mac: n.MacAddress ?? '',
+    id: textAt(n, 'networkInterfaceId') ?? '',
+    mac: textAt(n, 'macAddress') ?? '',
     ip: primary,
-    subnetId: n.SubnetId ?? '',
-    vpcId: n.VpcId ?? '',
-    availabilityZone: n.AvailabilityZone,
-    instanceId: n.Attachment?.InstanceId,
-    attachmentId: n.Attachment?.AttachmentId,
-    deviceIndex: n.Attachment?.DeviceIndex,
-    status: n.Status,
-    addresses: (n.PrivateIpAddresses ?? []).map((a) => a.PrivateIpAddress ?? '').filter((a) => a && a !== primary),
-    prefixes: (n.Ipv4Prefixes ?? []).map((p) => p.Ipv4Prefix ?? '').filter(Boolean),
-    securityGroups: (n.Groups ?? []).map((g) => g.GroupId ?? '').filter(Boolean),
-    tags: tagMap(n.TagSet),
-    description: n.Description,
+    subnetId: textAt(n, 'subnetId') ?? '',
+    vpcId: textAt(n, 'vpcId') ?? '',
+    availabilityZone: textAt(n, 'availabilityZone'),
+    instanceId: textAt(att, 'instanceId'),
+    attachmentId: textAt(att, 'attachmentId'),
+    deviceIndex: optInt(textAt(att, 'deviceIndex')),
+    status: textAt(n, 'status'),
+    addresses: itemTexts(n, 'privateIpAddressesSet', 'privateIpAddress').filter((a) => a !== primary),
+    prefixes: itemTexts(n, 'ipv4PrefixSet', 'ipv4Prefix'),
+    securityGroups: itemTexts(n, 'groupSet', 'groupId'),
+    tags: tagMap(n),
+    description: textAt(n, 'description'),
   };
 }
 
 export class SdkEc2 implements Ec2Api {
-  readonly client: EC2Client;
+  readonly client: Ec2QueryClient;
   readonly limiter: TokenBucket;
   readonly stats: Ec2Stats = { calls: {}, attempts: 0, throttled: 0, retried: 0, failed: 0 };
   private readonly backoff: Backoff;
 
   constructor(private readonly opts: SdkEc2Options = {}) {
-    this.client = new EC2Client({
+    this.client = new Ec2QueryClient({
       region: opts.region ?? 'us-east-1',
       endpoint: opts.endpoint,
-      maxAttempts: 1,
-      credentials: opts.endpoint ? { accessKeyId: 'testing', secretAccessKey: 'testing' } : undefined,
+      // An emulator or proxy takes any credentials; the real endpoint gets the deployment's (aws-credentials.ts).
+      credentials: opts.endpoint ? staticCredentials({ accessKeyId: 'testing', secretAccessKey: 'testing' }) : defaultCredentials(),
     });
     this.limiter = opts.limiter ?? new TokenBucket();
     this.backoff = ec2Backoff(opts.retry ?? DEFAULT_RETRY);
@@ -190,69 +187,66 @@ export class SdkEc2 implements Ec2Api {
     }
   }
 
+  /** `call` of one Query API action: its answer's root element. */
+  private query(action: string, params: QueryParams = {}): Promise<XmlElement> {
+    return this.call(action, (signal) => this.client.request(action, params, signal));
+  }
+
   async describeNetworkInterfaces(filter: EniFilter = {}): Promise<Ec2Eni[]> {
-    const Filters: Filter[] = [];
-    if (filter.ids) Filters.push({ Name: 'network-interface-id', Values: filter.ids });
-    if (filter.instanceId) Filters.push({ Name: 'attachment.instance-id', Values: [filter.instanceId] });
-    if (filter.status) Filters.push({ Name: 'status', Values: [filter.status] });
-    for (const [k, v] of Object.entries(filter.tags ?? {})) Filters.push({ Name: `tag:${k}`, Values: [v] });
+    const filters: { name: string; values: string[] }[] = [];
+    if (filter.ids) filters.push({ name: 'network-interface-id', values: filter.ids });
+    if (filter.instanceId) filters.push({ name: 'attachment.instance-id', values: [filter.instanceId] });
+    if (filter.status) filters.push({ name: 'status', values: [filter.status] });
+    for (const [k, v] of Object.entries(filter.tags ?? {})) filters.push({ name: `tag:${k}`, values: [v] });
     const out: Ec2Eni[] = [];
     let NextToken: string | undefined;
     do {
-      const r = await this.call('DescribeNetworkInterfaces', (abortSignal) =>
-        this.client.send(new DescribeNetworkInterfacesCommand({ Filters: Filters.length ? Filters : undefined, NextToken }), {
-          abortSignal,
-        }),
-      );
-      out.push(...(r.NetworkInterfaces ?? []).map(eniFromSdk));
-      NextToken = r.NextToken;
+      const r = await this.query('DescribeNetworkInterfaces', { ...filterParams(filters), NextToken });
+      out.push(...items(r, 'networkInterfaceSet').map(eniFromXml));
+      NextToken = textAt(r, 'nextToken') || undefined;
     } while (NextToken);
     return out;
   }
 
   async describeSubnets(): Promise<Ec2Subnet[]> {
-    const r = await this.call('DescribeSubnets', (abortSignal) => this.client.send(new DescribeSubnetsCommand({}), { abortSignal }));
-    return (r.Subnets ?? []).map((s) => ({
-      id: s.SubnetId ?? '',
-      cidr: s.CidrBlock ?? '',
-      vpcId: s.VpcId ?? '',
-      availabilityZone: s.AvailabilityZone ?? '',
-      availableAddresses: s.AvailableIpAddressCount ?? 0,
-      tags: tagMap(s.Tags),
+    const r = await this.query('DescribeSubnets');
+    return items(r, 'subnetSet').map((s) => ({
+      id: textAt(s, 'subnetId') ?? '',
+      cidr: textAt(s, 'cidrBlock') ?? '',
+      vpcId: textAt(s, 'vpcId') ?? '',
+      availabilityZone: textAt(s, 'availabilityZone') ?? '',
+      availableAddresses: optInt(textAt(s, 'availableIpAddressCount')) ?? 0,
+      tags: tagMap(s),
     }));
   }
 
   async describeVpcs(): Promise<Ec2Vpc[]> {
-    const r = await this.call('DescribeVpcs', (abortSignal) => this.client.send(new DescribeVpcsCommand({}), { abortSignal }));
-    return (r.Vpcs ?? []).map((v) => ({
-      id: v.VpcId ?? '',
-      primaryCidr: v.CidrBlock ?? '',
-      cidrs: (v.CidrBlockAssociationSet ?? []).map((c) => c.CidrBlock ?? '').filter(Boolean),
+    const r = await this.query('DescribeVpcs');
+    return items(r, 'vpcSet').map((v) => ({
+      id: textAt(v, 'vpcId') ?? '',
+      primaryCidr: textAt(v, 'cidrBlock') ?? '',
+      cidrs: itemTexts(v, 'cidrBlockAssociationSet', 'cidrBlock'),
     }));
   }
 
   async describeSecurityGroups(tags: Record<string, string>): Promise<string[]> {
-    const Filters = Object.entries(tags).map(([k, v]) => ({ Name: `tag:${k}`, Values: [v] }));
-    const r = await this.call('DescribeSecurityGroups', (abortSignal) =>
-      this.client.send(new DescribeSecurityGroupsCommand({ Filters }), { abortSignal }),
-    );
-    return (r.SecurityGroups ?? []).map((g) => g.GroupId ?? '').filter(Boolean);
+    const filters = Object.entries(tags).map(([k, v]) => ({ name: `tag:${k}`, values: [v] }));
+    const r = await this.query('DescribeSecurityGroups', filterParams(filters));
+    return itemTexts(r, 'securityGroupInfo', 'groupId');
   }
 
   async describeInstance(instanceId: string): Promise<Ec2Instance | undefined> {
     try {
-      const r = await this.call('DescribeInstances', (abortSignal) =>
-        this.client.send(new DescribeInstancesCommand({ InstanceIds: [instanceId] }), { abortSignal }),
-      );
-      const i = r.Reservations?.[0]?.Instances?.[0];
+      const r = await this.query('DescribeInstances', listParams('InstanceId', [instanceId]));
+      const i = items(items(r, 'reservationSet')[0], 'instancesSet')[0];
       if (!i) return undefined;
       return {
-        id: i.InstanceId ?? instanceId,
-        state: i.State?.Name ?? 'unknown',
-        type: i.InstanceType,
-        vpcId: i.VpcId,
-        subnetId: i.SubnetId,
-        availabilityZone: i.Placement?.AvailabilityZone,
+        id: textAt(i, 'instanceId') ?? instanceId,
+        state: textAt(i, 'instanceState/name') ?? 'unknown',
+        type: textAt(i, 'instanceType'),
+        vpcId: textAt(i, 'vpcId'),
+        subnetId: textAt(i, 'subnetId'),
+        availabilityZone: textAt(i, 'placement/availabilityZone'),
       };
     } catch (err) {
       if (errorCode((err as Ec2Error).cause) === 'InvalidInstanceID.NotFound') return undefined;
@@ -261,104 +255,57 @@ export class SdkEc2 implements Ec2Api {
   }
 
   async createNetworkInterface(req: CreateEniRequest): Promise<Ec2Eni> {
-    const r = await this.call('CreateNetworkInterface', (abortSignal) =>
-      this.client.send(
-        new CreateNetworkInterfaceCommand({
-          SubnetId: req.subnetId,
-          Groups: req.securityGroups,
-          Description: req.description,
-          SecondaryPrivateIpAddressCount: req.secondaryCount || undefined,
-          Ipv4PrefixCount: req.prefixCount || undefined,
-          TagSpecifications: Object.keys(req.tags).length ? [{ ResourceType: 'network-interface', Tags: tagList(req.tags) }] : undefined,
-        }),
-        { abortSignal },
-      ),
-    );
-    const eni = eniFromSdk(r.NetworkInterface ?? {});
+    const tagged = Object.keys(req.tags).length > 0;
+    const r = await this.query('CreateNetworkInterface', {
+      SubnetId: req.subnetId,
+      ...listParams('SecurityGroupId', req.securityGroups),
+      Description: req.description,
+      SecondaryPrivateIpAddressCount: req.secondaryCount || undefined,
+      Ipv4PrefixCount: req.prefixCount || undefined,
+      ...(tagged ? { 'TagSpecification.1.ResourceType': 'network-interface', ...tagParams('TagSpecification.1.Tag', req.tags) } : {}),
+    });
+    const eni = eniFromXml(child(r, 'networkInterface'));
     // Some emulators drop TagSpecifications on this call: tag explicitly when the answer lacks the tags.
     if (Object.entries(req.tags).some(([k, v]) => eni.tags[k] !== v)) {
-      await this.call('CreateTags', (abortSignal) =>
-        this.client.send(new CreateTagsCommand({ Resources: [eni.id], Tags: tagList(req.tags) }), { abortSignal }),
-      );
+      await this.query('CreateTags', { ...listParams('ResourceId', [eni.id]), ...tagParams('Tag', req.tags) });
       eni.tags = { ...eni.tags, ...req.tags };
     }
     return eni;
   }
 
   async attachNetworkInterface(eniId: string, instanceId: string, deviceIndex: number): Promise<string> {
-    const r = await this.call('AttachNetworkInterface', (abortSignal) =>
-      this.client.send(
-        new AttachNetworkInterfaceCommand({
-          NetworkInterfaceId: eniId,
-          InstanceId: instanceId,
-          DeviceIndex: deviceIndex,
-        }),
-        { abortSignal },
-      ),
-    );
-    return r.AttachmentId ?? '';
+    const r = await this.query('AttachNetworkInterface', { NetworkInterfaceId: eniId, InstanceId: instanceId, DeviceIndex: deviceIndex });
+    return textAt(r, 'attachmentId') ?? '';
   }
 
   async setDeleteOnTermination(eniId: string, attachmentId: string): Promise<void> {
-    await this.call('ModifyNetworkInterfaceAttribute', (abortSignal) =>
-      this.client.send(
-        new ModifyNetworkInterfaceAttributeCommand({
-          NetworkInterfaceId: eniId,
-          Attachment: { AttachmentId: attachmentId, DeleteOnTermination: true },
-        }),
-        { abortSignal },
-      ),
-    );
+    await this.query('ModifyNetworkInterfaceAttribute', {
+      NetworkInterfaceId: eniId,
+      'Attachment.AttachmentId': attachmentId,
+      'Attachment.DeleteOnTermination': true,
+    });
   }
 
   async detachNetworkInterface(attachmentId: string): Promise<void> {
-    await this.call('DetachNetworkInterface', (abortSignal) =>
-      this.client.send(new DetachNetworkInterfaceCommand({ AttachmentId: attachmentId, Force: true }), { abortSignal }),
-    );
+    await this.query('DetachNetworkInterface', { AttachmentId: attachmentId, Force: true });
   }
 
   async deleteNetworkInterface(eniId: string): Promise<void> {
-    await this.call('DeleteNetworkInterface', (abortSignal) =>
-      this.client.send(new DeleteNetworkInterfaceCommand({ NetworkInterfaceId: eniId }), { abortSignal }),
-    );
+    await this.query('DeleteNetworkInterface', { NetworkInterfaceId: eniId });
   }
 
   async assignPrivateIpAddresses(eniId: string, count: number): Promise<string[]> {
-    const r = await this.call('AssignPrivateIpAddresses', (abortSignal) =>
-      this.client.send(
-        new AssignPrivateIpAddressesCommand({
-          NetworkInterfaceId: eniId,
-          SecondaryPrivateIpAddressCount: count,
-        }),
-        { abortSignal },
-      ),
-    );
-    return (r.AssignedPrivateIpAddresses ?? []).map((a) => a.PrivateIpAddress ?? '').filter(Boolean);
+    const r = await this.query('AssignPrivateIpAddresses', { NetworkInterfaceId: eniId, SecondaryPrivateIpAddressCount: count });
+    return itemTexts(r, 'assignedPrivateIpAddressesSet', 'privateIpAddress');
   }
 
   async assignPrefixes(eniId: string, count: number): Promise<string[]> {
-    const r = await this.call('AssignPrivateIpAddresses', (abortSignal) =>
-      this.client.send(
-        new AssignPrivateIpAddressesCommand({
-          NetworkInterfaceId: eniId,
-          Ipv4PrefixCount: count,
-        }),
-        { abortSignal },
-      ),
-    );
-    return (r.AssignedIpv4Prefixes ?? []).map((a) => a.Ipv4Prefix ?? '').filter(Boolean);
+    const r = await this.query('AssignPrivateIpAddresses', { NetworkInterfaceId: eniId, Ipv4PrefixCount: count });
+    return itemTexts(r, 'assignedIpv4PrefixSet', 'ipv4Prefix');
   }
 
   async unassignPrivateIpAddresses(eniId: string, ips: string[]): Promise<void> {
-    await this.call('UnassignPrivateIpAddresses', (abortSignal) =>
-      this.client.send(
-        new UnassignPrivateIpAddressesCommand({
-          NetworkInterfaceId: eniId,
-          PrivateIpAddresses: ips,
-        }),
-        { abortSignal },
-      ),
-    );
+    await this.query('UnassignPrivateIpAddresses', { NetworkInterfaceId: eniId, ...listParams('PrivateIpAddress', ips) });
   }
 }
 

@@ -4,6 +4,7 @@
  * repository's one retry helper, @cnikit/netlib/retry).
  */
 import { sleep, type Backoff } from '@cnikit/netlib/retry';
+import { Ec2QueryError } from './ec2-query';
 
 export class TokenBucket {
   private tokens: number;
@@ -61,9 +62,16 @@ const RETRYABLE = new Set([
 ]);
 const NETWORK = new Set(['ECONNRESET', 'ECONNREFUSED', 'EPIPE', 'ETIMEDOUT', 'TimeoutError', 'AbortError']);
 
+/**
+ * The code that says what went wrong: EC2's error code for an answer EC2 gave (Ec2QueryError), the errno name
+ * for a network error (Node's have the plain name "Error" and the errno in `code`), else the error's name
+ * (TimeoutError, AbortError, CredentialsError...).
+ */
 export function errorCode(err: unknown): string {
-  const e = err as { name?: string; Code?: string; code?: string } | undefined;
-  return e?.Code ?? e?.name ?? e?.code ?? 'Unknown';
+  if (err instanceof Ec2QueryError) return err.code;
+  const e = err as { name?: string; Code?: string; code?: unknown } | undefined;
+  if (e?.name === 'Error' && typeof e.code === 'string') return e.code;
+  return e?.Code ?? e?.name ?? (typeof e?.code === 'string' ? e.code : undefined) ?? 'Unknown';
 }
 
 export function isThrottle(err: unknown): boolean {
@@ -71,11 +79,11 @@ export function isThrottle(err: unknown): boolean {
   return c === 'RequestLimitExceeded' || c.startsWith('Throttl') || c === 'RequestThrottled' || c === 'TooManyRequestsException';
 }
 
+/** Throttling, server-side trouble (by code, or any 5xx EC2 answered) and network errors are retried. */
 export function isRetryable(err: unknown): boolean {
   const c = errorCode(err);
   if (RETRYABLE.has(c) || NETWORK.has(c)) return true;
-  const status = (err as { $metadata?: { httpStatusCode?: number } })?.$metadata?.httpStatusCode;
-  return status !== undefined && status >= 500;
+  return err instanceof Ec2QueryError && err.status >= 500;
 }
 
 export interface RetryPolicy {

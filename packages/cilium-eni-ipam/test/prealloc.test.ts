@@ -2,6 +2,7 @@ import { calculateExcessIPs, calculateNeededIPs, planAllocation } from '../src/p
 import { LimitsTable, maxUsableIps } from '../src/limits';
 import { selectSubnet } from '../src/subnets';
 import { delays } from '@cnikit/netlib/retry';
+import { Ec2QueryError } from '../src/ec2-query';
 import { TokenBucket, ec2Backoff, isRetryable, isThrottle } from '../src/rate-limit';
 import * as fs from 'node:fs';
 import * as path from 'node:path';
@@ -126,8 +127,8 @@ describe('rate limiting and retry policy', () => {
     expect(isThrottle({ name: 'RequestLimitExceeded' })).toBe(true);
     expect(isRetryable({ name: 'RequestLimitExceeded' })).toBe(true);
     expect(isRetryable({ name: 'InternalError' })).toBe(true);
-    expect(isRetryable({ name: 'Weird', $metadata: { httpStatusCode: 503 } })).toBe(true);
-    expect(isRetryable({ name: 'InvalidParameterValue', $metadata: { httpStatusCode: 400 } })).toBe(false);
+    expect(isRetryable(new Ec2QueryError('Weird', 'what', 503))).toBe(true);
+    expect(isRetryable(new Ec2QueryError('InvalidParameterValue', 'bad', 400))).toBe(false);
     // equal jitter: each delay between half the doubled delay and all of it, capped at maxMs
     const p = { attempts: 12, initialMs: 100, maxMs: 1000 };
     expect([...delays(ec2Backoff(p), () => 0)]).toEqual([50, 100, 200, 400, 500, 500, 500, 500, 500, 500, 500]);
