@@ -1,15 +1,18 @@
 /**
- * AWS credentials for the EC2 client, from the sources our deployment uses (config/deploy.yaml): the
- * environment (AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY[/AWS_SESSION_TOKEN], the optional Secret
- * cilium-eni-operator-aws), else the instance role from the instance metadata service (IMDSv2), refreshed
- * before it expires. The AWS SDK's chain had more sources; a configuration that selects one of those is
- * refused by name instead of silently falling through to another identity.
+ * AWS credentials for the EC2 client, from the sources our deployment uses (config/deploy.yaml), in the AWS
+ * SDK chain's order: the environment (AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY[/AWS_SESSION_TOKEN], the
+ * optional Secret cilium-eni-operator-aws), IRSA on EKS (AWS_WEB_IDENTITY_TOKEN_FILE and AWS_ROLE_ARN: STS
+ * AssumeRoleWithWebIdentity), else the instance role from the instance metadata service (IMDSv2); temporary
+ * ones are refreshed before they expire. The SDK's chain had more sources; a configuration that selects one
+ * of those is refused by name instead of silently falling through to another identity.
  */
-import { existsSync } from 'node:fs';
+import { existsSync, readFileSync } from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
+import { errorFromAnswer, formBody } from './ec2-query';
 import { send } from './http-send';
 import type { AwsCredentials } from './sigv4';
+import { textAt, parseXml } from './xml';
 
 export type CredentialSource = () => Promise<AwsCredentials>;
 
@@ -23,39 +26,42 @@ export const staticCredentials =
   () =>
     Promise.resolve(c);
 
-/** Sources of the SDK's chain we do not implement: each named by what selects it. */
-function refusedSource(env: NodeJS.ProcessEnv): string | undefined {
-  if (env.AWS_WEB_IDENTITY_TOKEN_FILE) return 'web identity (IRSA: AWS_WEB_IDENTITY_TOKEN_FILE/AWS_ROLE_ARN)';
-  if (env.AWS_CONTAINER_CREDENTIALS_RELATIVE_URI || env.AWS_CONTAINER_CREDENTIALS_FULL_URI)
-    return 'container credentials (AWS_CONTAINER_CREDENTIALS_RELATIVE_URI/FULL_URI: ECS, EKS Pod Identity)';
+/** Shared config and credentials files, which the SDK reads before web identity and IMDS: not implemented. */
+function refusedFiles(env: NodeJS.ProcessEnv): string | undefined {
   if (env.AWS_PROFILE) return `shared config profiles (AWS_PROFILE=${env.AWS_PROFILE})`;
   const file = env.AWS_SHARED_CREDENTIALS_FILE ?? path.join(os.homedir(), '.aws', 'credentials');
   if (existsSync(file)) return `shared credentials file (${file})`;
   return undefined;
 }
 
+const refuse = (what: string): never => {
+  throw new CredentialsError(
+    `AWS credentials: ${what} is not supported; set AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY, use IRSA or the instance role`,
+  );
+};
+
 /**
  * The source the environment selects. A half-set pair or an unsupported source fails each call (as the SDK's
- * chain did: a client is made without I/O or throwing, the error surfaces as the call's); IMDS is only asked
- * at the first call.
+ * chain did: a client is made without I/O or throwing, the error surfaces as the call's); STS and IMDS are
+ * only asked at the first call.
  */
-export function defaultCredentials(env: NodeJS.ProcessEnv = process.env): CredentialSource {
+export function defaultCredentials(env: NodeJS.ProcessEnv = process.env, region = 'us-east-1'): CredentialSource {
   try {
-    return selectSource(env);
+    return selectSource(env, region);
   } catch (err) {
     return () => Promise.reject(err as Error);
   }
 }
 
-function selectSource(env: NodeJS.ProcessEnv): CredentialSource {
+function selectSource(env: NodeJS.ProcessEnv, region: string): CredentialSource {
   const { AWS_ACCESS_KEY_ID: id, AWS_SECRET_ACCESS_KEY: secret, AWS_SESSION_TOKEN: token } = env;
   if (id && secret) return staticCredentials({ accessKeyId: id, secretAccessKey: secret, sessionToken: token || undefined });
   if (id || secret) throw new CredentialsError(`AWS credentials: ${id ? 'AWS_SECRET_ACCESS_KEY' : 'AWS_ACCESS_KEY_ID'} is not set`);
-  const refused = refusedSource(env);
-  if (refused)
-    throw new CredentialsError(
-      `AWS credentials: ${refused} is not supported; set AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY or use the instance role`,
-    );
+  const files = refusedFiles(env);
+  if (files) refuse(files);
+  if (env.AWS_WEB_IDENTITY_TOKEN_FILE || env.AWS_ROLE_ARN) return webIdentityCredentials(env, region);
+  if (env.AWS_CONTAINER_CREDENTIALS_RELATIVE_URI || env.AWS_CONTAINER_CREDENTIALS_FULL_URI)
+    refuse('container credentials (AWS_CONTAINER_CREDENTIALS_RELATIVE_URI/FULL_URI: ECS, EKS Pod Identity)');
   if (env.AWS_EC2_METADATA_DISABLED === 'true')
     throw new CredentialsError('AWS credentials: none in the environment and AWS_EC2_METADATA_DISABLED=true');
   return imdsCredentials(env.AWS_EC2_METADATA_SERVICE_ENDPOINT ?? 'http://169.254.169.254');
@@ -64,14 +70,13 @@ function selectSource(env: NodeJS.ProcessEnv): CredentialSource {
 /** Refreshed this long before they expire, so that no signed request carries credentials about to lapse. */
 const REFRESH_BEFORE_MS = 5 * 60_000;
 
-/** The instance role's credentials from IMDSv2, cached until shortly before their Expiration. */
-export function imdsCredentials(endpoint: string, now: () => number = Date.now): CredentialSource {
+/** Temporary credentials from `fetchOnce`, cached until shortly before they expire; one fetch for concurrent callers. */
+function refreshing(fetchOnce: () => Promise<{ creds: AwsCredentials; expiration: number }>, now: () => number): CredentialSource {
   let cached: { creds: AwsCredentials; refreshAt: number } | undefined;
   let pending: Promise<AwsCredentials> | undefined;
   return async () => {
     if (cached && now() < cached.refreshAt) return cached.creds;
-    // One fetch for every caller waiting at once.
-    pending ??= fetchRole(endpoint.replace(/\/$/, ''))
+    pending ??= fetchOnce()
       .then(({ creds, expiration }) => {
         cached = { creds, refreshAt: expiration - REFRESH_BEFORE_MS };
         return creds;
@@ -79,6 +84,55 @@ export function imdsCredentials(endpoint: string, now: () => number = Date.now):
       .finally(() => (pending = undefined));
     return pending;
   };
+}
+
+/** The instance role's credentials from IMDSv2. */
+export const imdsCredentials = (endpoint: string, now: () => number = Date.now): CredentialSource =>
+  refreshing(() => fetchRole(endpoint.replace(/\/$/, '')), now);
+
+/**
+ * IRSA: the role AWS_ROLE_ARN assumed with the service account token in AWS_WEB_IDENTITY_TOKEN_FILE (re-read at
+ * each refresh: the kubelet rotates it), through STS's regional endpoint (AWS_ENDPOINT_URL_STS overrides it).
+ */
+export function webIdentityCredentials(env: NodeJS.ProcessEnv, region: string, now: () => number = Date.now): CredentialSource {
+  const { AWS_WEB_IDENTITY_TOKEN_FILE: tokenFile, AWS_ROLE_ARN: roleArn } = env;
+  if (!tokenFile || !roleArn)
+    throw new CredentialsError(`AWS credentials: IRSA needs ${tokenFile ? 'AWS_ROLE_ARN' : 'AWS_WEB_IDENTITY_TOKEN_FILE'} too`);
+  const endpoint = new URL(env.AWS_ENDPOINT_URL_STS ?? `https://sts.${region}.amazonaws.com${region.startsWith('cn-') ? '.cn' : ''}/`);
+  const session = env.AWS_ROLE_SESSION_NAME || `cilium-eni-operator-${now()}`;
+  const token = (): string => {
+    try {
+      return readFileSync(tokenFile, 'utf8').trim();
+    } catch (err) {
+      throw new CredentialsError(`AWS credentials: IRSA token file ${tokenFile}: ${(err as Error).message}`);
+    }
+  };
+  return refreshing(async () => assumeRoleWithWebIdentity(endpoint, roleArn, session, token()), now);
+}
+
+/** STS AssumeRoleWithWebIdentity (Query API, unsigned: the token is the proof). */
+async function assumeRoleWithWebIdentity(
+  endpoint: URL,
+  roleArn: string,
+  session: string,
+  token: string,
+): Promise<{ creds: AwsCredentials; expiration: number }> {
+  const params = { RoleArn: roleArn, RoleSessionName: session, WebIdentityToken: token };
+  const body = formBody('AssumeRoleWithWebIdentity', params, '2011-06-15');
+  const headers = { 'content-type': 'application/x-www-form-urlencoded; charset=utf-8' };
+  const r = await send(endpoint, { method: 'POST', headers, body, signal: AbortSignal.timeout(10_000) });
+  if (r.status !== 200) {
+    const e = errorFromAnswer(r.status, r.body);
+    throw new CredentialsError(`AWS credentials from STS AssumeRoleWithWebIdentity (${roleArn}): ${e.code}: ${e.message}`);
+  }
+  const c = parseXml(r.body).children.find((el) => el.name === 'AssumeRoleWithWebIdentityResult');
+  const creds = {
+    accessKeyId: textAt(c, 'Credentials/AccessKeyId') ?? '',
+    secretAccessKey: textAt(c, 'Credentials/SecretAccessKey') ?? '',
+    sessionToken: textAt(c, 'Credentials/SessionToken'),
+  };
+  if (!creds.accessKeyId || !creds.secretAccessKey) throw new CredentialsError('AWS credentials from STS: no Credentials in the answer');
+  return { creds, expiration: Date.parse(textAt(c, 'Credentials/Expiration') ?? '') || Date.now() + 15 * 60_000 };
 }
 
 async function imdsGet(url: string, method: string, headers: Record<string, string>): Promise<string> {

@@ -57,8 +57,9 @@ export function tagParams(prefix: string, tags: Record<string, string>): QueryPa
 /** RFC 3986 percent-encoding, as SigV4 and EC2 expect it (encodeURIComponent leaves !'()* alone). */
 const enc = (s: string): string => encodeURIComponent(s).replace(/[!'()*]/g, (c) => `%${c.charCodeAt(0).toString(16).toUpperCase()}`);
 
-export function formBody(action: string, params: QueryParams): string {
-  const all: QueryParams = { Action: action, Version: EC2_API_VERSION, ...params };
+/** The form body of a Query API request (EC2's version unless told: STS speaks the same protocol). */
+export function formBody(action: string, params: QueryParams, version = EC2_API_VERSION): string {
+  const all: QueryParams = { Action: action, Version: version, ...params };
   return Object.entries(all)
     .filter(([, v]) => v !== undefined)
     .map(([k, v]) => `${enc(k)}=${enc(String(v))}`)
@@ -78,7 +79,7 @@ export function errorFromAnswer(status: number, body: string, headerRequestId?: 
   }
   const err = child(child(doc, 'Errors'), 'Error') ?? child(doc, 'Error');
   const code = textAt(err, 'Code') ?? `Http${status}`;
-  const message = textAt(err, 'Message') ?? (body.trim().slice(0, 200) || `HTTP ${status}`);
+  const message = textAt(err, 'Message') ?? `HTTP ${status} ${body.replace(/\s+/g, ' ').trim().slice(0, 120)}`.trim();
   const requestId = textAt(doc, 'RequestID') ?? textAt(doc, 'RequestId') ?? headerRequestId;
   return new Ec2QueryError(code, message, status, requestId);
 }

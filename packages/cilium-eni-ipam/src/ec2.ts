@@ -146,11 +146,14 @@ export class SdkEc2 implements Ec2Api {
   private readonly backoff: Backoff;
 
   constructor(private readonly opts: SdkEc2Options = {}) {
+    const region = opts.region ?? 'us-east-1';
     this.client = new Ec2QueryClient({
-      region: opts.region ?? 'us-east-1',
+      region,
       endpoint: opts.endpoint,
       // An emulator or proxy takes any credentials; the real endpoint gets the deployment's (aws-credentials.ts).
-      credentials: opts.endpoint ? staticCredentials({ accessKeyId: 'testing', secretAccessKey: 'testing' }) : defaultCredentials(),
+      credentials: opts.endpoint
+        ? staticCredentials({ accessKeyId: 'testing', secretAccessKey: 'testing' })
+        : defaultCredentials(process.env, region),
     });
     this.limiter = opts.limiter ?? new TokenBucket();
     this.backoff = ec2Backoff(opts.retry ?? DEFAULT_RETRY);

@@ -276,16 +276,19 @@ describe('credentials', () => {
     await expect(defaultCredentials({ AWS_ACCESS_KEY_ID: 'A' })()).rejects.toThrow(/AWS_SECRET_ACCESS_KEY is not set/);
   });
 
-  test("the SDK chain's other sources are refused by name, not skipped", async () => {
+  test("the SDK chain's other sources are refused by name, not skipped; IRSA half-configured is an error", async () => {
     const home = fs.mkdtempSync(path.join(os.tmpdir(), 'aws-creds-'));
     const none = { AWS_SHARED_CREDENTIALS_FILE: path.join(home, 'credentials') };
-    await expect(defaultCredentials({ ...none, AWS_WEB_IDENTITY_TOKEN_FILE: '/t', AWS_ROLE_ARN: 'arn' })()).rejects.toThrow(
-      /web identity \(IRSA.*is not supported/,
-    );
     await expect(defaultCredentials({ ...none, AWS_CONTAINER_CREDENTIALS_FULL_URI: 'http://x' })()).rejects.toThrow(
-      /container credentials/,
+      /container credentials.*is not supported/,
     );
     await expect(defaultCredentials({ ...none, AWS_PROFILE: 'dev' })()).rejects.toThrow(/AWS_PROFILE=dev/);
+    await expect(defaultCredentials({ ...none, AWS_ROLE_ARN: 'arn:aws:iam::123456789012:role/r' })()).rejects.toThrow(
+      /IRSA needs AWS_WEB_IDENTITY_TOKEN_FILE too/,
+    );
+    await expect(defaultCredentials({ ...none, AWS_ROLE_ARN: 'arn', AWS_WEB_IDENTITY_TOKEN_FILE: path.join(home, 't') })()).rejects.toThrow(
+      /IRSA token file .*\/t: ENOENT/,
+    );
     fs.writeFileSync(none.AWS_SHARED_CREDENTIALS_FILE, '[default]\n');
     await expect(defaultCredentials(none)()).rejects.toThrow(/shared credentials file/);
     fs.rmSync(home, { recursive: true, force: true });

@@ -385,7 +385,7 @@ export async function readGcpCloud(cached: CachedAttachment[]): Promise<GcpCloud
 
 /**
  * The ENIs cilium-eni-agent's book names, as EC2 holds them (one DescribeNetworkInterfaces, one attempt);
- * undefined when the book names none. The cloud clients are loaded only here: `--cloud` is the only path that needs them.
+ * undefined when the book names none. The EC2 client is loaded only here: `--cloud` is the only path that needs it.
  */
 export async function readCiliumCloud(
   leases: CiliumLease[],
