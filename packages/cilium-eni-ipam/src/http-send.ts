@@ -20,6 +20,9 @@ export interface SendOptions {
   agent?: http.Agent;
 }
 
+/** A network error as Node names a reset connection, so that callers retry it as one. */
+const cut = (): Error => Object.assign(new Error('connection closed before the answer ended'), { code: 'ECONNRESET' });
+
 export function send(url: URL, o: SendOptions): Promise<HttpAnswer> {
   const mod = url.protocol === 'https:' ? https : http;
   const body = o.body === undefined ? undefined : Buffer.from(o.body, 'utf8');
@@ -30,6 +33,10 @@ export function send(url: URL, o: SendOptions): Promise<HttpAnswer> {
       res.on('data', (c: Buffer) => chunks.push(c));
       res.on('error', reject);
       res.on('end', () => resolve({ status: res.statusCode ?? 0, headers: res.headers, body: Buffer.concat(chunks).toString('utf8') }));
+      // A connection cut mid-body (or an abort after the headers) must not leave the call pending forever.
+      res.on('close', () => {
+        if (!res.complete) reject(o.signal?.aborted ? (o.signal.reason ?? new Error('aborted')) : cut());
+      });
     });
     req.on('error', (err) => reject(o.signal?.aborted ? (o.signal.reason ?? err) : err));
     req.end(body);

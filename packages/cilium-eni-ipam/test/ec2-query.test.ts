@@ -221,6 +221,29 @@ describe('errors through SdkEc2', () => {
     }
   });
 
+  test('a connection cut in the middle of an answer is a network error, retried', async () => {
+    let calls = 0;
+    const server = http.createServer((req, res) => {
+      req.resume();
+      req.on('end', () => {
+        if (calls++ === 0) {
+          res.writeHead(200, { 'content-length': '1000' });
+          res.write('<DescribeVpcsResponse><vpcSet>');
+          setTimeout(() => res.socket?.destroy(), 20);
+        } else res.end('<DescribeVpcsResponse><vpcSet><item><vpcId>vpc-1</vpcId></item></vpcSet></DescribeVpcsResponse>');
+      });
+    });
+    await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+    try {
+      const ec2 = fast(`http://127.0.0.1:${(server.address() as AddressInfo).port}`);
+      expect((await ec2.describeVpcs()).map((v) => v.id)).toEqual(['vpc-1']);
+      expect(ec2.stats).toMatchObject({ attempts: 2, retried: 1, throttled: 0 });
+      ec2.client.destroy();
+    } finally {
+      await new Promise((r) => server.close(r));
+    }
+  });
+
   test('other codes fail at once, surfaced with code, status and request ID', async () => {
     const bad = `<Response><Errors><Error><Code>InvalidSubnetID.NotFound</Code><Message>The subnet ID 'subnet-x' does not exist</Message></Error></Errors><RequestID>req-9</RequestID></Response>`;
     const stub = await stubEc2([[400, bad]]);
