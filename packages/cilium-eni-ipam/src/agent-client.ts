@@ -2,7 +2,7 @@
  * The plugin's side of the agent protocol: one JSON line out, one JSON line back, over a UNIX socket.
  * Kept apart from agent.ts so the plugin's bundle holds no Kubernetes client.
  */
-import * as net from 'node:net';
+import type * as Net from 'node:net';
 import type { Lease, UsedIp } from './pool';
 
 export const DEFAULT_SOCKET = '/run/cilium-eni-ipam/agent.sock';
@@ -23,6 +23,8 @@ export type AgentReply =
 
 /** The client side (the plugin): one request, one reply, with a timeout. */
 export function agentRequest(socketPath: string, req: AgentRequest, timeoutMs = 10_000): Promise<AgentReply> {
+  // Required here, not at the top: a VERSION call of the plugin should not load node:net and its streams.
+  const net = require('node:net') as typeof Net;
   return new Promise((resolve, reject) => {
     const sock = net.createConnection(socketPath);
     let buf = '';

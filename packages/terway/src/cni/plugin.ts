@@ -5,7 +5,7 @@
  * (code 50) while terwayd is not there to answer. GC collects the leases of
  * sandboxes the runtime no longer knows.
  */
-import * as fs from 'node:fs';
+import { existsSync } from 'node:fs';
 import {
   CniCode,
   CniError,
@@ -289,7 +289,7 @@ const STATUS_PROBE: PodRef = { K8sPodNamespace: 'cni.dev', K8sPodName: 'status-p
  */
 export async function status(a: CmdArgs): Promise<void> {
   const conf = parseConf(a);
-  if (!fs.existsSync(conf.socket))
+  if (!existsSync(conf.socket))
     throw new CniError(
       CniCode.NotAvailable,
       `terway: terwayd is not running: no socket at ${conf.socket}`,
