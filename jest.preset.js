@@ -42,6 +42,7 @@ module.exports = {
     '^@cnikit/gcp-ipam/types$': path.join(__dirname, 'packages/gcp-ipam/src/types.ts'),
     '^@cnikit/gcp-ipam/cloud$': path.join(__dirname, 'packages/gcp-ipam/src/cloud.ts'),
     '^@cnikit/unary-grpc$': path.join(__dirname, 'packages/unary-grpc/src/index.ts'),
+    '^@cnikit/unary-grpc/server$': path.join(__dirname, 'packages/unary-grpc/src/server.ts'),
     '^@cnikit/kube$': path.join(__dirname, 'packages/kube/src/index.ts'),
     '^@cnikit/kube/lite$': path.join(__dirname, 'packages/kube/src/lite.ts'),
     '^@cnikit/kube/prom$': path.join(__dirname, 'packages/kube/src/prom.ts'),

@@ -2,8 +2,9 @@
  * One POST over a hand-framed HTTP/2 connection on a UNIX socket (RFC 9113), one stream per connection:
  * node:http2 alone costs ~19 ms of start-up, more than a whole call to a node daemon (docs/build.md).
  * The steps: connect; write the client preface, SETTINGS, HEADERS and the first DATA in one write; read
- * frames (SETTINGS acknowledged, PING answered, WINDOW_UPDATE releasing more of the body, HEADERS and
- * CONTINUATION decoded with hpack.ts, DATA collected) until the stream ends, fails or the deadline passes.
+ * frames (SETTINGS acknowledged, PING answered, WINDOW_UPDATE releasing more of the body, a GOAWAY that still
+ * covers our stream waited out, HEADERS and CONTINUATION decoded with hpack.ts, DATA collected) until the
+ * stream ends, fails or the deadline passes.
  * The request body goes out in frames within the peer's SETTINGS_MAX_FRAME_SIZE and flow-control windows;
  * our own receive windows are opened to the maximum at once, so no WINDOW_UPDATE is ever sent.
  */
@@ -184,6 +185,8 @@ class Exchange {
         if (!(f.flags & FrameFlag.ACK)) this.write(encodeFrame(FrameType.PING, FrameFlag.ACK, 0, f.payload));
         return;
       case FrameType.GOAWAY:
+        // a server going away still finishes the streams up to its last stream id (RFC 9113 6.8): ours among them, we wait
+        if (f.payload.length >= 8 && (f.payload.readUInt32BE(0) & 0x7fffffff) >= STREAM) return;
         return this.fail(`server sent GOAWAY (error ${f.payload.length >= 8 ? f.payload.readUInt32BE(4) : '?'})`);
     }
     if (f.stream === STREAM) this.onStreamFrame(f);

@@ -1,6 +1,6 @@
 /**
  * Hand-written protobuf encoding of the few pkg.cnirpc messages (cnirpc.proto) and of google.rpc.Status,
- * shared by coild (through @grpc/grpc-js's custom serializers) and the thin `coil` client (@cnikit/unary-grpc),
+ * shared by coild (@cnikit/unary-grpc/server's handlers take and return Buffers) and the thin `coil` client (@cnikit/unary-grpc),
  * on the wire-format primitives of @cnikit/unary-grpc: no code generation, no proto-loader.
  */
 import { ProtoWriter, protoBool, protoBytes, protoFields, protoNumber, protoString } from '@cnikit/unary-grpc';

@@ -1,0 +1,342 @@
+/**
+ * The daemons' side of unary gRPC (https://github.com/grpc/grpc/blob/master/doc/PROTOCOL-HTTP2.md) on
+ * node:http2 alone, listening on a UNIX socket: `/<service>/<method>` routed to an async handler that takes
+ * the request message and returns the response message as Buffers (each family's hand-written codec does
+ * the protobuf). Per call: the request headers checked (POST, content-type application/grpc else HTTP 415),
+ * `grpc-timeout` armed, the one Length-Prefixed-Message read (Compressed-Flag 0; 1 is INTERNAL without a
+ * grpc-encoding and UNIMPLEMENTED with one, as compression.md says, since we accept none), the handler
+ * run, then `:status 200`, `content-type: application/grpc`, the framed response and trailers
+ * `grpc-status: 0`. Every failure is a Trailers-Only response: `grpc-status`, `grpc-message`
+ * (percent-encoded UTF-8) and, when given, `grpc-status-details-bin` (unpadded base64). A handler that
+ * outlives the deadline answers DEADLINE_EXCEEDED; a handler's GrpcStatusError gives its code, any other
+ * throw UNKNOWN. @grpc/grpc-js weighs ~5 MiB more than node:http2 once loaded (docs/build.md).
+ */
+import * as fs from 'node:fs';
+import * as http2 from 'node:http2';
+
+/** The status codes a server answers with (https://grpc.io/docs/guides/status-codes/). */
+export const ServerStatus = {
+  OK: 0,
+  CANCELLED: 1,
+  UNKNOWN: 2,
+  DEADLINE_EXCEEDED: 4,
+  RESOURCE_EXHAUSTED: 8,
+  UNIMPLEMENTED: 12,
+  INTERNAL: 13,
+  UNAVAILABLE: 14,
+} as const;
+
+/** Thrown by a handler: the call fails with `code`, `message` and, if given, `details` (a google.rpc.Status). */
+export class GrpcStatusError extends Error {
+  constructor(
+    readonly code: number,
+    message: string,
+    readonly details?: Buffer,
+    /** More trailers beside the status (ASCII values). */
+    readonly trailers?: Record<string, string>,
+  ) {
+    super(message);
+    this.name = 'GrpcStatusError';
+  }
+}
+
+export interface CallContext {
+  service: string;
+  method: string;
+  /** The request headers (custom metadata among them; `-bin` values still base64). */
+  headers: http2.IncomingHttpHeaders;
+  /** When the client's `grpc-timeout` runs out (Date.now() clock); undefined without one. */
+  deadline?: number;
+  /** Aborted when the call is over without the handler's answer: deadline, client cancel, forced close. */
+  signal: AbortSignal;
+}
+
+export type UnaryHandler = (request: Buffer, call: CallContext) => Promise<Buffer>;
+
+/** Metrics of the calls that reach their handler (unknown methods and refused requests do not), as go-grpc-prometheus counts. */
+export interface ServerMetrics {
+  /** The call reached its handler. */
+  started?(service: string, method: string): void;
+  /** The call ended with `code` (the one sent; CANCELLED if the client went away first), `seconds` after its handler was called. */
+  handled?(service: string, method: string, code: number, seconds: number): void;
+}
+
+export interface UnaryServerOptions {
+  /** Larger request messages are refused with RESOURCE_EXHAUSTED, as gRPC libraries do; default 4 MiB. */
+  maxReceiveMessageLength?: number;
+  metrics?: ServerMetrics;
+}
+
+const DEFAULT_MAX_RECEIVE = 4 * 1024 * 1024;
+const TIMEOUT_UNIT_MS: Record<string, number> = { H: 3_600_000, M: 60_000, S: 1000, m: 1, u: 1e-3, n: 1e-6 };
+/** setTimeout's largest delay; a longer grpc-timeout is as good as none. */
+const MAX_TIMER_MS = 2 ** 31 - 1;
+
+interface Status {
+  code: number;
+  message: string;
+  details?: Buffer;
+  extra?: http2.OutgoingHttpHeaders;
+}
+
+export class UnaryServer {
+  private readonly routes = new Map<string, { service: string; method: string; handler: UnaryHandler }>();
+  private readonly server = http2.createServer();
+  private readonly sessions = new Set<http2.ServerHttp2Session>();
+  private readonly inFlight = new Set<Promise<void>>();
+  private readonly maxReceive: number;
+  private closing = false;
+  private socketPath?: string;
+
+  constructor(private readonly opts: UnaryServerOptions = {}) {
+    this.maxReceive = opts.maxReceiveMessageLength ?? DEFAULT_MAX_RECEIVE;
+    this.server.on('session', (session) => {
+      this.sessions.add(session);
+      session.on('close', () => this.sessions.delete(session));
+      session.on('error', () => undefined); // a peer's broken connection is its call's failure, never the daemon's
+      if (this.closing) session.close();
+    });
+    this.server.on('stream', (stream, headers) => this.onStream(stream, headers));
+  }
+
+  /** Routes `/<service>/<method>` to each handler. */
+  addService(service: string, handlers: Record<string, UnaryHandler>): this {
+    for (const [method, handler] of Object.entries(handlers)) this.routes.set(`/${service}/${method}`, { service, method, handler });
+    return this;
+  }
+
+  /** Listens on the UNIX socket `socketPath` (which must not exist) and gives it `mode`. */
+  async listen(socketPath: string, mode = 0o600): Promise<void> {
+    await new Promise<void>((resolve, reject) => {
+      const onError = (err: Error): void => reject(err);
+      this.server.once('error', onError);
+      this.server.listen(socketPath, () => {
+        this.server.off('error', onError);
+        resolve();
+      });
+    });
+    this.socketPath = socketPath;
+    fs.chmodSync(socketPath, mode);
+  }
+
+  /**
+   * Stops accepting connections and calls (GOAWAY on every connection), waits up to `timeoutMs` for the
+   * calls in flight to answer, then drops whatever connection is left. The socket file goes with the listener.
+   */
+  async close(timeoutMs = 10_000): Promise<void> {
+    this.closing = true;
+    const closed = new Promise<void>((resolve) => this.server.close(() => resolve()));
+    for (const s of this.sessions) s.close(); // GOAWAY; each connection ends once its streams have
+    let timer: NodeJS.Timeout | undefined;
+    const drained = Promise.all([...this.inFlight]).then(() => true);
+    const expired = new Promise<boolean>((resolve) => (timer = setTimeout(() => resolve(false), timeoutMs)));
+    await Promise.race([drained, expired]);
+    clearTimeout(timer);
+    for (const s of this.sessions) s.destroy();
+    await closed;
+    if (this.socketPath) fs.rmSync(this.socketPath, { force: true });
+  }
+
+  private onStream(stream: http2.ServerHttp2Stream, headers: http2.IncomingHttpHeaders): void {
+    stream.on('error', () => undefined); // reset streams surface through 'close' below
+    if (headers[':method'] !== 'POST') return plainHttp(stream, 405);
+    const contentType = headers['content-type'];
+    if (typeof contentType !== 'string' || !/^application\/grpc(?:[+;]|$)/.test(contentType)) return plainHttp(stream, 415);
+    if (this.closing) return trailersOnly(stream, { code: ServerStatus.UNAVAILABLE, message: 'server is shutting down' });
+    const path = headers[':path'] ?? '';
+    const route = this.routes.get(path);
+    if (!route) return trailersOnly(stream, { code: ServerStatus.UNIMPLEMENTED, message: `method ${path} is not implemented` });
+    let timeoutMs: number | undefined;
+    const rawTimeout = headers['grpc-timeout'];
+    if (rawTimeout !== undefined) {
+      timeoutMs = parseTimeout(String(rawTimeout));
+      if (timeoutMs === undefined)
+        return trailersOnly(stream, { code: ServerStatus.INTERNAL, message: `malformed grpc-timeout: ${String(rawTimeout)}` });
+    }
+    const call = new Call(stream, route.service, route.method, this.opts.metrics);
+    // in flight until both the handler has settled and the stream has closed (the trailers gone out)
+    const closed = new Promise<void>((resolve) => stream.once('close', resolve));
+    const done = Promise.all([call.run(headers, timeoutMs, this.maxReceive, route.handler).catch(() => undefined), closed]).then(
+      () => undefined,
+    );
+    this.inFlight.add(done);
+    void done.finally(() => this.inFlight.delete(done));
+  }
+}
+
+/** One routed call, from its request headers to its status. */
+class Call {
+  /** When the handler was called: calls refused before it (bad message, gone client) are no metrics' business. */
+  private t0?: bigint;
+  private readonly abort = new AbortController();
+  private answered = false;
+  private timer?: NodeJS.Timeout;
+
+  constructor(
+    private readonly stream: http2.ServerHttp2Stream,
+    private readonly service: string,
+    private readonly method: string,
+    private readonly metrics?: ServerMetrics,
+  ) {}
+
+  async run(headers: http2.IncomingHttpHeaders, timeoutMs: number | undefined, maxReceive: number, handler: UnaryHandler): Promise<void> {
+    const deadline = timeoutMs === undefined ? undefined : Date.now() + timeoutMs;
+    if (timeoutMs !== undefined && timeoutMs <= MAX_TIMER_MS)
+      this.timer = setTimeout(() => this.fail({ code: ServerStatus.DEADLINE_EXCEEDED, message: 'Deadline exceeded' }), timeoutMs);
+    this.stream.on('close', () => {
+      if (!this.answered) this.end(ServerStatus.CANCELLED);
+    });
+    let request: Buffer;
+    try {
+      request = await readMessage(this.stream, String(headers['grpc-encoding'] ?? 'identity'), maxReceive);
+    } catch (err) {
+      return this.fail(err instanceof GrpcStatusError ? statusOf(err) : { code: ServerStatus.INTERNAL, message: (err as Error).message });
+    }
+    if (this.answered) return;
+    this.t0 = process.hrtime.bigint();
+    this.metrics?.started?.(this.service, this.method);
+    let response: Buffer;
+    try {
+      response = await handler(request, { service: this.service, method: this.method, headers, deadline, signal: this.abort.signal });
+    } catch (err) {
+      return this.fail(err instanceof GrpcStatusError ? statusOf(err) : { code: ServerStatus.UNKNOWN, message: errorMessage(err) });
+    }
+    if (this.answered) return;
+    const stream = this.stream;
+    if (stream.destroyed) return this.end(ServerStatus.CANCELLED);
+    this.end(ServerStatus.OK);
+    stream.respond({ ':status': 200, 'content-type': 'application/grpc' }, { waitForTrailers: true });
+    stream.once('wantTrailers', () => stream.sendTrailers({ 'grpc-status': '0' }));
+    stream.end(frame(response));
+    closeEarly(stream);
+  }
+
+  private fail(status: Status): void {
+    if (this.answered) return;
+    this.end(status.code);
+    trailersOnly(this.stream, status);
+  }
+
+  /** Marks the call over (once): timer off, handler told, metrics given the code. */
+  private end(code: number): void {
+    if (this.answered) return;
+    this.answered = true;
+    clearTimeout(this.timer);
+    if (code !== ServerStatus.OK) this.abort.abort();
+    if (this.t0 !== undefined) this.metrics?.handled?.(this.service, this.method, code, Number(process.hrtime.bigint() - this.t0) / 1e9);
+  }
+}
+
+/**
+ * The request body: exactly one Length-Prefixed-Message up to the client's END_STREAM. DATA frame
+ * boundaries mean nothing; a message over `maxReceive` is refused as soon as its length is known.
+ */
+function readMessage(stream: http2.ServerHttp2Stream, encoding: string, maxReceive: number): Promise<Buffer> {
+  return new Promise((resolve, reject) => {
+    const chunks: Buffer[] = [];
+    let size = 0;
+    let checked = false;
+    const check = (head: Buffer): GrpcStatusError | undefined => {
+      const flag = head[0]!;
+      if (flag === 1 && (encoding === 'identity' || encoding === ''))
+        return new GrpcStatusError(ServerStatus.INTERNAL, 'Compressed-Flag set on a message without a grpc-encoding');
+      if (flag === 1)
+        return new GrpcStatusError(ServerStatus.UNIMPLEMENTED, `grpc-encoding ${encoding} is not supported`, undefined, {
+          'grpc-accept-encoding': 'identity',
+        });
+      if (flag !== 0) return new GrpcStatusError(ServerStatus.INTERNAL, `Compressed-Flag ${flag} is neither 0 nor 1`);
+      const length = head.readUInt32BE(1);
+      if (length > maxReceive)
+        return new GrpcStatusError(
+          ServerStatus.RESOURCE_EXHAUSTED,
+          `request message of ${length} bytes is over the limit of ${maxReceive}`,
+        );
+      return undefined;
+    };
+    const onData = (chunk: Buffer): void => {
+      chunks.push(chunk);
+      size += chunk.length;
+      if (checked || size < 5) return;
+      checked = true;
+      const err = check(chunks.length === 1 ? chunk : Buffer.concat(chunks));
+      if (err) stop(err);
+    };
+    const stop = (err: Error): void => {
+      stream.off('data', onData);
+      stream.off('end', onEnd);
+      stream.resume();
+      reject(err);
+    };
+    const onEnd = (): void => {
+      const body = Buffer.concat(chunks, size);
+      if (body.length < 5) return reject(new GrpcStatusError(ServerStatus.INTERNAL, 'no request message'));
+      const length = body.readUInt32BE(1);
+      if (body.length < 5 + length)
+        return reject(new GrpcStatusError(ServerStatus.INTERNAL, `request message cut short (${body.length - 5} of ${length} bytes)`));
+      if (body.length > 5 + length)
+        return reject(new GrpcStatusError(ServerStatus.INTERNAL, 'more than one request message in a unary call'));
+      resolve(body.subarray(5));
+    };
+    const onClose = (): void => reject(new GrpcStatusError(ServerStatus.CANCELLED, 'stream closed before the request ended'));
+    stream.on('data', onData);
+    stream.on('end', onEnd);
+    stream.once('close', onClose);
+  });
+}
+
+function statusOf(err: GrpcStatusError): Status {
+  return { code: err.code, message: err.message, details: err.details, extra: err.trailers };
+}
+
+function errorMessage(err: unknown): string {
+  return err instanceof Error ? err.message : String(err);
+}
+
+/** A response that is not gRPC's: the HTTP status alone (the spec's 415 for a content-type not application/grpc). */
+function plainHttp(stream: http2.ServerHttp2Stream, status: number): void {
+  if (stream.destroyed || stream.headersSent) return;
+  stream.respond({ ':status': status }, { endStream: true });
+  closeEarly(stream);
+}
+
+/** Trailers-Only: HTTP-Status, Content-Type and the Trailers in one HEADERS block ending the stream. */
+function trailersOnly(stream: http2.ServerHttp2Stream, status: Status): void {
+  if (stream.destroyed || stream.headersSent) return;
+  const headers: http2.OutgoingHttpHeaders = { ':status': 200, 'content-type': 'application/grpc', 'grpc-status': String(status.code) };
+  if (status.message) headers['grpc-message'] = percentEncode(status.message);
+  if (status.details) headers['grpc-status-details-bin'] = status.details.toString('base64').replace(/=+$/, '');
+  Object.assign(headers, status.extra);
+  stream.respond(headers, { endStream: true });
+  closeEarly(stream);
+}
+
+/**
+ * Early Server Closure: when we answer before the client's END_STREAM, RST_STREAM(NO_ERROR) follows
+ * our last HEADERS frame so the stream can be freed (node:http2 sends it once our side has finished).
+ */
+function closeEarly(stream: http2.ServerHttp2Stream): void {
+  if (!stream.readableEnded) stream.close(http2.constants.NGHTTP2_NO_ERROR);
+}
+
+/** gRPC's Length-Prefixed-Message: Compressed-Flag 0, the length (4 bytes, big-endian), the message. */
+function frame(msg: Buffer): Buffer {
+  const head = Buffer.alloc(5);
+  head.writeUInt32BE(msg.length, 1);
+  return Buffer.concat([head, msg]);
+}
+
+/** Status-Message: the UTF-8 bytes, those outside %x20-%x24 / %x26-%x7E as "%" and two upper-case hex digits. */
+export function percentEncode(message: string): string {
+  let out = '';
+  for (const b of Buffer.from(message, 'utf8')) {
+    out += b >= 0x20 && b <= 0x7e && b !== 0x25 ? String.fromCharCode(b) : `%${b.toString(16).toUpperCase().padStart(2, '0')}`;
+  }
+  return out;
+}
+
+/** Timeout: TimeoutValue (1 to 8 ASCII digits) then its unit (H M S m u n), in milliseconds; undefined if malformed. */
+export function parseTimeout(raw: string): number | undefined {
+  const m = /^(\d{1,8})([HMSmun])$/.exec(raw);
+  if (!m) return undefined;
+  return Number(m[1]) * TIMEOUT_UNIT_MS[m[2]!]!;
+}
