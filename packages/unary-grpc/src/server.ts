@@ -141,7 +141,7 @@ export class UnaryServer {
     stream.on('error', () => undefined); // reset streams surface through 'close' below
     if (headers[':method'] !== 'POST') return plainHttp(stream, 405);
     const contentType = headers['content-type'];
-    if (typeof contentType !== 'string' || !/^application\/grpc(?:[+;]|$)/.test(contentType)) return plainHttp(stream, 415);
+    if (typeof contentType !== 'string' || !contentType.startsWith('application/grpc')) return plainHttp(stream, 415);
     if (this.closing) return trailersOnly(stream, { code: ServerStatus.UNAVAILABLE, message: 'server is shutting down' });
     const path = headers[':path'] ?? '';
     const route = this.routes.get(path);

@@ -235,6 +235,18 @@ describe('requests the server refuses', () => {
     }
   });
 
+  it('a content-type beginning with application/grpc is taken (+proto)', async () => {
+    const res = await h2Post(
+      socket,
+      `/${SERVICE}/Echo`,
+      [['content-type', 'application/grpc+proto']],
+      frameMessage(Buffer.from('p')),
+      5_000,
+    );
+    expect(res.headers['grpc-status']).toBe('0');
+    expect(res.body).toEqual(frameMessage(Buffer.from('p')));
+  });
+
   it('a content-type not application/grpc: HTTP 415', async () => {
     const res = await h2Post(socket, `/${SERVICE}/Echo`, [['content-type', 'text/plain']], frameMessage(Buffer.alloc(0)), 5_000);
     expect(res.headers[':status']).toBe('415');
