@@ -238,8 +238,8 @@ async function switchToTerway(lab: Lab, kubeconfig: string, image: string, endpo
   kubectl(lab, kubeconfig, ['wait', '--for=condition=Ready', 'node', '--all', '--timeout=300s']);
 }
 
-/** VmRSS and VmHWM (KiB) of a container of the node, by its name (the node's containers are host processes). */
-function containerMemory(lab: Lab, name: string): { rssKiB: number; hwmKiB: number } {
+/** VmRSS, VmHWM and RssAnon (KiB) of a container of the node, by its name (the node's containers are host processes). */
+function containerMemory(lab: Lab, name: string): { rssKiB: number; hwmKiB: number; anonKiB: number } {
   const node = lab.nodes[0]!;
   const [id] = crictl(lab, node, ['ps', '--name', `^${name}$`, '-q'])
     .trim()
@@ -248,7 +248,7 @@ function containerMemory(lab: Lab, name: string): { rssKiB: number; hwmKiB: numb
   const pid = (JSON.parse(crictl(lab, node, ['inspect', '-o', 'json', id])) as { info: { pid: number } }).info.pid;
   const status = fs.readFileSync(`/proc/${pid}/status`, 'utf8');
   const kib = (field: string): number => Number(new RegExp(`^${field}:\\s+(\\d+) kB`, 'm').exec(status)?.[1] ?? NaN);
-  return { rssKiB: kib('VmRSS'), hwmKiB: kib('VmHWM') };
+  return { rssKiB: kib('VmRSS'), hwmKiB: kib('VmHWM'), anonKiB: kib('RssAnon') };
 }
 
 /** Private IPs the emulator holds on the secondary ENIs of the node's instance. */
@@ -298,7 +298,7 @@ async function measureTerway(lab: Lab, kubeconfig: string, image: string): Promi
       terwayCold: summary(cold),
       terwayWarm: summary(warm),
       openApiCalls: state.calls,
-      terwayd: { idleKiB: idle.rssKiB, peakKiB: containerMemory(lab, 'terwayd').hwmKiB },
+      terwayd: { idleKiB: idle.rssKiB, anonKiB: idle.anonKiB, peakKiB: containerMemory(lab, 'terwayd').hwmKiB },
     };
   } finally {
     await stopped(emu);
@@ -352,8 +352,8 @@ async function measureCilium(lab: Lab, kubeconfig: string, image: string): Promi
       ciliumDefault: summary(cold),
       ciliumWarm: summary(warm),
       ec2Calls: aws.ec2.total(),
-      agent: { idleKiB: idle.agent.rssKiB, peakKiB: containerMemory(lab, 'agent').hwmKiB },
-      operator: { idleKiB: idle.operator.rssKiB, peakKiB: containerMemory(lab, 'operator').hwmKiB },
+      agent: { idleKiB: idle.agent.rssKiB, anonKiB: idle.agent.anonKiB, peakKiB: containerMemory(lab, 'agent').hwmKiB },
+      operator: { idleKiB: idle.operator.rssKiB, anonKiB: idle.operator.anonKiB, peakKiB: containerMemory(lab, 'operator').hwmKiB },
     };
   } finally {
     await stopped(aws);
