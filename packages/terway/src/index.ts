@@ -9,7 +9,6 @@ export * from './pool';
 export * from './cloud';
 export * from './datapath';
 export * from './rpc/proto';
-export { terwayService } from './rpc/service';
 export { TerwayClient, CLIENT_TIMEOUT_MS } from './cni/client';
 export { TerwayDaemon, RESERVATION_ANNOTATION, RESERVE_MS, type PodMeta, type PodSource } from './daemon/daemon';
 export { TerwayServer } from './daemon/server';

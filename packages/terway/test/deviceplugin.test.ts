@@ -8,7 +8,8 @@ import * as os from 'node:os';
 import * as path from 'node:path';
 import * as grpc from '@grpc/grpc-js';
 import { ENI_RESOURCE, EniDevicePlugin, MEMBER_ENI_RESOURCE } from '../src/deviceplugin/plugin';
-import { API_VERSION, deviceApi, KUBELET_SOCKET, type Device } from '../src/deviceplugin/proto';
+import { API_VERSION, KUBELET_SOCKET, type Device } from '../src/deviceplugin/proto';
+import { deviceApi } from './grpc-descriptors';
 
 jest.setTimeout(20_000);
 
@@ -136,4 +137,48 @@ it('fails clearly when the kubelet is not there', async () => {
   const p = new EniDevicePlugin({ resourceName: ENI_RESOURCE, dir: path.join(dir, 'nokubelet'), count: 1 });
   plugins.push(p);
   await expect(p.start()).rejects.toThrow(/aliyun\/eni: register with the kubelet/);
+});
+
+it('ListAndWatch stays open across kubelet disconnects and ends with OK trailers when the plugin stops', async () => {
+  const p = new EniDevicePlugin({ resourceName: ENI_RESOURCE, dir, count: 2 });
+  plugins.push(p);
+  await p.start();
+  // a kubelet connection that goes away: the plugin forgets its stream, a new one gets the devices
+  const gone = connect(registered[0]!.endpoint);
+  const first = gone.ListAndWatch({});
+  first.on('error', () => undefined);
+  await new Promise((r) => first.once('data', r));
+  first.cancel();
+  gone.close();
+  const c = connect(registered[0]!.endpoint);
+  const stream = c.ListAndWatch({});
+  const updates: Device[][] = [];
+  stream.on('data', (m: { devices: Device[] }) => updates.push(m.devices));
+  const status = new Promise<grpc.StatusObject>((r) => stream.on('status', r));
+  stream.on('error', () => undefined);
+  for (let i = 0; i < 100 && updates.length < 1; i++) await new Promise((r) => setTimeout(r, 10));
+  p.setCount(1);
+  for (let i = 0; i < 100 && updates.length < 2; i++) await new Promise((r) => setTimeout(r, 10));
+  expect(updates.map((u) => u.length)).toEqual([2, 1]);
+  await p.stop();
+  plugins.splice(plugins.indexOf(p), 1);
+  expect((await status).code).toBe(grpc.status.OK);
+  expect(fs.existsSync(p.socket)).toBe(false);
+  c.close();
+});
+
+it('a kubelet that refuses the registration: its status message in the error', async () => {
+  const p = new EniDevicePlugin({ resourceName: ENI_RESOURCE, dir, count: 1 });
+  plugins.push(p);
+  kubelet.forceShutdown();
+  fs.rmSync(path.join(dir, KUBELET_SOCKET), { force: true });
+  kubelet = new grpc.Server();
+  kubelet.addService(deviceApi().Registration.service, {
+    Register: (_call: grpc.ServerUnaryCall<Registered, unknown>, cb: grpc.sendUnaryData<unknown>) =>
+      cb({ code: grpc.status.INVALID_ARGUMENT, details: 'unsupported version v0' }),
+  });
+  await new Promise<void>((r, j) =>
+    kubelet.bindAsync(`unix://${path.join(dir, KUBELET_SOCKET)}`, grpc.ServerCredentials.createInsecure(), (e) => (e ? j(e) : r())),
+  );
+  await expect(p.start()).rejects.toThrow(/aliyun\/eni: register with the kubelet: .*unsupported version v0/);
 });

@@ -1,10 +1,12 @@
 /**
  * The terway binary's hand-written codec against proto-loader (what terwayd's grpc-js server speaks):
  * requests it encodes decode on the server as sent, and replies the server encodes decode here to the
- * very objects proto-loader makes of them, defaults and absent messages included.
+ * very objects proto-loader makes of them, defaults and absent messages included; and terwayd's side the
+ * other way round: requests proto-loader encodes decode to what proto-loader decodes, replies terwayd
+ * encodes are the bytes protobufjs makes of the same objects and decode back to them.
  */
 import * as codec from '../src/rpc/codec';
-import { terwayService } from '../src/rpc/service';
+import { terwayService } from './grpc-descriptors';
 import type { AllocIPReply, GetInfoReply, NetConf, PodRef } from '../src/rpc/proto';
 
 const service = terwayService();
@@ -129,5 +131,91 @@ describe('rpc.TerwayBackend codec vs proto-loader', () => {
   it('a cut-short reply is an error, not a half-read one', () => {
     const bytes = service['AllocIP']!.responseSerialize({ Success: true, NetConfs: [fullNetConf] });
     expect(() => codec.decodeAllocIPReply(bytes.subarray(0, bytes.length - 3))).toThrow(RangeError);
+  });
+});
+
+describe("rpc.TerwayBackend codec, terwayd's side, vs proto-loader", () => {
+  /** proto-loader's request bytes for `req`, decoded by ours and by proto-loader. */
+  const request = <T>(method: string, req: unknown, ours: (b: Buffer) => T): { ours: T; protoLoader: unknown } => {
+    const bytes = service[method]!.requestSerialize(req);
+    return { ours: ours(bytes), protoLoader: service[method]!.requestDeserialize(bytes) };
+  };
+  /**
+   * proto-loader reads our reply bytes as the bytes protobufjs makes of the same object (which are not the
+   * same bytes: protobufjs writes fields set to '' or false, proto3 leaves them out).
+   */
+  const reply = (method: string, rep: unknown, ours: (r: never) => Buffer): void => {
+    const bytes = ours(rep as never);
+    expect(service[method]!.responseDeserialize(bytes)).toEqual(
+      service[method]!.responseDeserialize(service[method]!.responseSerialize(rep)),
+    );
+  };
+
+  it('requests: PodRef in full and empty, ReleaseIP with and without Reason, RecordEvent', () => {
+    for (const r of [ref, {}, { K8sPodName: 'x', IfName: 'eth1' }]) {
+      const a = request('AllocIP', r, codec.decodePodRef);
+      expect(a.ours).toEqual(a.protoLoader);
+      const g = request('GetIPInfo', r, codec.decodePodRef);
+      expect(g.ours).toEqual(g.protoLoader);
+      const rel = request('ReleaseIP', r, codec.decodeReleaseIPRequest);
+      expect(rel.ours).toEqual(rel.protoLoader);
+    }
+    const rel = request('ReleaseIP', { ...ref, Reason: 'cni del ü' }, codec.decodeReleaseIPRequest);
+    expect(rel.ours).toEqual(rel.protoLoader);
+    expect(rel.ours.Reason).toBe('cni del ü');
+    for (const e of [
+      { EventTarget: 'EventTargetPod', K8sPodName: 'p', K8sPodNamespace: 'n', EventType: 'EventTypeWarning', Reason: 'r', Message: 'm' },
+      {},
+      { EventTarget: 7, EventType: 1 },
+    ]) {
+      const ev = request('RecordEvent', e, codec.decodeEventRequest);
+      expect(ev.ours).toEqual(ev.protoLoader);
+    }
+    // the binary's encoder and terwayd's decoder agree
+    expect(codec.decodeReleaseIPRequest(codec.encodePodRef({ ...ref, Reason: 'x' }))).toEqual({ ...ref, Reason: 'x' });
+  });
+
+  it('replies: every field set, messages left out or null, enums by name and number, 64-bit rates', () => {
+    reply(
+      'AllocIP',
+      { Success: true, IPType: 'TypeENIMultiIP', IPv4: true, IPv6: true, NetConfs: [fullNetConf, { ...fullNetConf, IfName: 'eth1' }] },
+      codec.encodeAllocIPReply,
+    );
+    reply(
+      'AllocIP',
+      { Success: true, IPType: 1, NetConfs: [{}, { BasicInfo: null, ENIInfo: {}, Pod: { Ingress: 2 ** 40 } }] },
+      codec.encodeAllocIPReply,
+    );
+    reply('AllocIP', {}, codec.encodeAllocIPReply);
+    const sparse = {
+      BasicInfo: { PodIP: ipSet('192.168.0.10'), PodCIDR: null },
+      ENIInfo: { MAC: 'aa', GatewayIP: {} },
+      IfName: 'eth0',
+      ExtraRoutes: [{}],
+    };
+    reply(
+      'GetIPInfo',
+      { IPType: 'TypeVPCENI', Success: true, NetConfs: [sparse, {}], Error: 'x', ContainerId: 'cid-b' },
+      codec.encodeGetInfoReply,
+    );
+    reply('GetIPInfo', { Success: false, Error: 'no address can be had now: ü' }, codec.encodeGetInfoReply);
+    reply('ReleaseIP', { Success: true, IPv4: true, IPv6: false }, codec.encodeReleaseIPReply);
+    reply('ReleaseIP', {}, codec.encodeReleaseIPReply);
+    reply('RecordEvent', { Succeed: true, Error: 'no such pod' }, codec.encodeEventReply);
+    reply('ListLeases', { Leases: [] }, codec.encodeListLeasesReply);
+    reply(
+      'ListLeases',
+      {
+        Leases: [
+          { K8sPodNamespace: 'a', K8sPodName: 'b', ContainerId: 'c', Netns: 'd', IPv4: 'e', IPv6: 'f' },
+          {},
+          { IPv4: '192.168.0.11' },
+        ],
+      },
+      codec.encodeListLeasesReply,
+    );
+    // what terwayd encodes, the binary reads back as sent
+    const rep: AllocIPReply = { Success: true, IPType: 'TypeENIMultiIP', IPv4: true, IPv6: true, NetConfs: [fullNetConf] };
+    expect(codec.decodeAllocIPReply(codec.encodeAllocIPReply(rep))).toEqual(rep);
   });
 });

@@ -11,7 +11,7 @@ import { eventually, sh, useHostNetns } from '@cnikit/netlib-testing';
 import * as grpc from '@grpc/grpc-js';
 import type { FakeOpenApi } from '@cnikit/aliyun-emulator';
 import { FakeClock } from '@cnikit/terway-testing';
-import { deviceApi } from '../src/deviceplugin/proto';
+import { deviceApi } from './grpc-descriptors';
 import * as plugin from '../src/cni/plugin';
 import { startTerwayd, type Terwayd } from '../src/daemon/bootstrap';
 import { hostVethName } from '../src/datapath/eniip-veth';

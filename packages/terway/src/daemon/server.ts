@@ -1,23 +1,29 @@
 /**
- * terwayd's gRPC server: rpc.TerwayBackend on a UNIX socket (mode 0600).
- * "Try again later" failures (pool exhausted, cloud down, timeouts) answer
- * UNAVAILABLE, bad requests INVALID_ARGUMENT, anything else INTERNAL; the
- * CNI binary turns UNAVAILABLE / DEADLINE_EXCEEDED into CNI code 11.
+ * terwayd's gRPC server: rpc.TerwayBackend on a UNIX socket (mode 0600), on @cnikit/unary-grpc/server
+ * with the hand-written codec (rpc/codec.ts): no gRPC library loaded. "Try again later" failures (pool
+ * exhausted, cloud down, timeouts) answer UNAVAILABLE, bad requests INVALID_ARGUMENT, anything else
+ * INTERNAL; the CNI binary turns UNAVAILABLE / DEADLINE_EXCEEDED into CNI code 11.
  */
 import * as fs from 'node:fs';
 import * as path from 'node:path';
-import * as grpc from '@grpc/grpc-js';
-import { terwayService } from '../rpc/service';
+import { GrpcStatusError, UnaryServer, type UnaryHandler } from '@cnikit/unary-grpc/server';
+import * as codec from '../rpc/codec';
 import { isTransient, type TerwayDaemon } from './daemon';
 
-function statusOf(e: unknown): grpc.status {
-  if (isTransient(e)) return grpc.status.UNAVAILABLE;
-  if (e instanceof TypeError) return grpc.status.INVALID_ARGUMENT;
-  return grpc.status.INTERNAL;
+/** The codes terwayd answers with, and their names as the rpc latency metric's `error` label has them. */
+const Status = { INVALID_ARGUMENT: 3, INTERNAL: 13, UNAVAILABLE: 14 } as const;
+const STATUS_NAMES: Record<number, string> = { 3: 'INVALID_ARGUMENT', 13: 'INTERNAL', 14: 'UNAVAILABLE' };
+
+function statusOf(e: unknown): number {
+  if (isTransient(e)) return Status.UNAVAILABLE;
+  if (e instanceof TypeError) return Status.INVALID_ARGUMENT;
+  return Status.INTERNAL;
 }
 
+export const TERWAY_SERVICE = 'rpc.TerwayBackend';
+
 export class TerwayServer {
-  private readonly server = new grpc.Server();
+  private readonly server = new UnaryServer();
 
   /** `onCall(method, ms, error)` after every RPC (error: the gRPC status name, '' on success): metrics. */
   constructor(
@@ -26,42 +32,49 @@ export class TerwayServer {
     onCall?: (method: string, ms: number, error: string) => void,
   ) {
     const wrap =
-      <Req, Rep>(method: string, fn: (r: Req) => Promise<Rep>): grpc.handleUnaryCall<Req, Rep> =>
-      (call, cb) => {
+      <Req, Rep>(method: string, decode: (b: Buffer) => Req, fn: (r: Req) => Promise<Rep>, encode: (r: Rep) => Buffer): UnaryHandler =>
+      async (bytes) => {
+        let request: Req;
+        try {
+          request = decode(bytes);
+        } catch (e) {
+          // a request that does not parse never reaches the handler (as grpc-js: INTERNAL, no metric)
+          throw new GrpcStatusError(Status.INTERNAL, `Failed to parse request: ${e instanceof Error ? e.message : String(e)}`);
+        }
         const t0 = performance.now();
-        fn(call.request).then(
-          (rep) => {
-            onCall?.(method, performance.now() - t0, '');
-            cb(null, rep);
-          },
-          (e: unknown) => {
-            const code = statusOf(e);
-            onCall?.(method, performance.now() - t0, grpc.status[code] ?? String(code));
-            cb({ code, details: e instanceof Error ? e.message : String(e) });
-          },
-        );
+        let reply: Rep;
+        try {
+          reply = await fn(request);
+        } catch (e) {
+          const code = statusOf(e);
+          onCall?.(method, performance.now() - t0, STATUS_NAMES[code]!);
+          throw new GrpcStatusError(code, e instanceof Error ? e.message : String(e));
+        }
+        onCall?.(method, performance.now() - t0, '');
+        return encode(reply);
       };
-    this.server.addService(terwayService(), {
-      AllocIP: wrap('AllocIP', (r: Parameters<TerwayDaemon['allocIP']>[0]) => daemon.allocIP(r)),
-      ReleaseIP: wrap('ReleaseIP', (r: Parameters<TerwayDaemon['releaseIP']>[0]) => daemon.releaseIP(r)),
-      GetIPInfo: wrap('GetIPInfo', (r: Parameters<TerwayDaemon['getIPInfo']>[0]) => daemon.getIPInfo(r)),
-      RecordEvent: wrap('RecordEvent', (r: Parameters<TerwayDaemon['recordEvent']>[0]) => daemon.recordEvent(r)),
-      ListLeases: wrap('ListLeases', () => daemon.listLeases()),
+    this.server.addService(TERWAY_SERVICE, {
+      AllocIP: wrap('AllocIP', codec.decodePodRef, (r) => daemon.allocIP(r), codec.encodeAllocIPReply),
+      ReleaseIP: wrap('ReleaseIP', codec.decodeReleaseIPRequest, (r) => daemon.releaseIP(r), codec.encodeReleaseIPReply),
+      GetIPInfo: wrap('GetIPInfo', codec.decodePodRef, (r) => daemon.getIPInfo(r), codec.encodeGetInfoReply),
+      RecordEvent: wrap('RecordEvent', codec.decodeEventRequest, (r) => daemon.recordEvent(r), codec.encodeEventReply),
+      ListLeases: wrap(
+        'ListLeases',
+        () => undefined,
+        () => daemon.listLeases(),
+        codec.encodeListLeasesReply,
+      ),
     });
   }
 
   async start(): Promise<void> {
     fs.mkdirSync(path.dirname(this.socketPath), { recursive: true });
     fs.rmSync(this.socketPath, { force: true });
-    await new Promise<void>((resolve, reject) =>
-      this.server.bindAsync(`unix://${this.socketPath}`, grpc.ServerCredentials.createInsecure(), (err) => (err ? reject(err) : resolve())),
-    );
-    fs.chmodSync(this.socketPath, 0o600);
+    await this.server.listen(this.socketPath, 0o600);
   }
 
   async stop(): Promise<void> {
-    await new Promise<void>((r) => this.server.tryShutdown(() => r()));
-    this.server.forceShutdown();
+    await this.server.close();
     fs.rmSync(this.socketPath, { force: true });
   }
 }

@@ -9,12 +9,27 @@
  */
 import * as fs from 'node:fs';
 import * as path from 'node:path';
-import * as grpc from '@grpc/grpc-js';
-import { API_VERSION, deviceApi, HEALTHY, KUBELET_SOCKET, type Device } from './proto';
+import { unaryCall } from '@cnikit/unary-grpc';
+import { GrpcStatusError } from '@cnikit/unary-grpc/server';
+import { StreamServer, type ServerStreamWriter } from '@cnikit/unary-grpc/stream-server';
 import { sleep } from '@cnikit/netlib/retry';
+import { API_VERSION, HEALTHY, KUBELET_SOCKET, type Device } from './proto';
+import {
+  EMPTY,
+  decodeAllocateRequest,
+  encodeDevicePluginOptions,
+  encodeEmptyAllocateResponse,
+  encodeListAndWatchResponse,
+  encodeRegisterRequest,
+} from './codec';
 
 export const ENI_RESOURCE = 'aliyun/eni';
 export const MEMBER_ENI_RESOURCE = 'aliyun/member-eni';
+
+const INVALID_ARGUMENT = 3;
+const INTERNAL = 13;
+const OPTIONS = { pre_start_required: false, get_preferred_allocation_available: false };
+const REGISTER_TIMEOUT_MS = 10_000;
 
 export interface DevicePluginOptions {
   resourceName: string;
@@ -24,8 +39,9 @@ export interface DevicePluginOptions {
 }
 
 export class EniDevicePlugin {
-  private readonly server = new grpc.Server();
-  private readonly streams = new Set<grpc.ServerWritableStream<unknown, { devices: Device[] }>>();
+  /** v1beta1.DevicePlugin on @cnikit/unary-grpc's StreamServer (ListAndWatch streams), codec.ts's messages. */
+  private readonly server = new StreamServer();
+  private readonly streams = new Set<ServerStreamWriter>();
   private count: number;
   private watcher: fs.FSWatcher | undefined;
   readonly socket: string;
@@ -35,37 +51,43 @@ export class EniDevicePlugin {
   constructor(private readonly opts: DevicePluginOptions) {
     this.count = opts.count;
     this.socket = path.join(opts.dir, `terway-${opts.resourceName.split('/').pop()}.sock`);
-    const api = deviceApi();
-    this.server.addService(api.DevicePlugin.service, {
-      GetDevicePluginOptions: (_c: unknown, cb: grpc.sendUnaryData<unknown>) =>
-        cb(null, { pre_start_required: false, get_preferred_allocation_available: false }),
-      ListAndWatch: (call: grpc.ServerWritableStream<unknown, { devices: Device[] }>) => {
-        this.streams.add(call);
-        call.write({ devices: this.devices() });
-        call.on('cancelled', () => this.streams.delete(call));
-        call.on('close', () => this.streams.delete(call));
+    this.server.addService('v1beta1.DevicePlugin', {
+      unary: {
+        GetDevicePluginOptions: async () => encodeDevicePluginOptions(OPTIONS),
+        GetPreferredAllocation: async () => EMPTY,
+        Allocate: async (bytes) => {
+          let request: ReturnType<typeof decodeAllocateRequest>;
+          try {
+            request = decodeAllocateRequest(bytes);
+          } catch (e) {
+            throw new GrpcStatusError(INTERNAL, `Failed to parse request: ${(e as Error).message}`);
+          }
+          const known = new Set(this.devices().map((d) => d.ID));
+          for (const r of request.container_requests) {
+            const bad = r.devices_ids.find((id) => !known.has(id));
+            if (bad) throw new GrpcStatusError(INVALID_ARGUMENT, `${opts.resourceName}: unknown device ${bad}`);
+          }
+          return encodeEmptyAllocateResponse(request.container_requests.length);
+        },
+        PreStartContainer: async () => EMPTY,
       },
-      GetPreferredAllocation: (_c: unknown, cb: grpc.sendUnaryData<unknown>) => cb(null, { container_responses: [] }),
-      Allocate: (
-        call: grpc.ServerUnaryCall<{ container_requests: { devices_ids: string[] }[] }, unknown>,
-        cb: grpc.sendUnaryData<unknown>,
-      ) => {
-        const known = new Set(this.devices().map((d) => d.ID));
-        for (const r of call.request.container_requests) {
-          const bad = r.devices_ids.find((id) => !known.has(id));
-          if (bad) return cb({ code: grpc.status.INVALID_ARGUMENT, details: `${opts.resourceName}: unknown device ${bad}` });
-        }
-        cb(null, {
-          container_responses: call.request.container_requests.map(() => ({
-            envs: {},
-            mounts: [],
-            devices: [],
-            annotations: {},
-            cdi_devices: [],
-          })),
-        });
+      serverStreaming: {
+        // open for the plugin's life: the devices now, again on every setCount(); ends OK when the plugin
+        // stops, and quietly when the kubelet goes away (it calls again after registering anew)
+        ListAndWatch: async (_request, call, stream) => {
+          this.streams.add(stream);
+          try {
+            stream.write(encodeListAndWatchResponse(this.devices()));
+            await new Promise<void>((resolve) => {
+              if (call.signal.aborted || stream.closing.aborted) return resolve();
+              call.signal.addEventListener('abort', () => resolve(), { once: true });
+              stream.closing.addEventListener('abort', () => resolve(), { once: true });
+            });
+          } finally {
+            this.streams.delete(stream);
+          }
+        },
       },
-      PreStartContainer: (_c: unknown, cb: grpc.sendUnaryData<unknown>) => cb(null, {}),
     });
   }
 
@@ -77,16 +99,15 @@ export class EniDevicePlugin {
   setCount(n: number): void {
     if (n === this.count) return;
     this.count = n;
-    for (const s of this.streams) s.write({ devices: this.devices() });
+    const message = encodeListAndWatchResponse(this.devices());
+    for (const s of this.streams) s.write(message);
   }
 
   /** Serves the plugin socket, then registers with the kubelet. */
   async start(): Promise<void> {
     fs.mkdirSync(this.opts.dir, { recursive: true });
     fs.rmSync(this.socket, { force: true });
-    await new Promise<void>((resolve, reject) =>
-      this.server.bindAsync(`unix://${this.socket}`, grpc.ServerCredentials.createInsecure(), (e) => (e ? reject(e) : resolve())),
-    );
+    await this.server.listen(this.socket, 0o600);
     await this.register();
     this.watchKubelet();
   }
@@ -123,36 +144,27 @@ export class EniDevicePlugin {
     }
   }
 
-  /** Registers (again: after a kubelet restart its registry is empty). */
+  /** Registers (again: after a kubelet restart its registry is empty): v1beta1.Registration/Register, a unary call on kubelet.sock. */
   async register(): Promise<void> {
-    const client = new (deviceApi().Registration)(`unix://${path.join(this.opts.dir, KUBELET_SOCKET)}`, grpc.credentials.createInsecure());
+    const request = encodeRegisterRequest({
+      version: API_VERSION,
+      endpoint: path.basename(this.socket),
+      resource_name: this.opts.resourceName,
+      options: OPTIONS,
+    });
     try {
-      await new Promise<void>((resolve, reject) =>
-        (client as unknown as { Register(r: unknown, o: grpc.CallOptions, cb: (e: Error | null) => void): void }).Register(
-          {
-            version: API_VERSION,
-            endpoint: path.basename(this.socket),
-            resource_name: this.opts.resourceName,
-            options: { pre_start_required: false, get_preferred_allocation_available: false },
-          },
-          { deadline: Date.now() + 10_000 },
-          (e) =>
-            e
-              ? reject(new Error(`device plugin ${this.opts.resourceName}: register with the kubelet: ${e.message}`))
-              : (this.registrations++, resolve()),
-        ),
-      );
-    } finally {
-      client.close();
+      await unaryCall(path.join(this.opts.dir, KUBELET_SOCKET), '/v1beta1.Registration/Register', request, REGISTER_TIMEOUT_MS);
+    } catch (e) {
+      throw new Error(`device plugin ${this.opts.resourceName}: register with the kubelet: ${(e as Error).message}`, { cause: e });
     }
+    this.registrations++;
   }
 
   async stop(): Promise<void> {
     this.watcher?.close();
     this.watcher = undefined;
-    for (const s of this.streams) s.end();
+    await this.server.close(); // every ListAndWatch ends with OK trailers
     this.streams.clear();
-    await new Promise<void>((r) => this.server.tryShutdown(() => r()));
     fs.rmSync(this.socket, { force: true });
   }
 }

@@ -1,10 +1,10 @@
 /**
  * The kubelet device-plugin API v1beta1 (k8s.io/kubelet/pkg/apis/deviceplugin/v1beta1/api.proto):
  * services `v1beta1.Registration` (kubelet side) and `v1beta1.DevicePlugin` (plugin side), as a
- * protobuf JSON descriptor with the upstream field names and numbers.
+ * protobuf JSON descriptor with the upstream field names and numbers: the reference codec.ts follows and
+ * the tests load into proto-loader and @grpc/grpc-js (a stand-in kubelet, a DevicePlugin client); nothing
+ * shipped loads it into a gRPC library.
  */
-import type * as grpc from '@grpc/grpc-js';
-import { loadGrpcPackage } from '../rpc/service';
 
 export const API_VERSION = 'v1beta1';
 export const DEVICE_PLUGIN_DIR = '/var/lib/kubelet/device-plugins';
@@ -77,13 +77,4 @@ export const DEVICE_PLUGIN_DESCRIPTOR = {
 export interface Device {
   ID: string;
   health: string;
-}
-
-type DeviceApi = { Registration: grpc.ServiceClientConstructor; DevicePlugin: grpc.ServiceClientConstructor };
-let cached: DeviceApi | undefined;
-
-/** The two services' constructors (service definitions at `.service`). */
-export function deviceApi(): DeviceApi {
-  cached ??= loadGrpcPackage<{ v1beta1: DeviceApi }>(DEVICE_PLUGIN_DESCRIPTOR).v1beta1;
-  return cached;
 }

@@ -13,8 +13,9 @@
  * and one call of ours, ListLeases (Terway has none like it): the leases pods hold with their sandboxes, which the
  * binary's CNI GC judges against the runtime's valid attachments (Terway leaves leaks to terwayd's own GC loop).
  *
- * No gRPC library here: the terway binary reads the descriptor and the types (codec.ts), terwayd loads
- * them into grpc-js (service.ts).
+ * No gRPC library here nor anywhere shipped: codec.ts encodes and decodes these messages by hand for the terway
+ * binary and terwayd (@cnikit/unary-grpc's client and server); the tests load the descriptor into proto-loader
+ * and @grpc/grpc-js to check them (test/grpc-descriptors.ts).
  */
 
 type Fields = Record<string, string>;
