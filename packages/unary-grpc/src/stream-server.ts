@@ -18,7 +18,23 @@
  */
 import * as fs from 'node:fs';
 import * as http2 from 'node:http2';
-import { GrpcStatusError, ServerStatus, parseTimeout, percentEncode, type CallContext, type UnaryHandler } from './server';
+import type { CallContext, UnaryHandler } from './server';
+import {
+  DEFAULT_MAX_RECEIVE,
+  GrpcStatusError,
+  MAX_TIMER_MS,
+  ServerStatus,
+  closeEarly,
+  errorMessage,
+  frame,
+  parseTimeout,
+  plainHttp,
+  readMessage,
+  statusOf,
+  trailersOf,
+  trailersOnly,
+  type Status,
+} from './server-wire';
 
 /** The writing side of a server-streaming call. */
 export interface ServerStreamWriter {
@@ -45,15 +61,6 @@ type Route = { service: string; method: string } & (
   { kind: 'unary'; handler: UnaryHandler } | { kind: 'stream'; handler: ServerStreamingHandler }
 );
 
-interface Status {
-  code: number;
-  message: string;
-  details?: Buffer;
-  extra?: http2.OutgoingHttpHeaders;
-}
-
-const MAX_TIMER_MS = 2 ** 31 - 1;
-
 export class StreamServer {
   private readonly routes = new Map<string, Route>();
   private readonly server = http2.createServer();
@@ -64,7 +71,7 @@ export class StreamServer {
   private socketPath?: string;
 
   constructor(opts: StreamServerOptions = {}) {
-    this.maxReceive = opts.maxReceiveMessageLength ?? 4 * 1024 * 1024;
+    this.maxReceive = opts.maxReceiveMessageLength ?? DEFAULT_MAX_RECEIVE;
     this.server.on('session', (session) => {
       this.sessions.add(session);
       session.on('close', () => this.sessions.delete(session));
@@ -198,95 +205,4 @@ export class StreamServer {
       finish(err instanceof GrpcStatusError ? statusOf(err) : { code: ServerStatus.UNKNOWN, message: errorMessage(err) });
     }
   }
-}
-
-/** Exactly one Length-Prefixed-Message up to the client's END_STREAM; over `maxReceive` refused as soon as its length is known. */
-function readMessage(stream: http2.ServerHttp2Stream, encoding: string, maxReceive: number): Promise<Buffer> {
-  return new Promise((resolve, reject) => {
-    const chunks: Buffer[] = [];
-    let size = 0;
-    let checked = false;
-    const check = (head: Buffer): GrpcStatusError | undefined => {
-      const flag = head[0]!;
-      if (flag === 1 && (encoding === 'identity' || encoding === ''))
-        return new GrpcStatusError(ServerStatus.INTERNAL, 'Compressed-Flag set on a message without a grpc-encoding');
-      if (flag === 1)
-        return new GrpcStatusError(ServerStatus.UNIMPLEMENTED, `grpc-encoding ${encoding} is not supported`, undefined, {
-          'grpc-accept-encoding': 'identity',
-        });
-      if (flag !== 0) return new GrpcStatusError(ServerStatus.INTERNAL, `Compressed-Flag ${flag} is neither 0 nor 1`);
-      const length = head.readUInt32BE(1);
-      if (length > maxReceive)
-        return new GrpcStatusError(
-          ServerStatus.RESOURCE_EXHAUSTED,
-          `request message of ${length} bytes is over the limit of ${maxReceive}`,
-        );
-      return undefined;
-    };
-    const onData = (chunk: Buffer): void => {
-      chunks.push(chunk);
-      size += chunk.length;
-      if (checked || size < 5) return;
-      checked = true;
-      const err = check(Buffer.concat(chunks));
-      if (err) stop(err);
-    };
-    const stop = (err: Error): void => {
-      stream.off('data', onData);
-      stream.off('end', onEnd);
-      stream.resume();
-      reject(err);
-    };
-    const onEnd = (): void => {
-      const body = Buffer.concat(chunks, size);
-      if (body.length < 5) return reject(new GrpcStatusError(ServerStatus.INTERNAL, 'no request message'));
-      const length = body.readUInt32BE(1);
-      if (body.length < 5 + length)
-        return reject(new GrpcStatusError(ServerStatus.INTERNAL, `request message cut short (${body.length - 5} of ${length} bytes)`));
-      if (body.length > 5 + length) return reject(new GrpcStatusError(ServerStatus.INTERNAL, 'more than one request message'));
-      resolve(body.subarray(5));
-    };
-    stream.on('data', onData);
-    stream.on('end', onEnd);
-    stream.once('close', () => reject(new GrpcStatusError(ServerStatus.CANCELLED, 'stream closed before the request ended')));
-  });
-}
-
-function statusOf(err: GrpcStatusError): Status {
-  return { code: err.code, message: err.message, details: err.details, extra: err.trailers };
-}
-
-function errorMessage(err: unknown): string {
-  return err instanceof Error ? err.message : String(err);
-}
-
-function trailersOf(status: Status): http2.OutgoingHttpHeaders {
-  const t: http2.OutgoingHttpHeaders = { 'grpc-status': String(status.code) };
-  if (status.message) t['grpc-message'] = percentEncode(status.message);
-  if (status.details) t['grpc-status-details-bin'] = status.details.toString('base64').replace(/=+$/, '');
-  return Object.assign(t, status.extra);
-}
-
-function plainHttp(stream: http2.ServerHttp2Stream, status: number): void {
-  if (stream.destroyed || stream.headersSent) return;
-  stream.respond({ ':status': status }, { endStream: true });
-  closeEarly(stream);
-}
-
-/** Trailers-Only: HTTP-Status, Content-Type and the Trailers in one HEADERS frame ending the stream. */
-function trailersOnly(stream: http2.ServerHttp2Stream, status: Status): void {
-  if (stream.destroyed || stream.headersSent) return;
-  stream.respond({ ':status': 200, 'content-type': 'application/grpc', ...trailersOf(status) }, { endStream: true });
-  closeEarly(stream);
-}
-
-/** Early Server Closure: answered before the client's END_STREAM, RST_STREAM(NO_ERROR) follows our last frame. */
-function closeEarly(stream: http2.ServerHttp2Stream): void {
-  if (!stream.readableEnded) stream.close(http2.constants.NGHTTP2_NO_ERROR);
-}
-
-function frame(msg: Buffer): Buffer {
-  const head = Buffer.alloc(5);
-  head.writeUInt32BE(msg.length, 1);
-  return Buffer.concat([head, msg]);
 }
