@@ -43,7 +43,6 @@ module.exports = {
     '^@cnikit/gcp-ipam/cloud$': path.join(__dirname, 'packages/gcp-ipam/src/cloud.ts'),
     '^@cnikit/unary-grpc$': path.join(__dirname, 'packages/unary-grpc/src/index.ts'),
     '^@cnikit/unary-grpc/server$': path.join(__dirname, 'packages/unary-grpc/src/server.ts'),
-    '^@cnikit/unary-grpc/stream-server$': path.join(__dirname, 'packages/unary-grpc/src/stream-server.ts'),
     '^@cnikit/kube$': path.join(__dirname, 'packages/kube/src/index.ts'),
     '^@cnikit/kube/lite$': path.join(__dirname, 'packages/kube/src/lite.ts'),
     '^@cnikit/kube/prom$': path.join(__dirname, 'packages/kube/src/prom.ts'),

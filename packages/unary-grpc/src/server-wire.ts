@@ -1,21 +1,10 @@
 /**
  * The wire of gRPC's server side over node:http2 (https://github.com/grpc/grpc/blob/master/doc/PROTOCOL-HTTP2.md),
- * shared by UnaryServer (server.ts) and StreamServer (stream-server.ts): status codes and errors, reading the
+ * kept apart from GrpcServer (server.ts) so the class reads as the call's flow: status codes and errors, reading the
  * one request message, Trailers-Only answers, Length-Prefixed-Messages, grpc-message and grpc-timeout.
  */
 import * as http2 from 'node:http2';
-
-/** The status codes a server answers with (https://grpc.io/docs/guides/status-codes/). */
-export const ServerStatus = {
-  OK: 0,
-  CANCELLED: 1,
-  UNKNOWN: 2,
-  DEADLINE_EXCEEDED: 4,
-  RESOURCE_EXHAUSTED: 8,
-  UNIMPLEMENTED: 12,
-  INTERNAL: 13,
-  UNAVAILABLE: 14,
-} as const;
+import { GrpcStatus } from './status';
 
 /** Thrown by a handler: the call fails with `code`, `message` and, if given, `details` (a google.rpc.Status). */
 export class GrpcStatusError extends Error {
@@ -57,18 +46,15 @@ export function readMessage(stream: http2.ServerHttp2Stream, encoding: string, m
     const check = (head: Buffer): GrpcStatusError | undefined => {
       const flag = head[0]!;
       if (flag === 1 && (encoding === 'identity' || encoding === ''))
-        return new GrpcStatusError(ServerStatus.INTERNAL, 'Compressed-Flag set on a message without a grpc-encoding');
+        return new GrpcStatusError(GrpcStatus.INTERNAL, 'Compressed-Flag set on a message without a grpc-encoding');
       if (flag === 1)
-        return new GrpcStatusError(ServerStatus.UNIMPLEMENTED, `grpc-encoding ${encoding} is not supported`, undefined, {
+        return new GrpcStatusError(GrpcStatus.UNIMPLEMENTED, `grpc-encoding ${encoding} is not supported`, undefined, {
           'grpc-accept-encoding': 'identity',
         });
-      if (flag !== 0) return new GrpcStatusError(ServerStatus.INTERNAL, `Compressed-Flag ${flag} is neither 0 nor 1`);
+      if (flag !== 0) return new GrpcStatusError(GrpcStatus.INTERNAL, `Compressed-Flag ${flag} is neither 0 nor 1`);
       const length = head.readUInt32BE(1);
       if (length > maxReceive)
-        return new GrpcStatusError(
-          ServerStatus.RESOURCE_EXHAUSTED,
-          `request message of ${length} bytes is over the limit of ${maxReceive}`,
-        );
+        return new GrpcStatusError(GrpcStatus.RESOURCE_EXHAUSTED, `request message of ${length} bytes is over the limit of ${maxReceive}`);
       return undefined;
     };
     const onData = (chunk: Buffer): void => {
@@ -87,15 +73,15 @@ export function readMessage(stream: http2.ServerHttp2Stream, encoding: string, m
     };
     const onEnd = (): void => {
       const body = Buffer.concat(chunks, size);
-      if (body.length < 5) return reject(new GrpcStatusError(ServerStatus.INTERNAL, 'no request message'));
+      if (body.length < 5) return reject(new GrpcStatusError(GrpcStatus.INTERNAL, 'no request message'));
       const length = body.readUInt32BE(1);
       if (body.length < 5 + length)
-        return reject(new GrpcStatusError(ServerStatus.INTERNAL, `request message cut short (${body.length - 5} of ${length} bytes)`));
+        return reject(new GrpcStatusError(GrpcStatus.INTERNAL, `request message cut short (${body.length - 5} of ${length} bytes)`));
       if (body.length > 5 + length)
-        return reject(new GrpcStatusError(ServerStatus.INTERNAL, 'more than one request message in a unary call'));
+        return reject(new GrpcStatusError(GrpcStatus.INTERNAL, 'more than one request message in a unary call'));
       resolve(body.subarray(5));
     };
-    const onClose = (): void => reject(new GrpcStatusError(ServerStatus.CANCELLED, 'stream closed before the request ended'));
+    const onClose = (): void => reject(new GrpcStatusError(GrpcStatus.CANCELLED, 'stream closed before the request ended'));
     stream.on('data', onData);
     stream.on('end', onEnd);
     stream.once('close', onClose);

@@ -6,17 +6,9 @@
  */
 import { H2Error, h2Post, type H2Response } from './h2';
 
-/** The status codes the per-pod clients tell apart (https://grpc.io/docs/guides/status-codes/). */
-export const GrpcStatus = {
-  OK: 0,
-  UNKNOWN: 2,
-  INVALID_ARGUMENT: 3,
-  DEADLINE_EXCEEDED: 4,
-  RESOURCE_EXHAUSTED: 8,
-  UNIMPLEMENTED: 12,
-  INTERNAL: 13,
-  UNAVAILABLE: 14,
-} as const;
+import { GrpcStatus } from './status';
+
+export { GrpcStatus } from './status';
 
 /**
  * A call that did not answer OK. `metadata`: the response's headers and trailers when the server answered

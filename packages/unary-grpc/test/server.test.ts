@@ -9,7 +9,7 @@ import * as path from 'node:path';
 import * as grpc from '@grpc/grpc-js';
 import { GrpcError, GrpcStatus, frameMessage, unaryCall } from '../src';
 import { h2Post } from '../src/h2';
-import { GrpcStatusError, ServerStatus, UnaryServer, parseTimeout, percentEncode, type CallContext } from '../src/server';
+import { GrpcStatusError, GrpcServer, parseTimeout, percentEncode, type CallContext } from '../src/server';
 
 const SERVICE = 'test.v1.Echo';
 const DETAILS = Buffer.from([8, 13, 18, 3, 0xe2, 0x80, 0x94, 0xff]); // any bytes: base64 with padding to drop
@@ -17,7 +17,7 @@ const FAIL_MESSAGE = 'pool "blue": no IP left — 100% used\n';
 
 let dir: string;
 let socket: string;
-let server: UnaryServer;
+let server: GrpcServer;
 const handled: [string, number, number][] = [];
 const started: string[] = [];
 let lastCall: CallContext | undefined;
@@ -27,7 +27,7 @@ let release: (() => void) | undefined;
 beforeAll(async () => {
   dir = fs.mkdtempSync(path.join(os.tmpdir(), 'unary-grpc-server-'));
   socket = path.join(dir, 'rpc.sock');
-  server = new UnaryServer({
+  server = new GrpcServer({
     metrics: {
       started: (service, method) => started.push(`${service}/${method}`),
       handled: (_service, method, code, seconds) => handled.push([method, code, seconds]),
@@ -84,7 +84,7 @@ describe('the listener', () => {
   });
 
   it('refuses a socket path that exists', async () => {
-    const other = new UnaryServer();
+    const other = new GrpcServer();
     await expect(other.listen(socket)).rejects.toThrow(/EADDRINUSE/);
   });
 });
@@ -222,7 +222,7 @@ describe('requests the server refuses', () => {
   });
 
   it('a message over the receive limit: RESOURCE_EXHAUSTED before the whole of it is read', async () => {
-    const small = new UnaryServer({ maxReceiveMessageLength: 1024 });
+    const small = new GrpcServer({ maxReceiveMessageLength: 1024 });
     const sock = path.join(dir, 'small.sock');
     small.addService(SERVICE, { Echo: async (b) => b });
     await small.listen(sock);
@@ -318,7 +318,7 @@ describe('@grpc/grpc-js client against our server', () => {
     expect(e.code).toBe(grpc.status.DEADLINE_EXCEEDED);
     await hangAborted;
     expect(handled.map(([m, code]) => [m, code])).toEqual([['Hang', expect.any(Number)]]);
-    expect([ServerStatus.DEADLINE_EXCEEDED, ServerStatus.CANCELLED]).toContain(handled[0]![1]);
+    expect([GrpcStatus.DEADLINE_EXCEEDED, GrpcStatus.CANCELLED]).toContain(handled[0]![1]);
   });
 
   it('many calls at once on one connection', async () => {
@@ -329,7 +329,7 @@ describe('@grpc/grpc-js client against our server', () => {
 
 describe('close', () => {
   it('waits for the call in flight, refuses new connections, removes the socket', async () => {
-    const s = new UnaryServer();
+    const s = new GrpcServer();
     const sock = path.join(dir, 'close.sock');
     s.addService(SERVICE, { Slow: () => new Promise<Buffer>((resolve) => (release = () => resolve(Buffer.from('late')))) });
     await s.listen(sock);
@@ -349,7 +349,7 @@ describe('close', () => {
   });
 
   it('gives up on a call that outlives its timeout', async () => {
-    const s = new UnaryServer();
+    const s = new GrpcServer();
     const sock = path.join(dir, 'close2.sock');
     s.addService(SERVICE, { Hang: () => new Promise<Buffer>(() => undefined) });
     await s.listen(sock);

@@ -10,7 +10,7 @@ import * as fs from 'node:fs';
 import { CniCode, CniError } from '@cnikit/netlib';
 import { MetricsIn } from '@cnikit/kube';
 import type { Registry } from '@cnikit/kube/prom';
-import { GrpcStatusError, UnaryServer, type ServerMetrics, type UnaryHandler } from '@cnikit/unary-grpc/server';
+import { GrpcStatusError, GrpcServer, type ServerMetrics, type UnaryHandler } from '@cnikit/unary-grpc/server';
 import { SERVICE, decodeCNIArgs, encodeAddResponse, encodeStatusWithCNIError, type CNIArgs } from '../rpc/codec';
 import type { Coild } from './coild';
 
@@ -44,13 +44,13 @@ export interface CoildServerOptions {
 }
 
 export class CoildServer {
-  private readonly server: UnaryServer;
+  private readonly server: GrpcServer;
 
   constructor(
     coild: Coild,
     private readonly opts: CoildServerOptions,
   ) {
-    this.server = new UnaryServer({ metrics: opts.registry && grpcMetrics(opts.registry) });
+    this.server = new GrpcServer({ metrics: opts.registry && grpcMetrics(opts.registry) });
     const verbs: Record<Method, (a: CNIArgs) => Promise<Buffer>> = {
       Add: async (a) => encodeAddResponse(JSON.stringify(await coild.add(a))),
       Del: async (a) => (await coild.del(a), Buffer.alloc(0)),

@@ -6,7 +6,7 @@
  */
 import * as fs from 'node:fs';
 import * as path from 'node:path';
-import { GrpcStatusError, UnaryServer, type UnaryHandler } from '@cnikit/unary-grpc/server';
+import { GrpcStatusError, GrpcServer, type UnaryHandler } from '@cnikit/unary-grpc/server';
 import * as codec from '../rpc/codec';
 import { isTransient, type TerwayDaemon } from './daemon';
 
@@ -23,7 +23,7 @@ function statusOf(e: unknown): number {
 export const TERWAY_SERVICE = 'rpc.TerwayBackend';
 
 export class TerwayServer {
-  private readonly server = new UnaryServer();
+  private readonly server = new GrpcServer();
 
   /** `onCall(method, ms, error)` after every RPC (error: the gRPC status name, '' on success): metrics. */
   constructor(

@@ -11,7 +11,7 @@ import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { unaryCall } from '@cnikit/unary-grpc';
 import { GrpcStatusError } from '@cnikit/unary-grpc/server';
-import { StreamServer, type ServerStreamWriter } from '@cnikit/unary-grpc/stream-server';
+import { GrpcServer, type ServerStreamWriter } from '@cnikit/unary-grpc/server';
 import { sleep } from '@cnikit/netlib/retry';
 import { API_VERSION, HEALTHY, KUBELET_SOCKET, type Device } from './proto';
 import {
@@ -39,8 +39,8 @@ export interface DevicePluginOptions {
 }
 
 export class EniDevicePlugin {
-  /** v1beta1.DevicePlugin on @cnikit/unary-grpc's StreamServer (ListAndWatch streams), codec.ts's messages. */
-  private readonly server = new StreamServer();
+  /** v1beta1.DevicePlugin on @cnikit/unary-grpc's GrpcServer (ListAndWatch streams), codec.ts's messages. */
+  private readonly server = new GrpcServer();
   private readonly streams = new Set<ServerStreamWriter>();
   private count: number;
   private watcher: fs.FSWatcher | undefined;
@@ -51,8 +51,8 @@ export class EniDevicePlugin {
   constructor(private readonly opts: DevicePluginOptions) {
     this.count = opts.count;
     this.socket = path.join(opts.dir, `terway-${opts.resourceName.split('/').pop()}.sock`);
-    this.server.addService('v1beta1.DevicePlugin', {
-      unary: {
+    this.server
+      .addService('v1beta1.DevicePlugin', {
         GetDevicePluginOptions: async () => encodeDevicePluginOptions(OPTIONS),
         GetPreferredAllocation: async () => EMPTY,
         Allocate: async (bytes) => {
@@ -70,8 +70,8 @@ export class EniDevicePlugin {
           return encodeEmptyAllocateResponse(request.container_requests.length);
         },
         PreStartContainer: async () => EMPTY,
-      },
-      serverStreaming: {
+      })
+      .addServerStreaming('v1beta1.DevicePlugin', {
         // open for the plugin's life: the devices now, again on every setCount(); ends OK when the plugin
         // stops, and quietly when the kubelet goes away (it calls again after registering anew)
         ListAndWatch: async (_request, call, stream) => {
@@ -87,8 +87,7 @@ export class EniDevicePlugin {
             this.streams.delete(stream);
           }
         },
-      },
-    });
+      });
   }
 
   devices(): Device[] {

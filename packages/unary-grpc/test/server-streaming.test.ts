@@ -1,5 +1,5 @@
 /**
- * StreamServer (src/stream-server.ts) against @grpc/grpc-js's client: unary methods as UnaryServer
+ * GrpcServer's server-streaming methods (src/server.ts) against @grpc/grpc-js's client: unary methods as GrpcServer
  * answers them, a server-streaming method writing several messages over time and ending with OK trailers
  * or an error's status (Trailers-Only before any message), the client cancelling (the handler's signal
  * aborts), the server closing (`closing` aborts, the stream ends OK), an unknown method, the deadline.
@@ -8,15 +8,14 @@ import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
 import * as grpc from '@grpc/grpc-js';
-import { GrpcStatusError, ServerStatus } from '../src/server';
-import { StreamServer } from '../src/stream-server';
+import { GrpcServer, GrpcStatusError, GrpcStatus } from '../src/server';
 
 const SERVICE = 'test.v1.Watch';
 const id = (b: Buffer): Buffer => b;
 
 let dir: string;
 let socket: string;
-let server: StreamServer;
+let server: GrpcServer;
 let aborted: (() => void) | undefined;
 let closingSeen: (() => void) | undefined;
 let push: ((b: Buffer) => boolean) | undefined;
@@ -24,16 +23,16 @@ let push: ((b: Buffer) => boolean) | undefined;
 beforeEach(async () => {
   dir = fs.mkdtempSync(path.join(os.tmpdir(), 'stream-server-'));
   socket = path.join(dir, 'rpc.sock');
-  server = new StreamServer();
-  server.addService(SERVICE, {
-    unary: {
+  server = new GrpcServer();
+  server
+    .addService(SERVICE, {
       Echo: async (req) => req,
       Fail: async () => {
-        throw new GrpcStatusError(ServerStatus.UNAVAILABLE, 'later — 100%');
+        throw new GrpcStatusError(GrpcStatus.UNAVAILABLE, 'later — 100%');
       },
       Slow: (_req, call) => new Promise((_r, j) => call.signal.addEventListener('abort', () => j(new Error('aborted')))),
-    },
-    serverStreaming: {
+    })
+    .addServerStreaming(SERVICE, {
       Count: async (req, _call, stream) => {
         for (let i = 0; i < req[0]!; i++) {
           stream.write(Buffer.from([i]));
@@ -42,7 +41,7 @@ beforeEach(async () => {
       },
       FailAfter: async (req, _call, stream) => {
         for (let i = 0; i < req[0]!; i++) stream.write(Buffer.from([i]));
-        throw new GrpcStatusError(ServerStatus.RESOURCE_EXHAUSTED, 'no more');
+        throw new GrpcStatusError(GrpcStatus.RESOURCE_EXHAUSTED, 'no more');
       },
       Watch: async (_req, call, stream) => {
         push = (b) => stream.write(b);
@@ -55,8 +54,7 @@ beforeEach(async () => {
       Throws: async () => {
         throw new Error('plain');
       },
-    },
-  });
+    });
   await server.listen(socket);
 });
 
@@ -150,7 +148,7 @@ it('the server closing: streaming handlers see `closing` and the stream ends OK;
   await closed;
   expect(fs.existsSync(socket)).toBe(false);
   c.close();
-  server = new StreamServer();
+  server = new GrpcServer();
   await server.listen(socket);
 });
 
