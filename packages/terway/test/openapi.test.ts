@@ -35,6 +35,13 @@ function fixedRequest(host: string): SignInput {
 
 const CRED = { accessKeyId: 'LTAI-test', accessKeySecret: 'test-secret' };
 
+/** The Alibaba Cloud emulator with one instance type, listening. */
+async function startEmulator(): Promise<FakeOpenApi> {
+  const api = new FakeOpenApi();
+  api.addInstanceType('ecs.g6.large', { eniQuantity: 3, eniPrivateIpAddressQuantity: 6 });
+  await api.listen();
+  return api;
+}
 describe('V3 signature (ACS3-HMAC-SHA256)', () => {
   it('builds the documented canonical request, string to sign and Authorization', () => {
     const s = signV3(fixedRequest('ecs.cn-hangzhou.aliyuncs.com'), CRED);
@@ -97,11 +104,7 @@ describe('V3 signature (ACS3-HMAC-SHA256)', () => {
 
   describe('against the emulator', () => {
     let api: FakeOpenApi;
-    beforeEach(async () => {
-      api = new FakeOpenApi();
-      api.addInstanceType('ecs.g6.large', { eniQuantity: 3, eniPrivateIpAddressQuantity: 6 });
-      await api.listen();
-    });
+    beforeEach(async () => (api = await startEmulator()));
     afterEach(() => api.close());
 
     /** POSTs the fixed request as signed, after `tamper` changed what goes out. */
@@ -148,11 +151,7 @@ describe('V3 signature (ACS3-HMAC-SHA256)', () => {
 
 describe('answers as CloudError', () => {
   let api: FakeOpenApi;
-  beforeEach(async () => {
-    api = new FakeOpenApi();
-    api.addInstanceType('ecs.g6.large', { eniQuantity: 3, eniPrivateIpAddressQuantity: 6 });
-    await api.listen();
-  });
+  beforeEach(async () => (api = await startEmulator()));
   afterEach(() => api.close());
 
   it('Throttling is retried (each try reported to onCall), then succeeds', async () => {

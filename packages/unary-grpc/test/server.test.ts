@@ -10,6 +10,7 @@ import * as grpc from '@grpc/grpc-js';
 import { GrpcError, GrpcStatus, frameMessage, unaryCall } from '../src';
 import { h2Post } from '../src/h2';
 import { GrpcStatusError, GrpcServer, parseTimeout, percentEncode, type CallContext } from '../src/server';
+import { failure } from './support';
 
 const SERVICE = 'test.v1.Echo';
 const DETAILS = Buffer.from([8, 13, 18, 3, 0xe2, 0x80, 0x94, 0xff]); // any bytes: base64 with padding to drop
@@ -54,15 +55,6 @@ afterAll(async () => {
   await server.close(1_000);
   fs.rmSync(dir, { recursive: true, force: true });
 });
-
-async function failure(p: Promise<unknown>): Promise<GrpcError> {
-  const e = await p.then(
-    () => undefined,
-    (err: unknown) => err,
-  );
-  if (!(e instanceof GrpcError)) throw new Error(`expected a GrpcError, got ${String(e)}`);
-  return e;
-}
 
 const grpcHeaders = (more: [string, string][] = []): [string, string][] => [
   ['content-type', 'application/grpc'],

@@ -8,7 +8,8 @@ import * as net from 'node:net';
 import * as os from 'node:os';
 import * as path from 'node:path';
 import * as grpc from '@grpc/grpc-js';
-import { GrpcConnectError, GrpcError, GrpcStatus, frameMessage, unaryCall } from '../src';
+import { GrpcConnectError, GrpcStatus, frameMessage, unaryCall } from '../src';
+import { failure } from './support';
 
 const identity = (b: Buffer): Buffer => b;
 const method = (name: string): grpc.MethodDefinition<Buffer, Buffer> => ({
@@ -57,15 +58,6 @@ afterAll(async () => {
   server.forceShutdown();
   fs.rmSync(dir, { recursive: true, force: true });
 });
-
-async function failure(p: Promise<unknown>): Promise<GrpcError> {
-  const e = await p.then(
-    () => undefined,
-    (err: unknown) => err,
-  );
-  if (!(e instanceof GrpcError)) throw new Error(`expected a GrpcError, got ${String(e)}`);
-  return e;
-}
 
 describe('unaryCall against @grpc/grpc-js', () => {
   it('answers the reply message; the deadline reaches the server as grpc-timeout', async () => {
