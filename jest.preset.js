@@ -37,6 +37,7 @@ module.exports = {
   moduleNameMapper: {
     '^@cnikit/netlib$': path.join(__dirname, 'packages/netlib/src/index.ts'),
     '^@cnikit/netlib/retry$': path.join(__dirname, 'packages/netlib/src/retry/index.ts'),
+    '^@cnikit/netlib/unix$': path.join(__dirname, 'packages/netlib/src/unix/index.ts'),
     '^@cnikit/meta$': path.join(__dirname, 'packages/meta/src/index.ts'),
     '^@cnikit/router/marks$': path.join(__dirname, 'packages/router/src/marks.ts'),
     '^@cnikit/gcp-ipam/types$': path.join(__dirname, 'packages/gcp-ipam/src/types.ts'),

@@ -3,6 +3,7 @@
  * Kept apart from agent.ts so the plugin's bundle holds no Kubernetes client.
  */
 import type * as Net from 'node:net';
+import { BlockingUnixStream, UnixStreamError, blockingSocketsAllowed } from '@cnikit/netlib/unix';
 import type { Lease, UsedIp } from './pool';
 
 export const DEFAULT_SOCKET = '/run/cilium-eni-ipam/agent.sock';
@@ -21,8 +22,43 @@ export type AgentReply =
   | { ok: true; lease?: Lease; released?: string[]; leases?: UsedIp[]; pool?: number; used?: number; free?: number; operatorError?: string }
   | { ok: false; code: number; msg: string };
 
-/** The client side (the plugin): one request, one reply, with a timeout. */
-export function agentRequest(socketPath: string, req: AgentRequest, timeoutMs = 10_000): Promise<AgentReply> {
+/**
+ * The client side (the plugin): one request, one reply, with a timeout. A plugin binary asks on a blocking
+ * socket (node:net would cost the call more than the rest of it: netlib's unix/index.ts); a daemon or an
+ * in-process test on node:net.
+ */
+export async function agentRequest(socketPath: string, req: AgentRequest, timeoutMs = 10_000): Promise<AgentReply> {
+  if (blockingSocketsAllowed()) return agentRequestBlocking(socketPath, req, timeoutMs);
+  return agentRequestEvented(socketPath, req, timeoutMs);
+}
+
+function agentRequestBlocking(socketPath: string, req: AgentRequest, timeoutMs: number): AgentReply {
+  let stream: BlockingUnixStream | undefined;
+  const chunks: Buffer[] = [];
+  try {
+    stream = BlockingUnixStream.connect(socketPath, timeoutMs);
+    stream.write(Buffer.from(`${JSON.stringify(req)}\n`));
+    for (let chunk = stream.read(); chunk.length > 0; chunk = stream.read()) chunks.push(chunk);
+  } catch (e) {
+    if (e instanceof UnixStreamError && e.failure === 'deadline') throw noAnswer(socketPath, timeoutMs);
+    throw e;
+  } finally {
+    stream?.close();
+  }
+  return parseReply(socketPath, Buffer.concat(chunks).toString('utf8'));
+}
+
+const noAnswer = (socketPath: string, timeoutMs: number): Error => new Error(`agent ${socketPath}: no answer in ${timeoutMs} ms`);
+
+function parseReply(socketPath: string, text: string): AgentReply {
+  try {
+    return JSON.parse(text) as AgentReply;
+  } catch (e) {
+    throw new Error(`agent ${socketPath}: bad reply ${JSON.stringify(text.slice(0, 200))}`, { cause: e });
+  }
+}
+
+function agentRequestEvented(socketPath: string, req: AgentRequest, timeoutMs: number): Promise<AgentReply> {
   // Required here, not at the top: a VERSION call of the plugin should not load node:net and its streams.
   const net = require('node:net') as typeof Net;
   return new Promise((resolve, reject) => {
@@ -30,7 +66,7 @@ export function agentRequest(socketPath: string, req: AgentRequest, timeoutMs = 
     let buf = '';
     const t = setTimeout(() => {
       sock.destroy();
-      reject(new Error(`agent ${socketPath}: no answer in ${timeoutMs} ms`));
+      reject(noAnswer(socketPath, timeoutMs));
     }, timeoutMs);
     sock.setEncoding('utf8');
     sock.on('connect', () => sock.write(`${JSON.stringify(req)}\n`));
@@ -40,9 +76,9 @@ export function agentRequest(socketPath: string, req: AgentRequest, timeoutMs = 
     sock.on('end', () => {
       clearTimeout(t);
       try {
-        resolve(JSON.parse(buf) as AgentReply);
+        resolve(parseReply(socketPath, buf));
       } catch (e) {
-        reject(new Error(`agent ${socketPath}: bad reply ${JSON.stringify(buf.slice(0, 200))}`, { cause: e }));
+        reject(e);
       }
     });
     sock.on('error', (e) => {

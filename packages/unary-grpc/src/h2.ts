@@ -1,6 +1,9 @@
 /**
  * One POST over a hand-framed HTTP/2 connection on a UNIX socket (RFC 9113), one stream per connection:
  * node:http2 alone costs ~19 ms of start-up, more than a whole call to a node daemon (docs/build.md).
+ * In a plugin binary (netlib's `blockingSocketsAllowed()`) the exchange runs on a blocking socket, since
+ * node:net and the event loop cost such a call more than the rest of it; elsewhere (daemons, in-process
+ * tests, whose server may be in the same process) on node:net.
  * The steps: connect; write the client preface, SETTINGS, HEADERS and the first DATA in one write; read
  * frames (SETTINGS acknowledged, PING answered, WINDOW_UPDATE releasing more of the body, a GOAWAY that still
  * covers our stream waited out, HEADERS and CONTINUATION decoded with hpack.ts, DATA collected) until the
@@ -9,6 +12,7 @@
  * our own receive windows are opened to the maximum at once, so no WINDOW_UPDATE is ever sent.
  */
 import type { Socket } from 'node:net';
+import { BlockingUnixStream, UnixStreamError, blockingSocketsAllowed } from '@cnikit/netlib/unix';
 import { HpackDecoder, encodeHeaders } from './hpack';
 import {
   CLIENT_PREFACE,
@@ -49,7 +53,59 @@ export class H2Error extends Error {
 }
 
 /** POSTs `body` to `path` on the server at `socketPath`; resolves once the response stream has ended. */
-export function h2Post(
+export async function h2Post(
+  socketPath: string,
+  path: string,
+  headers: [string, string][],
+  body: Buffer,
+  timeoutMs: number,
+): Promise<H2Response> {
+  if (blockingSocketsAllowed()) return h2PostBlocking(socketPath, path, headers, body, timeoutMs);
+  return h2PostEvented(socketPath, path, headers, body, timeoutMs);
+}
+
+/** The exchange on a blocking socket: write, then read frames until the stream ends; one deadline for all. */
+function h2PostBlocking(socketPath: string, path: string, headers: [string, string][], body: Buffer, timeoutMs: number): H2Response {
+  let outcome: { err?: Error; response?: H2Response } | undefined;
+  let stream: BlockingUnixStream | undefined;
+  try {
+    stream = BlockingUnixStream.connect(socketPath, timeoutMs);
+    const s = stream;
+    const exchange = new Exchange(
+      body,
+      (b) => s.write(b),
+      (err, response) => (outcome ??= { err, response }),
+    );
+    s.write(openingFrames(path, headers, body.length === 0));
+    exchange.sendBody();
+    const reader = new FrameReader();
+    while (!outcome) {
+      const chunk = s.read();
+      if (chunk.length === 0) throw new H2Error(CLOSED_EARLY, 'transport');
+      for (const f of reader.push(chunk)) if (!outcome) exchange.onFrame(f);
+    }
+  } catch (err) {
+    if (!(err instanceof UnixStreamError)) throw err;
+    throw new H2Error(blockingMessage(err, timeoutMs), err.failure, { cause: err });
+  } finally {
+    stream?.close();
+  }
+  if (outcome.err) throw outcome.err;
+  return outcome.response!;
+}
+
+const CLOSED_EARLY = 'connection closed before the response ended';
+
+/** A peer that hung up reads as an end of stream, or as ECONNRESET / EPIPE when it left our bytes unread. */
+const hungUp = (code: string | undefined): boolean => code === 'ECONNRESET' || code === 'EPIPE';
+
+function blockingMessage(err: UnixStreamError, timeoutMs: number): string {
+  if (err.failure === 'deadline') return `deadline of ${timeoutMs} ms exceeded`;
+  return err.failure === 'transport' && hungUp(err.code) ? CLOSED_EARLY : err.message;
+}
+
+/** The exchange on node:net, for processes whose event loop serves others meanwhile. */
+function h2PostEvented(
   socketPath: string,
   path: string,
   headers: [string, string][],
@@ -91,8 +147,11 @@ function watchSocket(sock: Socket, finish: (err: Error) => void): void {
   sock.on('connect', () => {
     connected = true;
   });
-  sock.on('error', (err) => finish(new H2Error(err.message, connected ? 'transport' : 'connect', { cause: err })));
-  sock.on('close', () => finish(new H2Error('connection closed before the response ended', 'transport')));
+  sock.on('error', (err: NodeJS.ErrnoException) => {
+    const message = connected && hungUp(err.code) ? CLOSED_EARLY : err.message;
+    finish(new H2Error(message, connected ? 'transport' : 'connect', { cause: err }));
+  });
+  sock.on('close', () => finish(new H2Error(CLOSED_EARLY, 'transport')));
 }
 
 /** Preface, our SETTINGS (windows at the maximum), the connection's window likewise, the request HEADERS. */

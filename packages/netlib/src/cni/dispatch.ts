@@ -9,6 +9,7 @@
 import { readSync, writeSync } from 'node:fs';
 import { CniCode, CniError } from '../errors';
 import { trace } from '../log';
+import { allowBlockingSockets } from '../unix/mode';
 import { recordCall } from './calls';
 import { type NetConf, decodeJson, validateNetConf } from './conf';
 import { type CniEnv, type EnvSource, parseCommand, parseEnv } from './env';
@@ -212,6 +213,7 @@ function peekVersion(stdin: Buffer): string | undefined {
  * matters: open netlink sockets or timers must not keep a CNI call alive.
  */
 export function pluginMain(handlers: PluginHandlers, opts: PluginOptions): void {
+  allowBlockingSockets(); // one call, nothing else on the event loop: clients of a daemon may block (unix/index.ts)
   const io: PluginIo = {
     env: process.env,
     stdin: () => (process.env.CNI_COMMAND === 'VERSION' && isTty(0) ? Buffer.alloc(0) : readFd(0)),

@@ -34,6 +34,12 @@ export interface NetnsAddon {
   setns(fd: number): void;
   /** gettid() of the calling thread. */
   gettid(): number;
+  /** A connected, blocking AF_UNIX stream socket's fd (unix/index.ts); connect waits at most timeoutMs. */
+  unixConnect(path: string, timeoutMs: number): number;
+  /** Writes all of `data` within timeoutMs (ETIMEDOUT otherwise). */
+  sockWrite(fd: number, data: Buffer, timeoutMs: number): void;
+  /** What one read returned within timeoutMs (ETIMEDOUT otherwise), at most 64 KiB; empty at end of stream. */
+  sockRead(fd: number, timeoutMs: number): Buffer;
 }
 
 const loaded = new Map<AddonName, unknown>();
