@@ -3,10 +3,11 @@
 // ADD and DEL alone, all as ratios to the bare runtime start measured in the same run.
 import { spawnSync } from 'node:child_process';
 import * as path from 'node:path';
-import { median, ms, ratio, table } from './measure.mjs';
+import { cacheFiles, median, ms, ratio, table } from './measure.mjs';
 
 export function runChain(ctx, host, job, note) {
   const runner = path.join(import.meta.dirname, 'chain-runner.mjs');
+  cacheFiles(ctx.node, ...Object.values(job.plugins));
   const r = spawnSync('ip', ['netns', 'exec', host, ctx.node, runner, JSON.stringify(job)], { encoding: 'utf8', maxBuffer: 16 << 20 });
   if (r.status !== 0) throw new Error(`chain runner failed: ${r.stderr}`);
   const res = JSON.parse(r.stdout);

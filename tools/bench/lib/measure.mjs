@@ -28,11 +28,30 @@ export const median = (xs) => {
 };
 
 /**
+ * Reads each file whole, so the page cache holds all of it, as it does for a program a node runs every few
+ * seconds. Without it an executable idle for a minute starts slower than the runtime it is compared with:
+ * this machine kind's DAMON pages out page cache unused for ~60 s (docs/build.md), and a start that faults
+ * on a file with holes in the cache maps fewer pages per fault (fault-around maps only cached pages).
+ */
+export function cacheFiles(...files) {
+  const buf = Buffer.allocUnsafe(1 << 20);
+  for (const file of new Set(files)) {
+    const fd = fs.openSync(file, 'r');
+    try {
+      while (fs.readSync(fd, buf, 0, buf.length, null) > 0);
+    } finally {
+      fs.closeSync(fd);
+    }
+  }
+}
+
+/**
  * A/B in alternating order (AB, BA, AB...) so drift and order effects hit both alike;
- * one untimed warm-up of each first (page cache).
+ * both files read whole first, then one untimed warm-up of each (page cache).
  * @returns {{ a: number[], b: number[], ratios: number[] }} ratios are a/b per pair
  */
 export function alternate(a, b, runs) {
+  cacheFiles(a.file, b.file);
   timeOnce(a);
   timeOnce(b);
   const out = { a: [], b: [], ratios: [] };
@@ -73,6 +92,7 @@ export function cpuOnce(cmd) {
 
 /** Like alternate(), CPU time instead of wall time; undefined without perf. */
 export function alternateCpu(a, b, runs) {
+  cacheFiles(a.file, b.file);
   if (cpuOnce(a) === undefined) return undefined;
   cpuOnce(b);
   const out = { a: [], b: [], ratios: [] };
