@@ -3,10 +3,10 @@
  * socket (the plugin binary), against agents in a child process: one that answers the op it was asked,
  * one that answers garbage, one that never answers.
  */
-import { spawn, type ChildProcess } from 'node:child_process';
 import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
+import { startListening } from '@cnikit/netlib-testing';
 import { allowBlockingSockets } from '@cnikit/netlib/unix';
 import { agentRequest } from '../src/agent-client';
 
@@ -23,28 +23,19 @@ const servers = {
 };
 let left = Object.keys(servers).length;
 for (const [name, fn] of Object.entries(servers))
-  net.createServer(fn).listen(dir + '/' + name, () => --left === 0 && process.stdout.write('ready'));
-process.stdin.on('end', () => process.exit(0));
-process.stdin.resume();
+  net.createServer(fn).listen(dir + '/' + name, () => --left === 0 && process.stdout.write('ready\\n'));
 `;
 
 let dir: string;
-let agents: ChildProcess;
+let agents: { stop(): Promise<void> };
 
 beforeAll(async () => {
   dir = fs.mkdtempSync(path.join(os.tmpdir(), 'eni-agent-client-'));
-  agents = spawn(process.execPath, ['-e', AGENTS, dir], { stdio: ['pipe', 'pipe', 'inherit'] });
-  await new Promise<void>((resolve, reject) => {
-    agents.once('exit', (code) => reject(new Error(`agents exited (${code})`)));
-    agents.stdout!.once('data', () => resolve());
-  });
+  agents = await startListening([process.execPath, '-e', AGENTS, dir]);
 });
 
 afterAll(async () => {
-  agents.removeAllListeners('exit');
-  const exited = new Promise((r) => agents.once('exit', r));
-  agents.stdin!.end();
-  await exited;
+  await agents.stop();
   fs.rmSync(dir, { recursive: true, force: true });
 });
 

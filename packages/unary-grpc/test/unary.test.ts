@@ -6,10 +6,10 @@
  * plugin binary uses). The servers run in a child process (fixtures/servers.js), since a blocked client
  * would starve a server in its own process.
  */
-import { spawn, type ChildProcess } from 'node:child_process';
 import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
+import { startListening } from '@cnikit/netlib-testing';
 import { allowBlockingSockets } from '@cnikit/netlib/unix';
 import { GrpcConnectError, GrpcStatus, frameMessage, unaryCall } from '../src';
 import { failure } from './support';
@@ -17,23 +17,16 @@ import { failure } from './support';
 const FAIL_MESSAGE = 'pool "blue": no IP left — 100% used';
 let dir: string;
 let socket: string;
-let servers: ChildProcess;
+let servers: { stop(): Promise<void> };
 
 beforeAll(async () => {
   dir = fs.mkdtempSync(path.join(os.tmpdir(), 'unary-grpc-'));
   socket = path.join(dir, 'rpc.sock');
-  servers = spawn(process.execPath, [path.join(__dirname, 'fixtures', 'servers.js'), dir], { stdio: ['pipe', 'pipe', 'inherit'] });
-  await new Promise<void>((resolve, reject) => {
-    servers.once('exit', (code) => reject(new Error(`fixtures/servers.js exited (${code})`)));
-    servers.stdout!.once('data', () => resolve());
-  });
+  servers = await startListening([process.execPath, path.join(__dirname, 'fixtures', 'servers.js'), dir]);
 });
 
 afterAll(async () => {
-  servers.removeAllListeners('exit');
-  const exited = new Promise((r) => servers.once('exit', r));
-  servers.stdin!.end();
-  await exited;
+  await servers.stop();
   fs.rmSync(dir, { recursive: true, force: true });
 });
 

@@ -3,10 +3,11 @@
  * its own): an exchange to the peer's end of stream, and each way it fails, classified as a connect
  * failure, the deadline or the transport.
  */
-import { spawn, type ChildProcess } from 'node:child_process';
+import { spawn } from 'node:child_process';
 import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
+import { startListening } from '@cnikit/netlib-testing';
 import { BlockingUnixStream, UnixStreamError } from '../../src/unix';
 
 // echo.sock answers each chunk upper-cased and ends the stream after a chunk holding "!" (one byte: never split
@@ -17,28 +18,19 @@ const [dir] = process.argv.slice(1);
 const held = [];
 const echo = net.createServer((c) => c.on('data', (d) => (String(d).includes('!') ? c.end(String(d).toUpperCase()) : c.write(String(d).toUpperCase()))));
 const mute = net.createServer((c) => void held.push(c));
-echo.listen(dir + '/echo.sock', () => mute.listen(dir + '/mute.sock', () => process.stdout.write('ready')));
-process.stdin.on('end', () => process.exit(0));
-process.stdin.resume();
+echo.listen(dir + '/echo.sock', () => mute.listen(dir + '/mute.sock', () => process.stdout.write('ready\\n')));
 `;
 
 let dir: string;
-let servers: ChildProcess;
+let servers: { stop(): Promise<void> };
 
 beforeAll(async () => {
   dir = fs.mkdtempSync(path.join(os.tmpdir(), 'netlib-unix-'));
-  servers = spawn(process.execPath, ['-e', SERVERS, dir], { stdio: ['pipe', 'pipe', 'inherit'] });
-  await new Promise<void>((resolve, reject) => {
-    servers.once('exit', (code) => reject(new Error(`servers exited (${code})`)));
-    servers.stdout!.once('data', () => resolve());
-  });
+  servers = await startListening([process.execPath, '-e', SERVERS, dir]);
 });
 
 afterAll(async () => {
-  servers.removeAllListeners('exit');
-  const exited = new Promise((r) => servers.once('exit', r));
-  servers.stdin!.end();
-  await exited;
+  await servers.stop();
   fs.rmSync(dir, { recursive: true, force: true });
 });
 
