@@ -46,9 +46,10 @@ export class BlockingUnixStream {
   /** Connects to `path`; every later write and read must end within `timeoutMs` of now. */
   static connect(path: string, timeoutMs: number): BlockingUnixStream {
     const deadline = Date.now() + timeoutMs;
+    const addon = netnsAddon(); // outside the try: an addon that cannot load is no connect failure
     let fd: number;
     try {
-      fd = netnsAddon().unixConnect(path, Math.max(1, Math.ceil(timeoutMs)));
+      fd = addon.unixConnect(path, Math.max(1, Math.ceil(timeoutMs)));
     } catch (e) {
       const failure = errCode(e) === 'ETIMEDOUT' || errCode(e) === 'EAGAIN' ? 'deadline' : 'connect';
       throw new UnixStreamError(`connect ${errCode(e) ?? (e as Error).message} ${path}`, failure, errCode(e), { cause: e });
