@@ -12,6 +12,11 @@
  *              start, these three calls ~3% (docs/build.md). sockRead returns an
  *              empty buffer at end of stream; a timeout throws ETIMEDOUT. The fd
  *              is closed with fs.closeSync.
+ *   netlinkOpen(protocol), netlinkRecv(fd, timeoutMs)
+ *              a blocking netlink socket for the same one-shot calls: each
+ *              request is sockWrite, each answer datagram netlinkRecv, with
+ *              no event-loop turn in between (docs/build.md). netlinkRecv
+ *              throws EMSGSIZE rather than return a truncated datagram.
  *
  * Failures throw an Error whose .code is the errno name ("EBADF", "EINVAL"),
  * the same shape as Node's own system errors. Only node_api.h is used, so the
@@ -22,6 +27,7 @@
 #include <poll.h>
 #include <sched.h>
 #include <stdlib.h>
+#include <linux/netlink.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <time.h>
@@ -51,6 +57,10 @@ static const char *errno_name(int err) {
     case ENOTSOCK: return "ENOTSOCK";
     case ENOTDIR: return "ENOTDIR";
     case EMFILE: return "EMFILE";
+    case EMSGSIZE: return "EMSGSIZE";
+    case ENOBUFS: return "ENOBUFS";
+    case EPROTONOSUPPORT: return "EPROTONOSUPPORT";
+    case EAFNOSUPPORT: return "EAFNOSUPPORT";
     default: return "EUNKNOWN";
   }
 }
@@ -120,6 +130,18 @@ static int wait_fd(int fd, short events, int64_t deadline) {
   }
 }
 
+/* The new socket's fd as a number when `err` is 0; otherwise the socket is closed and `call` fails with `err`. */
+static napi_value socket_ready(napi_env env, int fd, int err, const char *call) {
+  if (err != 0) {
+    close(fd);
+    throw_errno(env, call, err);
+    return NULL;
+  }
+  napi_value result;
+  napi_create_int32(env, fd, &result);
+  return result;
+}
+
 /* unixConnect(path, timeoutMs) -> fd: connect(2) waits at most timeoutMs for a full backlog (SO_SNDTIMEO). */
 static napi_value js_unix_connect(napi_env env, napi_callback_info info) {
   size_t argc = 2;
@@ -144,15 +166,8 @@ static napi_value js_unix_connect(napi_env env, napi_callback_info info) {
   }
   struct timeval tv = {timeout / 1000, (timeout % 1000) * 1000};
   setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
-  if (connect(fd, (struct sockaddr *)&addr, sizeof addr) != 0) {
-    int err = errno == EINPROGRESS ? ETIMEDOUT : errno;
-    close(fd);
-    throw_errno(env, "connect", err);
-    return NULL;
-  }
-  napi_value result;
-  napi_create_int32(env, fd, &result);
-  return result;
+  int err = connect(fd, (struct sockaddr *)&addr, sizeof addr) == 0 ? 0 : errno == EINPROGRESS ? ETIMEDOUT : errno;
+  return socket_ready(env, fd, err, "connect");
 }
 
 /* sockWrite(fd, buffer, timeoutMs): all of it, or ETIMEDOUT / the socket's error. */
@@ -185,15 +200,11 @@ static napi_value js_sock_write(napi_env env, napi_callback_info info) {
   return NULL;
 }
 
-/* sockRead(fd, timeoutMs) -> Buffer of what one read(2) returned (at most 64 KiB); empty at end of stream. */
-static napi_value js_sock_read(napi_env env, napi_callback_info info) {
-  size_t argc = 2;
-  napi_value argv[2];
-  if (napi_get_cb_info(env, info, &argc, argv, NULL, NULL) != napi_ok) return NULL;
-  int32_t fd = -1, timeout = 0;
-  if (argc < 2 || !int_arg(env, argv[0], &fd, "sockRead(fd, timeoutMs): fd must be a number") ||
-      !int_arg(env, argv[1], &timeout, "sockRead(fd, timeoutMs): timeoutMs must be a number"))
-    return NULL;
+/*
+ * What one recv(2) returned within timeoutMs, as a Buffer (at most 64 KiB; empty at end of stream). With
+ * MSG_TRUNC in `flags` (datagrams) a larger datagram is EMSGSIZE instead of a truncated Buffer.
+ */
+static napi_value recv_within(napi_env env, int fd, int32_t timeout, int flags) {
   int64_t deadline = now_ms() + timeout;
   enum { CHUNK = 65536 };
   char *buf = malloc(CHUNK);
@@ -210,7 +221,7 @@ static napi_value js_sock_read(napi_env env, napi_callback_info info) {
       throw_errno(env, "recv", err);
       return NULL;
     }
-    n = recv(fd, buf, CHUNK, MSG_DONTWAIT);
+    n = recv(fd, buf, CHUNK, MSG_DONTWAIT | flags); /* with MSG_TRUNC, n is the datagram's real length */
     if (n >= 0) break;
     if (errno != EAGAIN && errno != EINTR) {
       int err = errno;
@@ -219,11 +230,61 @@ static napi_value js_sock_read(napi_env env, napi_callback_info info) {
       return NULL;
     }
   }
+  if (n > CHUNK) {
+    free(buf);
+    throw_errno(env, "recv", EMSGSIZE);
+    return NULL;
+  }
   napi_value result;
   void *copy;
   napi_create_buffer_copy(env, (size_t)n, buf, &copy, &result);
   free(buf);
   return result;
+}
+
+/* (fd, timeoutMs) of sockRead and netlinkRecv; 0 after throwing a TypeError. */
+static int fd_timeout_args(napi_env env, napi_callback_info info, int32_t *fd, int32_t *timeout, const char *usage) {
+  size_t argc = 2;
+  napi_value argv[2];
+  if (napi_get_cb_info(env, info, &argc, argv, NULL, NULL) != napi_ok) return 0;
+  if (argc < 2 || napi_get_value_int32(env, argv[0], fd) != napi_ok || napi_get_value_int32(env, argv[1], timeout) != napi_ok) {
+    napi_throw_type_error(env, "EINVAL", usage);
+    return 0;
+  }
+  return 1;
+}
+
+/* sockRead(fd, timeoutMs) -> Buffer of what one read returned (at most 64 KiB); empty at end of stream. */
+static napi_value js_sock_read(napi_env env, napi_callback_info info) {
+  int32_t fd = -1, timeout = 0;
+  if (!fd_timeout_args(env, info, &fd, &timeout, "sockRead(fd, timeoutMs): fd and timeoutMs must be numbers")) return NULL;
+  return recv_within(env, fd, timeout, 0);
+}
+
+/* netlinkOpen(protocol) -> fd of an AF_NETLINK socket bound to a kernel-chosen port, in the thread's netns. */
+static napi_value js_netlink_open(napi_env env, napi_callback_info info) {
+  size_t argc = 1;
+  napi_value argv[1];
+  if (napi_get_cb_info(env, info, &argc, argv, NULL, NULL) != napi_ok) return NULL;
+  int32_t protocol = -1;
+  if (argc < 1 || !int_arg(env, argv[0], &protocol, "netlinkOpen(protocol): protocol must be a number")) return NULL;
+  int fd = socket(AF_NETLINK, SOCK_RAW | SOCK_CLOEXEC, protocol);
+  if (fd < 0) {
+    throw_errno(env, "socket", errno);
+    return NULL;
+  }
+  struct sockaddr_nl local;
+  memset(&local, 0, sizeof local);
+  local.nl_family = AF_NETLINK;
+  return socket_ready(env, fd, bind(fd, (struct sockaddr *)&local, sizeof local) == 0 ? 0 : errno, "bind");
+}
+
+/* netlinkRecv(fd, timeoutMs) -> Buffer holding one whole datagram; EMSGSIZE if it was larger than 64 KiB. */
+static napi_value js_netlink_recv(napi_env env, napi_callback_info info) {
+  int32_t fd = -1, timeout = 0;
+  if (!fd_timeout_args(env, info, &fd, &timeout, "netlinkRecv(fd, timeoutMs): fd and timeoutMs must be numbers")) return NULL;
+  /* The kernel sizes a dump's datagrams at most 32 KiB; a single answer (one link, one route) is smaller. */
+  return recv_within(env, fd, timeout, MSG_TRUNC);
 }
 
 static napi_value init(napi_env env, napi_value exports) {
@@ -233,6 +294,8 @@ static napi_value init(napi_env env, napi_value exports) {
     {"unixConnect", NULL, js_unix_connect, NULL, NULL, NULL, napi_enumerable, NULL},
     {"sockWrite", NULL, js_sock_write, NULL, NULL, NULL, napi_enumerable, NULL},
     {"sockRead", NULL, js_sock_read, NULL, NULL, NULL, napi_enumerable, NULL},
+    {"netlinkOpen", NULL, js_netlink_open, NULL, NULL, NULL, napi_enumerable, NULL},
+    {"netlinkRecv", NULL, js_netlink_recv, NULL, NULL, NULL, napi_enumerable, NULL},
   };
   napi_define_properties(env, exports, sizeof props / sizeof props[0], props);
   return exports;

@@ -40,6 +40,10 @@ export interface NetnsAddon {
   sockWrite(fd: number, data: Buffer, timeoutMs: number): void;
   /** What one read returned within timeoutMs (ETIMEDOUT otherwise), at most 64 KiB; empty at end of stream. */
   sockRead(fd: number, timeoutMs: number): Buffer;
+  /** A bound AF_NETLINK socket's fd in the thread's current netns (nl/channel.ts). */
+  netlinkOpen(protocol: number): number;
+  /** One whole datagram within timeoutMs (ETIMEDOUT otherwise); EMSGSIZE if it exceeds 64 KiB. */
+  netlinkRecv(fd: number, timeoutMs: number): Buffer;
 }
 
 const loaded = new Map<AddonName, unknown>();

@@ -14,6 +14,8 @@ import { netnsKey, onNetnsClose, runInNetns, type Netns } from './handle';
 
 interface Entry {
   channel: Channel;
+  /** The package's socket for rtnl(): the channel's own when evented, else one opened for it. */
+  evented?: Channel;
   /** Handles that asked for this socket and are still open. */
   users: Set<Netns>;
   rt?: RtNetlinkSocket;
@@ -25,7 +27,7 @@ function entryFor(ns: Netns): Entry {
   const key = netnsKey(ns);
   let entry = entries.get(key);
   if (!entry) {
-    entry = { channel: runInNetns(ns, openChannel), users: new Set() };
+    entry = { channel: runInNetns(ns, () => openChannel()), users: new Set() };
     entries.set(key, entry);
   }
   entry.users.add(ns);
@@ -43,7 +45,9 @@ export function rtnl(ns: Netns): RtNetlinkSocket {
   const entry = entryFor(ns);
   if (!entry.rt) {
     const { RtNetlinkSocket: Rt } = require('netlink/dist/rt/rt') as typeof import('netlink/dist/rt/rt');
-    entry.rt = new Rt(entry.channel.nl);
+    const nl = entry.channel.nl ?? (entry.evented ??= runInNetns(ns, () => openChannel(true))).nl;
+    if (!nl) throw new Error('rtnl: an evented channel has no package socket'); // cannot happen: openChannel(true)
+    entry.rt = new Rt(nl);
   }
   return entry.rt;
 }
@@ -51,6 +55,7 @@ export function rtnl(ns: Netns): RtNetlinkSocket {
 function closeEntry(key: string, entry: Entry): void {
   entries.delete(key);
   entry.channel.close();
+  entry.evented?.close();
 }
 
 /** Closes every cached socket (pending requests fail). Later calls open new ones. */

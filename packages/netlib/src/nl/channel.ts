@@ -1,20 +1,29 @@
 /**
  * A NETLINK_ROUTE socket with a request/response layer that sees every message.
  *
- * The `netlink` package's NetlinkSocket.request() drops the NLMSG_DONE message of a
- * dump (where the kernel puts NLM_F_DUMP_INTR and late dump errors) and turns error
- * numbers into message strings. RouteChannel keeps the package's socket, framing and
- * sequence numbers but collects replies itself, so callers get the raw messages, the
- * errno as a number and whether a dump was interrupted.
+ * Two transports, one protocol layer (`Collector`):
+ * - evented (daemons, tests): the `netlink` package's socket on the event loop. Its
+ *   NetlinkSocket.request() drops the NLMSG_DONE message of a dump (where the kernel puts
+ *   NLM_F_DUMP_INTR and late dump errors) and turns error numbers into message strings, so
+ *   RouteChannel keeps the package's socket, framing and sequence numbers but collects
+ *   replies itself. It is unreferenced while idle, so it never keeps the process alive.
+ * - blocking (a one-shot CNI call, see unix/mode.ts): a socket of netlib's addon, each
+ *   request written and its answer read in blocking system calls. A per-pod call makes
+ *   10-35 exchanges; each evented one costs event-loop turns and the package's JavaScript,
+ *   run once and cold (docs/build.md, "A blocking netlink socket").
+ * Either way callers get the raw messages, the errno as a number and whether a dump was
+ * interrupted.
  *
  * A channel is bound to the network namespace it was created in: create it inside
- * runInNetns (see netns/sockets.ts). It is unreferenced while idle, so an open
- * channel never keeps the process alive.
+ * runInNetns (see netns/sockets.ts).
  */
+import { closeSync } from 'node:fs';
 import type { NetlinkSocket, NetlinkSendOptions } from 'netlink/dist/netlink';
 import type { RawNetlinkSocket, MessageInfo } from 'netlink/dist/raw';
 import type { NetlinkMessage } from 'netlink/dist/structs';
-import { readS32, readU16, readU32 } from './attrs';
+import { netnsAddon } from '../native';
+import { blockingSocketsAllowed } from '../unix/mode';
+import { readS32, readU16, readU32, writeU16, writeU32 } from './attrs';
 import { KernelErrno } from './errors';
 
 export interface Reply {
@@ -33,8 +42,8 @@ export interface Exchange {
 export interface Channel {
   /** Sends one request (REQUEST|ACK added to `flags`) and collects its answer. */
   exchange(type: number, flags: number, body: Buffer): Promise<Exchange>;
-  /** The package's socket, for callers that want its own API (see rtnl()). */
-  readonly nl: NetlinkSocket;
+  /** The package's socket, for callers that want its own API (see rtnl()); absent on a blocking channel. */
+  readonly nl?: NetlinkSocket;
   close(): void;
 }
 
@@ -48,9 +57,44 @@ const NLMSG_DONE = 3;
 const NLMSG_OVERRUN = 4;
 const ENOBUFS = 105;
 
+/** The answer to one request as it arrives: `take` each message of its sequence number until it says done. */
+class Collector {
+  readonly replies: Reply[] = [];
+  interrupted = false;
+  /** Set once the answer is complete: `{}` on success, `{ error }` on failure. */
+  outcome: { error?: unknown } | undefined;
+
+  take(m: NetlinkMessage): void {
+    if (m.flags & NLM_F_DUMP_INTR) this.interrupted = true;
+    switch (m.type) {
+      case NLMSG_NOOP:
+        break;
+      case NLMSG_ERROR: {
+        const errno = m.data.length >= 4 ? readS32(m.data) : -ENOBUFS;
+        this.outcome = errno === 0 ? {} : { error: new KernelErrno(errno) };
+        break;
+      }
+      case NLMSG_DONE: {
+        // Since Linux 4.x the DONE payload carries the dump's final status.
+        const errno = m.data.length >= 4 ? readS32(m.data) : 0;
+        this.outcome = errno < 0 ? { error: new KernelErrno(errno) } : {};
+        break;
+      }
+      case NLMSG_OVERRUN:
+        this.outcome = { error: new KernelErrno(-ENOBUFS) };
+        break;
+      default:
+        this.replies.push({ type: m.type, flags: m.flags, data: m.data });
+    }
+  }
+
+  result(): Exchange {
+    return { replies: this.replies, interrupted: this.interrupted };
+  }
+}
+
 interface Pending {
-  replies: Reply[];
-  interrupted: boolean;
+  answer: Collector;
   resolve(x: Exchange): void;
   reject(e: unknown): void;
 }
@@ -97,7 +141,7 @@ function channelClass(): ChannelCtor {
       return new Promise<Exchange>((resolve, reject) => {
         const seq = this.generateSeq();
         if (this.pending.size === 0) this.socket.ref(); // keep the process alive until answered
-        this.pending.set(seq, { replies: [], interrupted: false, resolve, reject });
+        this.pending.set(seq, { answer: new Collector(), resolve, reject });
         const opts: NetlinkSendOptions = { flags: flags | NLM_F_REQUEST | NLM_F_ACK, seq };
         this.send(type, body, opts, (err) => {
           if (err) this.finish(seq, err);
@@ -113,27 +157,8 @@ function channelClass(): ChannelCtor {
           others.push(m);
           continue;
         }
-        if (m.flags & NLM_F_DUMP_INTR) p.interrupted = true;
-        switch (m.type) {
-          case NLMSG_NOOP:
-            break;
-          case NLMSG_ERROR: {
-            const errno = m.data.length >= 4 ? readS32(m.data) : -ENOBUFS;
-            this.finish(m.seq, errno === 0 ? undefined : new KernelErrno(errno));
-            break;
-          }
-          case NLMSG_DONE: {
-            // Since Linux 4.x the DONE payload carries the dump's final status.
-            const errno = m.data.length >= 4 ? readS32(m.data) : 0;
-            this.finish(m.seq, errno < 0 ? new KernelErrno(errno) : undefined);
-            break;
-          }
-          case NLMSG_OVERRUN:
-            this.finish(m.seq, new KernelErrno(-ENOBUFS));
-            break;
-          default:
-            p.replies.push({ type: m.type, flags: m.flags, data: m.data });
-        }
+        p.answer.take(m);
+        if (p.answer.outcome) this.finish(m.seq, p.answer.outcome.error);
       }
       // Anything not ours (notifications, requests sent through the package's own API).
       if (others.length) super.handleMessages(others, rinfo);
@@ -151,7 +176,7 @@ function channelClass(): ChannelCtor {
       this.pending.delete(seq);
       if (this.pending.size === 0 && !this.requests.size && !this.closed) this.socket.unref();
       if (err) p.reject(err);
-      else p.resolve({ replies: p.replies, interrupted: p.interrupted });
+      else p.resolve(p.answer.result());
     }
 
     private failAll(err: unknown): void {
@@ -182,8 +207,63 @@ function splitMessages(b: Buffer): NetlinkMessage[] {
   return out;
 }
 
-/** Opens a NETLINK_ROUTE channel in the calling thread's current network namespace. */
-export function openChannel(): Channel {
+/** The kernel answers at once; a missing answer is a bug, and a CNI call must not hang on it. */
+const BLOCKING_TIMEOUT_MS = 10_000;
+
+/** Requests written and answers read in blocking system calls of netlib's addon: no event-loop turn. */
+class BlockingChannel implements Channel {
+  private fd: number | undefined;
+  private seq = 1;
+
+  constructor(private readonly addon = netnsAddon()) {
+    this.fd = addon.netlinkOpen(NETLINK_ROUTE);
+  }
+
+  exchange(type: number, flags: number, body: Buffer): Promise<Exchange> {
+    try {
+      return Promise.resolve(this.exchangeNow(type, flags, body));
+    } catch (e) {
+      return Promise.reject(e);
+    }
+  }
+
+  close(): void {
+    if (this.fd === undefined) return;
+    closeSync(this.fd);
+    this.fd = undefined;
+  }
+
+  private exchangeNow(type: number, flags: number, body: Buffer): Exchange {
+    if (this.fd === undefined) throw new KernelErrno(-9 /* EBADF: socket closed */);
+    const seq = this.seq++;
+    this.addon.sockWrite(this.fd, frame(type, flags | NLM_F_REQUEST | NLM_F_ACK, seq, body), BLOCKING_TIMEOUT_MS);
+    const answer = new Collector();
+    while (!answer.outcome) {
+      // Messages of another sequence number are late answers to an earlier request that failed: skipped.
+      for (const m of splitMessages(this.addon.netlinkRecv(this.fd, BLOCKING_TIMEOUT_MS))) if (m.seq === seq) answer.take(m);
+    }
+    if (answer.outcome.error) throw answer.outcome.error;
+    return answer.result();
+  }
+}
+
+/** One request: struct nlmsghdr in host order (port 0: the kernel fills in ours), then the body. */
+function frame(type: number, flags: number, seq: number, body: Buffer): Buffer {
+  const msg = Buffer.alloc(NLMSG_HDRLEN + body.length);
+  writeU32(msg, msg.length, 0);
+  writeU16(msg, type, 4);
+  writeU16(msg, flags, 6);
+  writeU32(msg, seq, 8);
+  body.copy(msg, NLMSG_HDRLEN);
+  return msg;
+}
+
+/**
+ * Opens a NETLINK_ROUTE channel in the calling thread's current network namespace: blocking in a one-shot
+ * CNI call, evented otherwise (or when `evented` is asked, for the package's own API).
+ */
+export function openChannel(evented = false): Channel {
+  if (!evented && blockingSocketsAllowed()) return new BlockingChannel();
   const { RawNetlinkSocket: Raw } = require('netlink/dist/raw') as typeof import('netlink/dist/raw');
   const Ctor = channelClass();
   return new Ctor(new Raw(NETLINK_ROUTE));

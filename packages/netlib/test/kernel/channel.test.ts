@@ -45,7 +45,7 @@ describe('reply handling', () => {
   let ch: Channel & { handleMessages(msgs: unknown[], rinfo: unknown): void; send: (...a: unknown[]) => number };
   let seq: number;
   beforeEach(() => {
-    ch = runInNetns(t.ctr.ns, openChannel) as typeof ch;
+    ch = runInNetns(t.ctr.ns, () => openChannel(true)) as typeof ch; // the evented transport's reply handling
     // Capture the request instead of sending it: the test plays the kernel.
     jest.spyOn(ch, 'send').mockImplementation((...args: unknown[]) => {
       seq = (args[2] as { seq: number }).seq;
