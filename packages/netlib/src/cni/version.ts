@@ -5,6 +5,7 @@
  * and are not supported: a config naming them is rejected with code 1.
  */
 import { CniCode, CniError } from '../errors';
+import { decimal } from '../ip/parse';
 
 /** Every spec version netlib can parse and produce, oldest first. */
 export const SUPPORTED_VERSIONS = ['0.3.0', '0.3.1', '0.4.0', '1.0.0', '1.1.0'] as const;
@@ -27,19 +28,18 @@ const VERB_SINCE: Record<CniCommand, string> = {
   STATUS: '1.1.0',
 };
 
-const VERSION_RE = /^(0|[1-9]\d*)\.(0|[1-9]\d*)\.(0|[1-9]\d*)$/;
-
 export function isSupportedVersion(v: unknown): v is CniVersion {
   return typeof v === 'string' && (SUPPORTED_VERSIONS as readonly string[]).includes(v);
 }
 
 /** Splits "major.minor.patch" into numbers; throws code 1 for anything else. */
 export function parseVersion(v: string): [number, number, number] {
-  const m = VERSION_RE.exec(v);
-  if (!m) {
+  const parts = typeof v === 'string' ? v.split('.') : [];
+  const nums = parts.map((p) => decimal(p, 0, p.length, Number.MAX_SAFE_INTEGER));
+  if (nums.length !== 3 || nums.includes(undefined)) {
     throw new CniError(CniCode.IncompatibleVersion, 'invalid CNI version', `expected "major.minor.patch", got ${JSON.stringify(v)}`);
   }
-  return [Number(m[1]), Number(m[2]), Number(m[3])];
+  return nums as [number, number, number];
 }
 
 /** Semver-style comparison of two "x.y.z" strings: negative, 0 or positive. */

@@ -2,9 +2,10 @@
  * Strict parsing of IP addresses and CIDRs into (family, bigint) pairs, and
  * canonical formatting back.
  *
- * IPv4 is parsed here: it is the common case on the plugin hot path and a
- * regex costs nothing, while loading `ip-address` costs several milliseconds
- * of start-up. IPv6 text (compression, embedded IPv4) goes through
+ * IPv4 is parsed here, character by character: it is the common case on the
+ * plugin hot path, where a regular expression is compiled on its first use in
+ * every call (~0.3 ms of a router ADD's profile), and loading `ip-address`
+ * costs several milliseconds of start-up. IPv6 text (compression, embedded IPv4) goes through
  * `ip-address`, loaded on first use. Stricter than `ip-address` alone: no
  * zones ("%eth0"), no leading zeros in IPv4 octets or prefix lengths, no
  * surrounding whitespace, exactly one "/" in a CIDR.
@@ -38,26 +39,53 @@ function lib(): typeof IpAddressModule {
   return ipAddress;
 }
 
-const V4_RE =
-  /^(25[0-5]|2[0-4]\d|1\d\d|[1-9]?\d)\.(25[0-5]|2[0-4]\d|1\d\d|[1-9]?\d)\.(25[0-5]|2[0-4]\d|1\d\d|[1-9]?\d)\.(25[0-5]|2[0-4]\d|1\d\d|[1-9]?\d)$/;
 const V6_CHARS_RE = /^[0-9a-fA-F:.]+$/;
-const PREFIX_RE = /^(0|[1-9]\d{0,2})$/;
+const ZERO = 48;
+const NINE = 57;
+
+/**
+ * A decimal number from `from` to `to` of `s`, without sign or leading zeros, at most `max`; else undefined.
+ * By hand rather than by a regular expression, which a one-shot call would compile on first use.
+ */
+export function decimal(s: string, from: number, to: number, max: number): number | undefined {
+  if (to <= from || (s.charCodeAt(from) === ZERO && to - from > 1)) return undefined;
+  let n = 0;
+  for (let i = from; i < to; i++) {
+    const c = s.charCodeAt(i);
+    if (c < ZERO || c > NINE) return undefined;
+    n = n * 10 + (c - ZERO);
+    if (n > max) return undefined;
+  }
+  return n;
+}
+
+/** The 32-bit value of a dotted quad: four decimal octets 0-255, no leading zeros; else undefined. */
+function v4Value(s: string): number | undefined {
+  let value = 0;
+  let from = 0;
+  for (let part = 0; part < 4; part++) {
+    const end = part === 3 ? s.length : s.indexOf('.', from);
+    const octet = end < 0 ? undefined : decimal(s, from, end, 255);
+    if (octet === undefined) return undefined;
+    value = value * 256 + octet;
+    from = end + 1;
+  }
+  return value;
+}
 const MAPPED_PREFIX = 0xffffn << 32n;
 
 /** Parses a bare address (no prefix); undefined when it is not one. */
 export function tryParseIp(s: unknown): IpValue | undefined {
   if (typeof s !== 'string') return undefined;
-  const m = V4_RE.exec(s);
-  if (m) {
-    return { family: 4, value: BigInt(((+m[1] << 24) >>> 0) + (+m[2] << 16) + (+m[3] << 8) + +m[4]) };
-  }
+  const v4 = v4Value(s);
+  if (v4 !== undefined) return { family: 4, value: BigInt(v4) };
   if (!s.includes(':') || !V6_CHARS_RE.test(s)) return undefined;
   const { Address6 } = lib();
   try {
     const a = new Address6(s);
     // Embedded IPv4 must obey the same rules as plain IPv4 (no leading zeros).
     const dotted = s.slice(s.lastIndexOf(':') + 1);
-    if (dotted.includes('.') && !V4_RE.test(dotted)) return undefined;
+    if (dotted.includes('.') && v4Value(dotted) === undefined) return undefined;
     return { family: 6, value: a.bigInt() };
   } catch {
     return undefined;
@@ -69,12 +97,10 @@ export function tryParseCidr(s: unknown): (IpValue & { prefix: number }) | undef
   if (typeof s !== 'string') return undefined;
   const slash = s.indexOf('/');
   if (slash < 0 || slash !== s.lastIndexOf('/')) return undefined;
-  const prefixText = s.slice(slash + 1);
-  if (!PREFIX_RE.test(prefixText)) return undefined;
+  const prefix = decimal(s, slash + 1, s.length, 128);
+  if (prefix === undefined) return undefined;
   const ip = tryParseIp(s.slice(0, slash));
-  if (!ip) return undefined;
-  const prefix = Number(prefixText);
-  if (prefix > BITS[ip.family]) return undefined;
+  if (!ip || prefix > BITS[ip.family]) return undefined;
   return { ...ip, prefix };
 }
 

@@ -21,7 +21,8 @@ const PER_INTERFACE = /^net\.(ipv4|ipv6|mpls)\.(conf|neigh)\.(.+)\.([^.]+)$/;
 
 /** The /proc/sys path for a key (see the module comment for the dotted-key rule). */
 export function sysctlPath(key: string): string {
-  let rel = key.startsWith(PROC_SYS) ? key.slice(PROC_SYS.length) : key.replace(/^\/+/, '');
+  // The regular expressions only for the forms that need them: a plugin call passes relative slash keys.
+  let rel = key.startsWith(PROC_SYS) ? key.slice(PROC_SYS.length) : key.startsWith('/') ? key.replace(/^\/+/, '') : key;
   if (!rel.includes('/')) {
     const m = PER_INTERFACE.exec(rel);
     rel = m ? `net/${m[1]}/${m[2]}/${m[3]}/${m[4]}` : rel.replace(/\./g, '/');

@@ -29,14 +29,17 @@ describe('versions', () => {
     expect(Math.sign(compareVersions(a, b))).toBe(sign);
   });
 
-  it.each(['', '1', '1.0', 'v1.0.0', '1.0.0-rc1', '01.0.0', '1.0.0 '])('rejects %j with code 1', (v) => {
-    expect(() => parseVersion(v)).toThrow(CniError);
-    try {
-      parseVersion(v);
-    } catch (e) {
-      expect((e as CniError).code).toBe(1);
-    }
-  });
+  it.each(['', '1', '1.0', 'v1.0.0', '1.0.0-rc1', '01.0.0', '1.0.0 ', '1.0.0.0', '1..0', '1.0.', '.1.0', '1.+0.0', '1.0.00'])(
+    'rejects %j with code 1',
+    (v) => {
+      expect(() => parseVersion(v)).toThrow(CniError);
+      try {
+        parseVersion(v);
+      } catch (e) {
+        expect((e as CniError).code).toBe(1);
+      }
+    },
+  );
 
   it('finds the highest version of a list', () => {
     expect(highestVersion(['0.4.0', '1.0.0', '0.3.1'])).toBe('1.0.0');

@@ -78,8 +78,34 @@ describe('addresses', () => {
     expect(ip.parseIp(input)).toEqual({ address: canonical, family });
   });
 
-  it.each(['', '1.2.3', '1.2.3.4/32', '01.2.3.4', 'fe80::1%eth0', '::/0', 'x'])('isValidIp(%j) is false', (s) => {
+  it.each([
+    '',
+    '1.2.3',
+    '1.2.3.4/32',
+    '01.2.3.4',
+    '1.2.3.00',
+    '1..2.3',
+    '.1.2.3',
+    '1.2.3.',
+    '1.2.3.4.',
+    '+1.2.3.4',
+    '1.2.3.-4',
+    '1.2.3.1000',
+    '255.255.255.256',
+    'fe80::1%eth0',
+    '::/0',
+    'x',
+  ])('isValidIp(%j) is false', (s) => {
     expect(ip.isValidIp(s)).toBe(false);
+  });
+
+  it.each([
+    ['0.0.0.0', '0.0.0.0/0'],
+    ['255.255.255.255', '255.255.255.255/32'],
+    ['100.64.0.9', '100.64.0.9/10'],
+  ])('isValidIp(%j) and isValidCidr(%j) are true', (a, cidr) => {
+    expect(ip.isValidIp(a)).toBe(true);
+    expect(ip.isValidCidr(cidr)).toBe(true);
   });
 
   it('familyOf accepts CIDRs and rejects garbage', () => {
