@@ -3,10 +3,8 @@
  * socket (the plugin binary), against agents in a child process: one that answers the op it was asked,
  * one that answers garbage, one that never answers.
  */
-import * as fs from 'node:fs';
-import * as os from 'node:os';
 import * as path from 'node:path';
-import { startListening } from '@cnikit/netlib-testing';
+import { serveInTempDir } from '@cnikit/netlib-testing';
 import { allowBlockingSockets } from '@cnikit/netlib/unix';
 import { agentRequest } from '../src/agent-client';
 
@@ -30,14 +28,10 @@ let dir: string;
 let agents: { stop(): Promise<void> };
 
 beforeAll(async () => {
-  dir = fs.mkdtempSync(path.join(os.tmpdir(), 'eni-agent-client-'));
-  agents = await startListening([process.execPath, '-e', AGENTS, dir]);
+  ({ dir, ...agents } = await serveInTempDir('eni-agent-client-', [process.execPath, '-e', AGENTS]));
 });
 
-afterAll(async () => {
-  await agents.stop();
-  fs.rmSync(dir, { recursive: true, force: true });
-});
+afterAll(() => agents.stop());
 
 describe.each([
   ['on node:net', false],

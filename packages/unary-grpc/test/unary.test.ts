@@ -7,9 +7,8 @@
  * would starve a server in its own process.
  */
 import * as fs from 'node:fs';
-import * as os from 'node:os';
 import * as path from 'node:path';
-import { startListening } from '@cnikit/netlib-testing';
+import { serveInTempDir } from '@cnikit/netlib-testing';
 import { allowBlockingSockets } from '@cnikit/netlib/unix';
 import { GrpcConnectError, GrpcStatus, frameMessage, unaryCall } from '../src';
 import { failure } from './support';
@@ -20,15 +19,11 @@ let socket: string;
 let servers: { stop(): Promise<void> };
 
 beforeAll(async () => {
-  dir = fs.mkdtempSync(path.join(os.tmpdir(), 'unary-grpc-'));
+  ({ dir, ...servers } = await serveInTempDir('unary-grpc-', [process.execPath, path.join(__dirname, 'fixtures', 'servers.js')]));
   socket = path.join(dir, 'rpc.sock');
-  servers = await startListening([process.execPath, path.join(__dirname, 'fixtures', 'servers.js'), dir]);
 });
 
-afterAll(async () => {
-  await servers.stop();
-  fs.rmSync(dir, { recursive: true, force: true });
-});
+afterAll(() => servers.stop());
 
 const inspect = async (metadata?: [string, string][]): Promise<{ left: number; namespace: string | null }> =>
   JSON.parse((await unaryCall(socket, '/test.Echo/Inspect', Buffer.alloc(0), 30_000, metadata)).toString()) as {

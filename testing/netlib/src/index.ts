@@ -14,7 +14,7 @@ import { NETNS_RUN_DIR, execInNetns, openNetns, sysctl, withHostNetns, type Netn
 
 export { eventually } from './eventually';
 export { rejectedWith, thrownBy } from './errors';
-export { bundleProgram, startListening } from './program';
+export { bundleProgram, serveInTempDir, startListening } from './program';
 
 /** Runs `fn` with hostNetns() answering `ns`: a plugin handler in-process against a test "host". */
 export const useHostNetns = withHostNetns;

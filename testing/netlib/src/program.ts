@@ -1,4 +1,7 @@
 import { spawn } from 'node:child_process';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { build } from 'esbuild';
 
 /** Bundles a TypeScript program into one CommonJS file that `node <outfile>` runs, as tests run a child program. */
@@ -27,6 +30,28 @@ export async function startListening(argv: string[]): Promise<{ line: string; st
     stop: async () => {
       child.kill('SIGTERM');
       await exited;
+    },
+  };
+}
+
+/**
+ * Starts a server program with a fresh temporary directory as its last argument (where it puts its UNIX
+ * sockets) and waits for its first line, as startListening; stop() ends it and removes the directory.
+ */
+export async function serveInTempDir(prefix: string, argv: string[]): Promise<{ dir: string; stop: () => Promise<void> }> {
+  const dir = mkdtempSync(join(tmpdir(), prefix));
+  let server: { stop: () => Promise<void> };
+  try {
+    server = await startListening([...argv, dir]);
+  } catch (e) {
+    rmSync(dir, { recursive: true, force: true });
+    throw e;
+  }
+  return {
+    dir,
+    stop: async () => {
+      await server.stop();
+      rmSync(dir, { recursive: true, force: true });
     },
   };
 }

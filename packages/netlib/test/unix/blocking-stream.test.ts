@@ -5,9 +5,8 @@
  */
 import { spawn } from 'node:child_process';
 import * as fs from 'node:fs';
-import * as os from 'node:os';
 import * as path from 'node:path';
-import { startListening } from '@cnikit/netlib-testing';
+import { serveInTempDir } from '@cnikit/netlib-testing';
 import { BlockingUnixStream, UnixStreamError } from '../../src/unix';
 
 // echo.sock answers each chunk upper-cased and ends the stream after a chunk holding "!" (one byte: never split
@@ -25,14 +24,10 @@ let dir: string;
 let servers: { stop(): Promise<void> };
 
 beforeAll(async () => {
-  dir = fs.mkdtempSync(path.join(os.tmpdir(), 'netlib-unix-'));
-  servers = await startListening([process.execPath, '-e', SERVERS, dir]);
+  ({ dir, ...servers } = await serveInTempDir('netlib-unix-', [process.execPath, '-e', SERVERS]));
 });
 
-afterAll(async () => {
-  await servers.stop();
-  fs.rmSync(dir, { recursive: true, force: true });
-});
+afterAll(() => servers.stop());
 
 /** The UnixStreamError `f` throws. */
 function thrown(f: () => unknown): UnixStreamError {
