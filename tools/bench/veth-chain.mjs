@@ -90,7 +90,16 @@ export function run(ctx) {
     const res = runChain(ctx, host, job, 'each in a fresh netns');
     // Issue 18's limits (issue 10 asked 1.5x of the ADD).
     ctx.targets.push({ what: 'veth ADD (chained after macvlan)', limit: 1.25, wall: res.add, cpu: res.cpu.add });
-    ctx.targets.push({ what: 'veth DEL', limit: 1.25, wall: res.del, cpu: res.cpu.del });
+    ctx.targets.push({
+      what: 'veth DEL',
+      limit: 1.25,
+      wall: res.del,
+      cpu: res.cpu.del,
+      floor:
+        res.unregisterFloor === undefined
+          ? undefined
+          : { ratio: res.unregisterFloor, why: "node -e 0 + the kernel's unregister of a veth pair" },
+    });
   } finally {
     for (const n of [...containers, host]) spawnSync('ip', ['netns', 'del', n]);
     fs.rmSync(work, { recursive: true, force: true });

@@ -35,6 +35,8 @@ export function runChain(ctx, host, job, note) {
   );
   console.log(`  (medians of ${w.length} alternating runs, ${note})`);
   const linkDel = res.linkDel.slice(1);
+  // The floor of a DEL that deletes a veth pair: the bare start plus the kernel's unregister, pair by pair.
+  const unregisterFloor = linkDel.length > 0 ? median(linkDel.map((d, i) => (bare[i] + d) / bare[i])) : undefined;
   if (linkDel.length > 0) {
     const rest = median(w.map((t, i) => t.metaDel - linkDel[i]));
     console.log(
@@ -52,5 +54,5 @@ export function runChain(ctx, host, job, note) {
         `  ${meta} ${verb.toUpperCase()} CPU time (perf stat task-clock): ${ms(median(c.a))} vs node -e 0 ${ms(median(b))}: ${ratio(median(c.ratios))}`,
       );
   const wall = (key) => ({ a: w.map((t) => t[key]), b: bare, ratios: w.map((t, i) => t[key] / bare[i]) });
-  return { add: wall('metaAdd'), del: wall('metaDel'), cpu };
+  return { add: wall('metaAdd'), del: wall('metaDel'), cpu, unregisterFloor };
 }

@@ -28,6 +28,26 @@ export const median = (xs) => {
 };
 
 /**
+ * A distribution-free interval for the median of `xs`, with at least 95% confidence: the k-th smallest and
+ * k-th largest values, k the largest rank with P(Binomial(n, 1/2) < k) <= 2.5%. Undefined below 6 values.
+ * It says whether a median near a target's limit is on its side of the limit or within the noise.
+ */
+export function medianInterval(xs) {
+  const s = [...xs].sort((a, b) => a - b);
+  const n = s.length;
+  let below = 0; // P(X < k), X ~ Binomial(n, 1/2)
+  let term = 0.5 ** n; // P(X = k - 1), starting at k = 1
+  let k = 0;
+  for (let i = 0; i < n; i++) {
+    if (below + term > 0.025) break;
+    below += term;
+    k = i + 1;
+    term = (term * (n - i)) / (i + 1);
+  }
+  return k === 0 ? undefined : [s[k - 1], s[n - k]];
+}
+
+/**
  * Reads each file whole, so the page cache holds all of it, as it does for a program a node runs every few
  * seconds. Without it an executable idle for a minute starts slower than the runtime it is compared with:
  * this machine kind's DAMON pages out page cache unused for ~60 s (docs/build.md), and a start that faults
