@@ -40,7 +40,7 @@ export function runChain(ctx, host, job, note) {
   if (linkDel.length > 0) {
     const rest = median(w.map((t, i) => t.metaDel - linkDel[i]));
     console.log(
-      `  ip link del of a veth pair (the kernel's unregister, which every plugin deleting a pair waits for): ${ms(median(linkDel))};` +
+      `  the kernel's unregister of a veth pair (ip link del less ip link show; every plugin deleting a pair waits for it): ${ms(median(linkDel))};` +
         ` ${meta} DEL without it: ${ms(rest)}, ${ratio(rest / bareMed)} of node -e 0`,
     );
   }

@@ -45,21 +45,23 @@ function metaCpu(netns) {
 }
 
 /**
- * Wall time of `ip link del` of a veth pair whose peer is in job.floorNetns[i]: the kernel
- * unregisters both ends and waits for an RCU grace period inside that one netlink call, so any
- * plugin that deletes a pair waits as long (ip's own start is about 1 ms of it).
+ * The kernel's part of deleting a veth pair whose peer is in job.floorNetns[i]: it unregisters both
+ * ends and waits for an RCU grace period inside that one netlink call, so any plugin that deletes a
+ * pair waits as long. Measured as the wall time of `ip link del` less that of `ip link show` of the
+ * same link just before (ip's own start and one netlink exchange).
  */
 function linkDelFloor(i) {
   const peerNs = job.floorNetns[i];
   const run = (args) => {
+    const t0 = process.hrtime.bigint();
     const r = spawnSync('ip', args, { encoding: 'utf8' });
     if (r.status !== 0) throw new Error(`ip ${args.join(' ')}: ${r.stderr}`);
+    return Number(process.hrtime.bigint() - t0) / 1e6;
   };
   run(['link', 'add', 'floorh', 'type', 'veth', 'peer', 'name', 'floorp', 'netns', peerNs]);
   run(['link', 'set', 'floorh', 'up']);
-  const t0 = process.hrtime.bigint();
-  run(['link', 'del', 'floorh']);
-  return Number(process.hrtime.bigint() - t0) / 1e6;
+  const show = run(['link', 'show', 'dev', 'floorh']);
+  return Math.max(0, run(['link', 'del', 'floorh']) - show);
 }
 
 /** ADD then DEL of the chain in one pod netns, as libcni runs a conflist (DEL in reverse). */
