@@ -1,58 +1,7 @@
-// Training scenario of `veth` (tools/build/lib/train.mjs): the chain `npm run bench` and a node
-// run, macvlan + host-local then veth, ADD, CHECK, STATUS then DEL, in throwaway network namespaces: a "host"
-// (where the plugin runs, with the macvlan parent) and a pod.
+// Training scenario of `veth` (tools/build/lib/train.mjs): the macvlan chain of `npm run bench` and a node run,
+// veth on the pod's eth0.
+import { trainMacvlanChain } from './macvlan-chain.mjs';
+
 export function train(t) {
-  const host = `${t.id}-h`;
-  const pod = `${t.id}-p`;
-  const podPath = `/var/run/netns/${pod}`;
-  const env = (command) => ({
-    CNI_COMMAND: command,
-    CNI_CONTAINERID: `${t.id}0123456789`,
-    CNI_NETNS: podPath,
-    CNI_IFNAME: 'eth0',
-    CNI_PATH: t.goPlugin(''),
-    PATH: '/usr/sbin:/usr/bin:/sbin:/bin',
-  });
-  const base = { cniVersion: '1.0.0', name: 'train-veth' };
-  const macvlan = {
-    ...base,
-    type: 'macvlan',
-    master: 'mvmaster',
-    mode: 'bridge',
-    ipam: {
-      type: 'host-local',
-      dataDir: `${t.work}/ipam`,
-      ranges: [[{ subnet: '172.30.0.0/24', gateway: '172.30.0.1' }]],
-      routes: [{ dst: '0.0.0.0/0' }],
-    },
-  };
-  const veth = {
-    ...base,
-    type: 'veth',
-    overlay_hijack_subnet: ['10.244.0.0/16'],
-    service_hijack_subnet: ['10.96.0.0/12'],
-    log_options: { log_level: 'info', log_file: `${t.work}/veth.log` },
-  };
-  try {
-    t.ip('netns', 'add', host);
-    t.ip('-n', host, 'link', 'add', 'mvmaster', 'type', 'veth', 'peer', 'name', 'mvpeer');
-    t.ip('-n', host, 'addr', 'add', '172.30.0.1/24', 'dev', 'mvmaster');
-    for (const l of ['lo', 'mvmaster', 'mvpeer']) t.ip('-n', host, 'link', 'set', l, 'up');
-    t.ip('netns', 'add', pod);
-    const prev = JSON.parse(t.exec(t.goPlugin('macvlan'), env('ADD'), JSON.stringify(macvlan), host));
-    const result = JSON.parse(t.call(env('ADD'), JSON.stringify({ ...veth, prevResult: prev }), host));
-    t.call(env('CHECK'), JSON.stringify({ ...veth, prevResult: result }), host);
-    // containerd 2.x asks every plugin of a 1.1.0 conflist for STATUS on each runtime status poll.
-    t.call(env('STATUS'), JSON.stringify({ ...veth, cniVersion: '1.1.0' }), host);
-    t.call(env('DEL'), JSON.stringify({ ...veth, prevResult: result }), host);
-    t.exec(t.goPlugin('macvlan'), env('DEL'), JSON.stringify({ ...macvlan, prevResult: result }), host);
-  } finally {
-    for (const n of [pod, host]) {
-      try {
-        t.ip('netns', 'del', n);
-      } catch {
-        /* not created */
-      }
-    }
-  }
+  trainMacvlanChain(t, { meta: 'veth', ifName: 'eth0', gateway: '172.30.0.1' });
 }
