@@ -18,6 +18,7 @@ import {
   type NodeSetup,
 } from './support';
 import type { FakeGce } from '@cnikit/gce-emulator';
+import { isNotFound } from '@cnikit/kube/lite';
 
 let fake: FakeGce;
 let src: NodeSetup;
@@ -40,6 +41,23 @@ afterEach(async () => {
 const conf = (n: NodeSetup): string => nodeConf(fake, pool.metadata.name, n);
 const getAlloc = (ip: string): Promise<IPAllocation> =>
   kube().request<IPAllocation>('GET', `/apis/${API_VERSION}/ipallocations/${allocationName(pool.metadata.name, ip)}`);
+
+/**
+ * A host address of the pool with no IPAllocation, from the top down: the allocator draws IPs at random, so a
+ * fixed "free" address is sometimes the very one this test's source pod just got.
+ */
+async function unallocatedIp(): Promise<string> {
+  for (let host = 254; host > 1; host--) {
+    const ip = `10.115.0.${host}`;
+    try {
+      await getAlloc(ip);
+    } catch (err) {
+      if (isNotFound(err)) return ip;
+      throw err;
+    }
+  }
+  throw new Error('every address of 10.115.0.0/24 is allocated');
+}
 
 /** A source pod with an IP on vm-src. */
 async function source(owner = 'rs-uid-1'): Promise<{ name: string; ip: string; containerId: string }> {
@@ -88,18 +106,17 @@ test('source deleted first (DEL sees move-out): the entry is kept, and the repla
   expect(fake.aliasesOf(ZONE, dst.instance)).toEqual([`${s.ip}/32`]);
 });
 
+/** What a hostile or malformed claimant pod carries. */
+interface Claim {
+  ann: Record<string, string>;
+  mark?: boolean;
+  owner?: string;
+  podName?: string;
+  namespace?: string;
+}
+
 describe('hostile and malformed claims are refused (code 121) and change nothing', () => {
-  const cases: [
-    string,
-    (s: { ip: string; name: string }) => {
-      ann: Record<string, string>;
-      mark?: boolean;
-      owner?: string;
-      podName?: string;
-      namespace?: string;
-    },
-    RegExp,
-  ][] = [
+  const cases: [string, (s: { ip: string; name: string }) => Claim | Promise<Claim>, RegExp][] = [
     ['source not marked move-out', (s) => ({ ann: { [ANN_IP]: s.ip, [ANN_ORIGINAL_INSTANCE]: src.instance }, mark: false }), /not marked/],
     ['wrong original instance', (s) => ({ ann: { [ANN_IP]: s.ip, [ANN_ORIGINAL_INSTANCE]: 'some-other-vm' } }), /not attached to/],
     [
@@ -112,7 +129,11 @@ describe('hostile and malformed claims are refused (code 121) and change nothing
       (s) => ({ ann: { [ANN_IP]: s.ip, [ANN_ORIGINAL_INSTANCE]: src.instance }, namespace: uniqueName('evil') }),
       /another namespace/,
     ],
-    ['IP not allocated', () => ({ ann: { [ANN_IP]: '10.115.0.250', [ANN_ORIGINAL_INSTANCE]: src.instance } }), /not allocated/],
+    [
+      'IP not allocated',
+      async () => ({ ann: { [ANN_IP]: await unallocatedIp(), [ANN_ORIGINAL_INSTANCE]: src.instance } }),
+      /not allocated/,
+    ],
     ['IP outside the pool', () => ({ ann: { [ANN_IP]: '10.0.0.2', [ANN_ORIGINAL_INSTANCE]: src.instance } }), /not a host address/],
     ['the gateway', () => ({ ann: { [ANN_IP]: '10.115.0.1', [ANN_ORIGINAL_INSTANCE]: src.instance } }), /not a host address/],
     ['a CIDR instead of an IP', (s) => ({ ann: { [ANN_IP]: `${s.ip}/0`, [ANN_ORIGINAL_INSTANCE]: src.instance } }), /not an IPv4 address/],
@@ -128,7 +149,7 @@ describe('hostile and malformed claims are refused (code 121) and change nothing
   for (const [title, make, expected] of cases) {
     test(title, async () => {
       const s = await source('rs-uid-3');
-      const c = make(s);
+      const c = await make(s);
       if (c.mark !== false) await annotatePod(ns, s.name, { [ANN_MOVE_OUT_IP]: s.ip });
       const dNs = c.namespace ?? ns;
       const dName = uniqueName('claimant');

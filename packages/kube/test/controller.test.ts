@@ -140,7 +140,9 @@ describe('reconcile loop with finalizers', () => {
     const text = await metrics.registry.metrics();
     expect(text).toMatch(/controller_runtime_reconcile_errors_total\{controller="addresspool"\} [4-9]/);
     expect(text).toMatch(/controller_runtime_reconcile_total\{controller="addresspool",result="success"\} \d+/);
-    expect(controller.queue.retries(name)).toBe(0);
+    // The status write the wait above saw happens inside the reconcile; the queue forgets the key's failures
+    // when the reconcile returns, a moment later.
+    await eventually('failures forgotten after the success', async () => controller.queue.retries(name) === 0);
   });
 });
 
